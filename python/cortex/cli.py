@@ -1,0 +1,455 @@
+"""The `cortex` command: add, import, search, show and stats on one database file.
+
+The database is `--db`, else ``$CORTEX_DB``, else ``cortex.db`` in the per-user data folder
+(``$CORTEX_HOME``, ``$XDG_DATA_HOME/cortex`` or ``~/.local/share/cortex``). Every failure is
+one line on stderr and a non-zero exit code: 1 for a cortex error, 2 for a usage error,
+70 for a bug (with ``CORTEX_DEBUG=1`` to see its traceback), 130 when interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import shutil
+import sys
+import time
+import types
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TextIO, Union, get_args, get_origin, get_type_hints
+
+import cortex
+from cortex.errors import CortexError
+from cortex.options import Fusion, Mode, Options, OrderBy
+from cortex.paths import default_db
+
+__all__ = ["main"]
+
+EXIT_ERROR, EXIT_USAGE, EXIT_BUG, EXIT_INTERRUPTED = 1, 2, 70, 130
+
+_OPTION_HELP = {
+    "mode": "keyword, semantic or hybrid",
+    "limit": "how many results at most",
+    "min_confidence": "leave out memories whose effective confidence is lower",
+    "alpha": "hybrid weight of semantic against keyword (0 = keyword only, 1 = semantic only)",
+    "recency_weight": "recency boost w in 1 + w / (1 + days); 0 turns it off",
+    "include_facts": "attach each memory's facts",
+    "session_id": "the session this search is recorded under",
+    "lens": "the active lens, recorded with the recall",
+    "fusion": "how hybrid mode fuses the two lists: rrf or linear",
+    "rrf_k": "the k of reciprocal rank fusion",
+    "min_score": "leave out results whose final score is lower",
+    "min_similarity": "leave out semantic matches whose cosine similarity is lower",
+    "order_by": "relevance, recency or confidence",
+    "token_budget": "stop adding results when their estimated tokens would pass this",
+    "project": "only this project's memories",
+    "session": "only memories linked to this session",
+    "sector": "only this sector",
+    "tier": "only this tier",
+    "scope": "only this scope; a trailing * matches a prefix (project:hydra*)",
+    "category": "only this category",
+    "source_prefix": "only memories whose source path starts with this",
+    "min_salience": "leave out memories whose salience is lower",
+    "created_since": "only memories created at or after this ISO date",
+    "created_until": "only memories created at or before this ISO date",
+    "include_superseded": "include memories that a newer one superseded",
+}
+_CHOICES: dict[str, type] = {"mode": Mode, "fusion": Fusion, "order_by": OrderBy}
+
+
+class UsageError(Exception):
+    """A command line that cannot be run as written."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # one line, exit 2, never argparse's usage dump
+        raise UsageError(message)
+
+
+# --------------------------------------------------------------------------- output
+
+
+class Progress:
+    """A one-line progress bar on stderr, drawn only when stderr is a terminal."""
+
+    def __init__(self, label: str, stream: TextIO | None = None) -> None:
+        self.label = label
+        self.stream = stream or sys.stderr
+        self.enabled = self.stream.isatty() and not os.environ.get("CORTEX_NO_PROGRESS")
+        self.started = time.monotonic()
+        self.last = 0.0
+
+    def __call__(self, done: int, total: int, item: object = None) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if done < total and now - self.last < 0.1:
+            return
+        self.last = now
+        width = 30
+        filled = int(width * done / total) if total else width
+        rate = done / max(now - self.started, 1e-9)
+        bar = "█" * filled + "░" * (width - filled)
+        self.stream.write(f"\r{self.label} {bar} {done}/{total} ({rate:,.0f}/s)")
+        if done >= total:
+            self.stream.write("\n")
+        self.stream.flush()
+
+
+def _marks(snippet: str, tty: bool) -> str:
+    if tty:
+        return snippet.replace("<mark>", "\x1b[1;33m").replace("</mark>", "\x1b[0m")
+    return snippet.replace("<mark>", "[").replace("</mark>", "]")
+
+
+def _visible_len(text: str) -> int:
+    return len(text.replace("\x1b[1;33m", "").replace("\x1b[0m", ""))
+
+
+def _clip(text: str, width: int) -> str:
+    """Cut `text` to `width` visible characters, keeping ANSI marks balanced."""
+    if _visible_len(text) <= width:
+        return text
+    out, seen, i, open_mark = "", 0, 0, False
+    while i < len(text) and seen < width - 1:
+        for code in ("\x1b[1;33m", "\x1b[0m"):
+            if text.startswith(code, i):
+                out += code
+                open_mark = code == "\x1b[1;33m"
+                i += len(code)
+                break
+        else:
+            out += text[i]
+            seen += 1
+            i += 1
+    return out + ("\x1b[0m" if open_mark else "") + "…"
+
+
+def _where(memory: cortex.Memory) -> str:
+    if memory.source_path:
+        where = Path(memory.source_path).name
+        if memory.chunk_index is not None:
+            where += f"#{memory.chunk_index}"
+    else:
+        where = memory.scope or memory.category or "-"
+    return f"{memory.project}:{where}" if memory.project else where
+
+
+def print_results(results: cortex.Results, out: TextIO) -> None:
+    tty = out.isatty()
+    width = shutil.get_terminal_size((100, 20)).columns
+    if not results:
+        hidden = (
+            f" ({results.hidden} below the minimum score or confidence)" if results.hidden else ""
+        )
+        out.write(f"no results{hidden}\n")
+        return
+    rows = [
+        (
+            str(n),
+            f"{r.score:.3f}",
+            str(r.memory.id),
+            str(r.match_type),
+            _where(r.memory),
+            _marks(r.snippet or r.memory.content, tty),
+        )
+        for n, r in enumerate(results, 1)
+    ]
+    head = ("#", "score", "id", "match", "source", "snippet")
+    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(head[:5])]
+    widths[4] = min(widths[4], 28)
+    snippet_width = max(20, width - sum(widths) - 2 * 5)
+    line = "  ".join(h.ljust(w) for h, w in zip(head[:5], widths, strict=True)) + "  snippet"
+    out.write((f"\x1b[2m{line}\x1b[0m" if tty else line) + "\n")
+    for row in rows:
+        cells = [row[i].rjust(widths[i]) if i < 3 else row[i][: widths[i]].ljust(widths[i])
+                 for i in range(5)]  # fmt: skip
+        out.write("  ".join(cells) + "  " + _clip(" ".join(row[5].split()), snippet_width) + "\n")
+    if results.hidden:
+        out.write(f"({results.hidden} more below the minimum score or confidence)\n")
+
+
+def _json_default(value: object) -> object:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(f"cannot serialise {type(value).__name__}")
+
+
+def _dump(data: object, out: TextIO) -> None:
+    json.dump(data, out, ensure_ascii=False, indent=2, default=_json_default)
+    out.write("\n")
+
+
+# --------------------------------------------------------------------------- parser
+
+
+def _option_type(name: str, hint: Any) -> tuple[Any, bool]:
+    """(argparse type, is-bool) for an Options field."""
+    if get_origin(hint) in (Union, types.UnionType):
+        hint = next(a for a in get_args(hint) if a is not type(None))
+    if hint is bool:
+        return None, True
+    if name in _CHOICES:
+        return str, False
+    if hint is datetime:
+        return str, False
+    return hint, False
+
+
+def _add_search_options(parser: argparse.ArgumentParser) -> None:
+    hints = get_type_hints(Options)
+    defaults = Options()
+    for f in dataclasses.fields(Options):
+        flag = "--" + f.name.replace("_", "-")
+        arg_type, is_bool = _option_type(f.name, hints[f.name])
+        default = getattr(defaults, f.name)
+        help_text = _OPTION_HELP.get(f.name, f.name.replace("_", " "))
+        if is_bool:
+            parser.add_argument(
+                flag,
+                action=argparse.BooleanOptionalAction,
+                default=None,
+                help=f"{help_text} (default: {'yes' if default else 'no'})",
+            )
+            continue
+        choices = [str(m) for m in _CHOICES[f.name]] if f.name in _CHOICES else None
+        shown = str(default) if default is not None else "none"
+        parser.add_argument(
+            flag,
+            type=arg_type,
+            choices=choices,
+            default=None,
+            metavar=f.name.upper() if not choices else None,
+            help=f"{help_text} (default: {shown})",
+        )
+    # Short names people reach for.
+    parser.add_argument("--since", dest="created_since", help=argparse.SUPPRESS)
+    parser.add_argument("--until", dest="created_until", help=argparse.SUPPRESS)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="cortex",
+        description="Local-first memory search for AI agents.",
+        epilog="The database is --db, else $CORTEX_DB, else cortex.db in the per-user data "
+        "folder ($CORTEX_HOME, $XDG_DATA_HOME/cortex or ~/.local/share/cortex).",
+    )
+    parser.add_argument("--version", action="version", version=f"cortex {cortex.__version__}")
+    parser.add_argument("--db", help="the database file (default: $CORTEX_DB or the user default)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    p = sub.add_parser("add", help="store one memory (text from the argument or stdin)")
+    p.add_argument("content", nargs="?", help="the memory's text; '-' or nothing reads stdin")
+    for name in ("project", "session", "sector", "tier", "scope", "category"):
+        p.add_argument(f"--{name}")
+    p.add_argument("--salience", type=float, default=0.5)
+    p.add_argument("--confidence", type=float, default=1.0)
+    p.add_argument("--created-at", help="ISO 8601 date (default: now)")
+    p.add_argument("--metadata", help="a JSON object")
+    p.add_argument("--json", action="store_true", help="print the new memory as JSON")
+
+    p = sub.add_parser("import", help="import Markdown, JSON or JSONL files or folders")
+    p.add_argument("paths", nargs="+", metavar="PATH")
+    p.add_argument("--project", help="the project of memories whose record names none")
+    p.add_argument("--session", help="link imported memories to this session")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+
+    p = sub.add_parser("search", help="search the memories")
+    p.add_argument(
+        "query",
+        nargs="?",
+        help='FTS5 syntax welcome (AND, OR, NOT, "phrase", prefix*); '
+        "leave it out to list the memories that pass the filters",
+    )
+    _add_search_options(p)
+    p.add_argument("--json", action="store_true", help="print results as JSON")
+
+    p = sub.add_parser("show", help="print one memory")
+    p.add_argument("id", type=int)
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("stats", help="what the database holds")
+    p.add_argument("--json", action="store_true")
+    return parser
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def _db_path(args: argparse.Namespace) -> Path:
+    return Path(args.db).expanduser() if args.db else default_db()
+
+
+def _cmd_add(args: argparse.Namespace, out: TextIO) -> int:
+    content = args.content
+    if content is None or content == "-":
+        if sys.stdin.isatty():
+            raise UsageError("give the memory's text as an argument or on stdin")
+        content = sys.stdin.read()
+    metadata = None
+    if args.metadata:
+        try:
+            metadata = json.loads(args.metadata)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"--metadata is not JSON: {exc.msg}") from None
+    created = None
+    if args.created_at:
+        try:
+            created = datetime.fromisoformat(args.created_at.replace("Z", "+00:00"))
+        except ValueError:
+            raise UsageError(f"--created-at {args.created_at!r} is not an ISO 8601 date") from None
+    with cortex.open(_db_path(args)) as engine:
+        memory_id = engine.add(
+            content,
+            project=args.project,
+            session=args.session,
+            sector=args.sector,
+            tier=args.tier,
+            scope=args.scope,
+            category=args.category,
+            salience=args.salience,
+            confidence=args.confidence,
+            created_at=created,
+            metadata=metadata,
+        )
+        if args.json:
+            _dump(engine.get(memory_id).to_dict(), out)
+        else:
+            out.write(f"added memory {memory_id}\n")
+    return 0
+
+
+def _cmd_import(args: argparse.Namespace, out: TextIO) -> int:
+    failed = False
+    reports = []
+    with cortex.open(_db_path(args)) as engine:
+        for path in args.paths:
+            progress = Progress(f"importing {path}")
+            report = engine.import_path(
+                path, project=args.project, session=args.session, progress=progress
+            )
+            reports.append({"path": path, **report.to_dict()})
+            for where, error in report.errors:
+                print(f"cortex: cannot import {where}: {error}", file=sys.stderr)
+            failed = failed or bool(report.errors)
+            if not args.json:
+                c = report.counts
+                out.write(
+                    f"{path}: {report.files} file(s); {c.added} added, {c.updated} updated, "
+                    f"{c.unchanged} unchanged, {c.removed} removed"
+                    + (f"; {len(report.errors)} failed" if report.errors else "")
+                    + "\n"
+                )
+    if args.json:
+        _dump(reports, out)
+    return EXIT_ERROR if failed else 0
+
+
+def _search_options(args: argparse.Namespace) -> Options:
+    changes = {
+        f.name: getattr(args, f.name)
+        for f in dataclasses.fields(Options)
+        if getattr(args, f.name, None) is not None
+    }
+    return Options(**changes)
+
+
+def _cmd_search(args: argparse.Namespace, out: TextIO) -> int:
+    options = _search_options(args)
+    with cortex.open(_db_path(args), read_only=not _db_path(args).exists()) as engine:
+        results = engine.search(args.query, options)
+    for notice in results.notices:
+        print(f"cortex: {notice}", file=sys.stderr)
+    if args.json:
+        _dump(results.to_dict(), out)
+    else:
+        print_results(results, out)
+    return 0
+
+
+def _cmd_show(args: argparse.Namespace, out: TextIO) -> int:
+    with cortex.open(_db_path(args), read_only=True) as engine:
+        memory = engine.get(args.id)
+    if args.json:
+        _dump(memory.to_dict(), out)
+        return 0
+    data = memory.to_dict()
+    content = data.pop("content")
+    for key, value in data.items():
+        if value not in (None, {}, ""):
+            out.write(f"{key:>14}: {value}\n")
+    out.write("\n" + content + "\n")
+    return 0
+
+
+def _cmd_stats(args: argparse.Namespace, out: TextIO) -> int:
+    with cortex.open(_db_path(args), read_only=True) as engine:
+        stats = engine.stats()
+    if args.json:
+        _dump(stats, out)
+        return 0
+    for key in ("path", "schema_version", "memories", "deleted", "sources", "facts", "sessions"):
+        out.write(f"{key:>14}: {stats[key]}\n")
+    out.write(f"{'size':>14}: {stats['size_bytes'] / 1e6:.2f} MB\n")
+    for label, key in (("oldest", "oldest"), ("newest", "newest")):
+        if stats[key] is not None:
+            when = datetime.fromtimestamp(stats[key]).isoformat(timespec="seconds")
+            out.write(f"{label:>14}: {when}\n")
+    if stats["projects"]:
+        out.write(f"{'projects':>14}: ")
+        out.write(", ".join(f"{p or '(none)'} {n}" for p, n in stats["projects"].items()) + "\n")
+    for model, n in stats["embeddings"].items():
+        out.write(f"{'embeddings':>14}: {n} ({model})\n")
+    return 0
+
+
+_COMMANDS = {
+    "add": _cmd_add,
+    "import": _cmd_import,
+    "search": _cmd_search,
+    "show": _cmd_show,
+    "stats": _cmd_stats,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code (the console script exits with it)."""
+    out = sys.stdout
+    try:
+        args = build_parser().parse_args(argv)
+        if not args.command:
+            build_parser().print_help(out)
+            return EXIT_USAGE
+        return _COMMANDS[args.command](args, out)
+    except UsageError as exc:
+        print(f"cortex: usage error: {exc} (see `cortex --help`)", file=sys.stderr)
+        return EXIT_USAGE
+    except CortexError as exc:
+        print(f"cortex: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("cortex: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader went away (`cortex search x | head`): not an error worth a message.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+    except Exception as exc:  # a bug: one line, and the traceback only on request
+        if os.environ.get("CORTEX_DEBUG"):
+            raise
+        print(
+            f"cortex: internal error: {type(exc).__name__}: {exc} "
+            "(set CORTEX_DEBUG=1 for the traceback, and please report it)",
+            file=sys.stderr,
+        )
+        return EXIT_BUG
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,360 @@
+"""The Engine: one cortex database, and every way to write to it and search it."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from cortex import filters, keyword
+from cortex.errors import EmbeddingError, InvalidOptionError, QueryError
+from cortex.ingest import ImportReport, import_path
+from cortex.options import Mode, Options, OrderBy
+from cortex.ranking import (
+    Candidate,
+    effective_confidence,
+    estimate_tokens,
+    fact_confidence,
+    recency_factor,
+)
+from cortex.result import Fact, MatchType, Memory, Result, Results, from_epoch
+from cortex.store import MemoryInput, Store
+
+__all__ = ["Engine", "Searcher", "open"]
+
+#: Each retriever fetches at least this many candidates (or 2 x limit if more), whatever
+#: the limit: the first n results are then the same for every limit up to half of it.
+CANDIDATE_POOL = 100
+
+
+@runtime_checkable
+class Searcher(Protocol):
+    """Anything that answers a query with ranked results (the Go engine's `Searcher`)."""
+
+    def search(self, query: str | None, options: Options | None = None) -> list[Result]: ...
+
+
+def _epoch(value: datetime | float | None) -> float | None:
+    if value is None or isinstance(value, int | float):
+        return value
+    if isinstance(value, datetime):
+        return value.timestamp()
+    raise InvalidOptionError(f"created_at must be a datetime or epoch seconds, not {value!r}")
+
+
+class Engine:
+    """A cortex database opened for reading and writing memories.
+
+    Open with :func:`cortex.open`. Safe to share between threads (each thread gets its own
+    SQLite connection); use it as a context manager or call :meth:`close`.
+    """
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @property
+    def path(self) -> Path:
+        return self._store.path
+
+    @property
+    def store(self) -> Store:
+        return self._store
+
+    def close(self) -> None:
+        self._store.close()
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ writes
+
+    def add(
+        self,
+        content: str,
+        *,
+        project: str | None = None,
+        session: str | None = None,
+        sector: str | None = None,
+        tier: str | None = None,
+        scope: str | None = None,
+        category: str | None = None,
+        salience: float = 0.5,
+        confidence: float = 1.0,
+        created_at: datetime | float | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        source_path: str | None = None,
+    ) -> int:
+        """Store one memory and return its id."""
+        return self._store.add(
+            MemoryInput(
+                content=content,
+                project=project,
+                session=session,
+                sector=sector,
+                tier=tier,
+                scope=scope,
+                category=category,
+                salience=salience,
+                confidence=confidence,
+                created_at=_epoch(created_at),
+                metadata=metadata,
+                source_path=source_path,
+            )
+        )
+
+    def add_many(self, records: Iterable[Mapping[str, Any]]) -> list[int]:
+        """Store several memories in one transaction (all or none); returns their ids."""
+        items = []
+        for record in records:
+            fields = dict(record)
+            if "created_at" in fields:
+                fields["created_at"] = _epoch(fields["created_at"])
+            try:
+                items.append(MemoryInput(**fields))
+            except TypeError as exc:
+                raise InvalidOptionError(f"bad memory record: {exc}") from None
+        return self._store.add_many(items)
+
+    def import_path(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        project: str | None = None,
+        session: str | None = None,
+        progress: Callable[[int, int, Path], None] | None = None,
+    ) -> ImportReport:
+        """Import a Markdown/JSON/JSONL file or a folder of them (see :mod:`cortex.ingest`)."""
+        return import_path(
+            self._store, Path(path), project=project, session=session, progress=progress
+        )
+
+    def get(self, memory_id: int) -> Memory:
+        return self._store.get(memory_id)
+
+    def update(self, memory_id: int, **fields: Any) -> Memory:
+        if "created_at" in fields:
+            fields["created_at"] = _epoch(fields["created_at"])
+        return self._store.update(memory_id, **fields)
+
+    def delete(self, memory_id: int) -> None:
+        """Soft-delete a memory: it stays in the file but is never found again."""
+        self._store.delete(memory_id)
+
+    def add_fact(
+        self,
+        memory_id: int,
+        type: str,
+        content: str,
+        *,
+        confidence: float = 1.0,
+        decay_rate: float = 0.0,
+        last_reinforced: datetime | float | None = None,
+    ) -> int:
+        """Attach a fact to a memory; its confidence decays at `decay_rate` per day."""
+        self._store.get(memory_id)
+        now = time.time()
+        reinforced = _epoch(last_reinforced)
+        with self._store.transaction() as tx:
+            cur = tx.execute(
+                "INSERT INTO facts (memory_id, type, content, confidence, decay_rate,"
+                " last_reinforced, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (memory_id, type, content, confidence, decay_rate, reinforced or now, now),
+            )
+            return int(cur.lastrowid or 0)
+
+    def stats(self) -> dict[str, Any]:
+        return self._store.stats()
+
+    # ------------------------------------------------------------------ search
+
+    def search(self, query: str | None, options: Options | None = None, **changes: Any) -> Results:
+        """Search the memories; `query=None` lists the memories that pass the filters.
+
+        `options` defaults to :class:`Options`'s documented defaults; keyword arguments
+        change single fields (``engine.search("deploy", limit=5)``). An empty query finds
+        nothing. Returns :class:`Results`, a ``list[Result]`` that also says how it ran.
+        """
+        opts = options if options is not None else Options()
+        if not isinstance(opts, Options):
+            raise InvalidOptionError(f"options must be cortex.Options, not {type(opts).__name__}")
+        if changes:
+            try:
+                opts = opts.replace(**changes)
+            except TypeError as exc:
+                raise InvalidOptionError(str(exc)) from None
+        if query is not None and not isinstance(query, str):
+            raise QueryError(f"a query is a string or None, not {type(query).__name__}")
+        now = time.time()
+        pool = max(CANDIDATE_POOL, 2 * opts.limit)
+        if query is None:
+            return self._browse(opts, pool, now)
+
+        notices: list[str] = []
+        mode = opts.mode
+        if mode is not Mode.KEYWORD:
+            reason = "no embedding model is loaded in this engine"
+            if mode is Mode.SEMANTIC:
+                raise EmbeddingError(
+                    f"semantic search is unavailable: {reason}; run `cortex model install`,"
+                    " or search with mode='keyword'"
+                )
+            notices.append(f"semantic search unavailable ({reason}); keyword results only")
+            mode = Mode.KEYWORD
+
+        kw = keyword.search(self._store, query, opts, pool)
+        notices.extend(kw.notices)
+        candidates = [Candidate(h.memory_id, 0.0, 1.0, bm25=h.score, base=h.score) for h in kw.hits]
+        ranked, hidden = self._rank(candidates, opts, now)
+        results = self._finish(ranked, opts, now, MatchType.BM25, kw)
+        return Results(
+            results,
+            query=query,
+            mode=str(mode),
+            rewritten=kw.rewritten,
+            notices=tuple(notices),
+            hidden=hidden,
+        )
+
+    def _browse(self, opts: Options, pool: int, now: float) -> Results:
+        predicate, params = filters.where(opts)
+        order = (
+            "m.confidence DESC, m.id"
+            if opts.order_by is OrderBy.CONFIDENCE
+            else ("m.created_at DESC, m.id DESC")
+        )
+        rows = self._store.query(
+            f"SELECT m.id FROM memories m WHERE {predicate} ORDER BY {order} LIMIT ?",
+            [*params, pool],
+        )
+        candidates = [Candidate(int(i), 0.0, 1.0) for (i,) in rows]
+        ranked, hidden = self._rank(candidates, opts, now, browse=True)
+        results = self._finish(ranked, opts, now, MatchType.FILTER, None)
+        return Results(results, query=None, mode="filter", hidden=hidden)
+
+    def _load_facts(self, ids: Sequence[int]) -> dict[int, list[tuple[Any, ...]]]:
+        out: dict[int, list[tuple[Any, ...]]] = {}
+        for start in range(0, len(ids), 500):
+            part = list(ids[start : start + 500])
+            marks = ",".join("?" * len(part))
+            for row in self._store.query(
+                "SELECT id, memory_id, type, content, confidence, decay_rate, last_reinforced"
+                f" FROM facts WHERE memory_id IN ({marks}) ORDER BY id",
+                part,
+            ):
+                out.setdefault(row[1], []).append(row)
+        return out
+
+    def _rank(
+        self, candidates: list[Candidate], opts: Options, now: float, *, browse: bool = False
+    ) -> tuple[list[Candidate], int]:
+        """Boosts, confidence, thresholds and order (DESIGN pipeline steps 4-5)."""
+        if not candidates:
+            return [], 0
+        ids = [c.memory_id for c in candidates]
+        meta: dict[int, tuple[float, float]] = {}
+        for start in range(0, len(ids), 500):
+            part = ids[start : start + 500]
+            marks = ",".join("?" * len(part))
+            for i, created, conf in self._store.query(
+                f"SELECT id, created_at, confidence FROM memories WHERE id IN ({marks})",
+                part,
+            ):
+                meta[i] = (created, conf)
+        facts = self._load_facts(ids)
+        kept: list[Candidate] = []
+        hidden = 0
+        for c in candidates:
+            c.created_at, c.confidence = meta[c.memory_id]
+            c.effective_confidence = effective_confidence(
+                c.confidence, [(f[4], f[5], f[6]) for f in facts.get(c.memory_id, ())], now
+            )
+            if browse:
+                c.score = 0.0
+            else:
+                c.recency = (
+                    recency_factor(c.created_at, now, opts.recency_weight)
+                    if opts.recency_weight
+                    else 1.0
+                )
+                c.score = c.base * c.recency * c.effective_confidence
+            if c.effective_confidence < opts.min_confidence or (
+                not browse and c.score < opts.min_score
+            ):
+                hidden += 1
+                continue
+            kept.append(c)
+        if opts.order_by is OrderBy.RECENCY or (browse and opts.order_by is OrderBy.RELEVANCE):
+            kept.sort(key=lambda c: (-c.created_at, -c.memory_id))
+        elif opts.order_by is OrderBy.CONFIDENCE:
+            kept.sort(key=lambda c: (-c.effective_confidence, -c.score, c.memory_id))
+        else:
+            kept.sort(key=lambda c: (-c.score, c.memory_id))
+        return kept, hidden
+
+    def _finish(
+        self,
+        ranked: list[Candidate],
+        opts: Options,
+        now: float,
+        match_type: MatchType,
+        kw: keyword.KeywordResult | None,
+    ) -> list[Result]:
+        """Limit, budget and enrichment (pipeline steps 5-6) of the ranked candidates."""
+        top = ranked[: opts.limit]
+        memories = self._store.get_many([c.memory_id for c in top])
+        if opts.token_budget is not None:
+            used = 0
+            for n, c in enumerate(top):
+                cost = estimate_tokens(memories[c.memory_id].content)
+                if used + cost > opts.token_budget:
+                    top = top[:n]
+                    break
+                used += cost
+        ids = [c.memory_id for c in top]
+        contents = {i: memories[i].content for i in ids}
+        if kw is not None:
+            snippets = keyword.snippets(kw, contents, ids)
+        else:
+            snippets = {i: keyword.text_snippet(contents[i], None) for i in ids}
+        facts = self._load_facts(ids) if opts.include_facts else {}
+        out = []
+        for c in top:
+            fact_objs = tuple(
+                Fact(
+                    id=f[0],
+                    memory_id=f[1],
+                    type=f[2],
+                    content=f[3],
+                    confidence=f[4],
+                    decay_rate=f[5],
+                    last_reinforced=from_epoch(f[6]),  # type: ignore[arg-type]
+                    effective_confidence=fact_confidence(f[4], f[5], f[6], now),
+                )
+                for f in facts.get(c.memory_id, ())
+            )
+            out.append(
+                Result(
+                    memory=memories[c.memory_id],
+                    score=c.score,
+                    bm25_score=c.bm25,
+                    semantic_score=c.semantic,
+                    effective_confidence=c.effective_confidence,
+                    snippet=snippets.get(c.memory_id, ""),
+                    match_type=match_type,
+                    facts=fact_objs,
+                )
+            )
+        return out
+
+
+def open(path: str | os.PathLike[str], *, read_only: bool = False) -> Engine:
+    """Open (creating it unless `read_only`) the cortex database at `path`."""
+    return Engine(Store.open(path, read_only=read_only))

@@ -1,0 +1,64 @@
+"""The search filters as one SQL predicate over the `memories` table (alias ``m``).
+
+Every retriever (keyword tiers, semantic candidates, filter-only listing) uses this one
+function, so a filter cannot hold in one mode and leak in another. Values are always bound
+parameters; prefixes are compared with ``substr`` so that ``%`` and ``_`` in user text stay
+literal.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cortex.options import Options
+
+__all__ = ["where"]
+
+
+def _prefix(column: str, prefix: str, clauses: list[str], params: list[Any]) -> None:
+    clauses.append(f"substr({column}, 1, length(?)) = ?")
+    params.extend((prefix, prefix))
+
+
+def where(opts: Options, *, alias: str = "m") -> tuple[str, list[Any]]:
+    """The predicate (never empty) and its parameters for `opts`'s filters."""
+    m = alias
+    clauses = [f"{m}.deleted_at IS NULL"]
+    params: list[Any] = []
+    if not opts.include_superseded:
+        clauses.append(f"{m}.superseded_by IS NULL")
+    if opts.project is not None:
+        clauses.append(f"{m}.project_id = ?")
+        params.append(opts.project)
+    for column, value in (
+        ("sector", opts.sector),
+        ("tier", opts.tier),
+        ("category", opts.category),
+    ):
+        if value is not None:
+            clauses.append(f"{m}.{column} = ?")
+            params.append(value)
+    if opts.scope is not None:
+        if opts.scope.endswith("*"):
+            _prefix(f"{m}.scope", opts.scope[:-1], clauses, params)
+        else:
+            clauses.append(f"{m}.scope = ?")
+            params.append(opts.scope)
+    if opts.source_prefix is not None:
+        _prefix(f"{m}.source_path", opts.source_prefix, clauses, params)
+    if opts.min_salience is not None:
+        clauses.append(f"{m}.salience >= ?")
+        params.append(opts.min_salience)
+    if opts.created_since is not None:
+        clauses.append(f"{m}.created_at >= ?")
+        params.append(opts.created_since.timestamp())
+    if opts.created_until is not None:
+        clauses.append(f"{m}.created_at <= ?")
+        params.append(opts.created_until.timestamp())
+    if opts.session is not None:
+        clauses.append(
+            f"EXISTS (SELECT 1 FROM session_memories sm WHERE sm.memory_id = {m}.id"
+            " AND sm.session_id = ?)"
+        )
+        params.append(opts.session)
+    return " AND ".join(clauses), params

@@ -1,0 +1,296 @@
+"""Import: Markdown files and folders (chunked by heading), JSON and JSONL records.
+
+Each file is one *source*; importing it makes the store's memories of that source equal
+its chunks (see :meth:`cortex.store.Store.sync_source`), in one transaction per file, so a
+file is imported whole or not at all and re-importing unchanged content adds nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from cortex.errors import ImportFileError, InvalidOptionError
+from cortex.store import MemoryInput, Store, SyncCounts
+
+__all__ = ["ImportReport", "chunk_markdown", "date_of", "import_path", "parse_records"]
+
+MARKDOWN_SUFFIXES = frozenset({".md", ".markdown"})
+RECORD_SUFFIXES = frozenset({".json", ".jsonl", ".ndjson"})
+#: Sections longer than this are split at paragraph boundaries: an embedding model reads
+#: 256 tokens, and a result should be a passage a reader can take in.
+MAX_CHUNK_CHARS = 2_000
+
+_HEADING = re.compile(r"^ {0,3}#{1,6}(?:[ \t]|$)")
+_FENCE = re.compile(r"^ {0,3}(```|~~~)")
+_DATED = re.compile(r"^(\d{4})-(\d{2})-(\d{2})\.(?:md|markdown)$")
+_RECORD_FIELDS = frozenset(
+    {"content", "text", "project", "session", "sector", "tier", "scope", "category",
+     "salience", "confidence", "created_at", "metadata"}
+)  # fmt: skip
+
+
+@dataclass(slots=True)
+class ImportReport:
+    """What an import did: per-file counts, and the files it could not import, with why."""
+
+    files: int = 0
+    counts: SyncCounts = field(default_factory=SyncCounts)
+    errors: list[tuple[str, str]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "files": self.files,
+            "added": self.counts.added,
+            "updated": self.counts.updated,
+            "unchanged": self.counts.unchanged,
+            "removed": self.counts.removed,
+            "errors": [{"path": p, "error": e} for p, e in self.errors],
+        }
+
+
+def date_of(path: Path) -> float | None:
+    """Epoch seconds of a dated note's day (``2026-11-18.md``, in any folder), else None."""
+    m = _DATED.match(path.name)
+    if not m:
+        return None
+    try:
+        day = datetime(int(m[1]), int(m[2]), int(m[3]), tzinfo=UTC)
+    except ValueError:
+        return None
+    return day.timestamp()
+
+
+def chunk_markdown(text: str) -> list[str]:
+    """Split Markdown into sections at ATX headings (not inside fenced code).
+
+    A heading with no text of its own before the next heading is kept with the section that
+    follows it, so ``# Project`` / ``## Setup`` / text becomes one chunk. Sections over
+    MAX_CHUNK_CHARS are split at blank lines (the heading is repeated on each part).
+    """
+    sections: list[list[str]] = [[]]
+    fenced = False
+    for line in text.splitlines():
+        if _FENCE.match(line):
+            fenced = not fenced
+        elif not fenced and _HEADING.match(line):
+            current = sections[-1]
+            if current and any(not _HEADING.match(x) and x.strip() for x in current):
+                sections.append([])
+        sections[-1].append(line)
+    chunks: list[str] = []
+    for lines in sections:
+        body = "\n".join(lines).strip()
+        if body:
+            chunks.extend(_split_long(body))
+    return chunks
+
+
+def _split_long(section: str) -> list[str]:
+    if len(section) <= MAX_CHUNK_CHARS:
+        return [section]
+    first, _, rest = section.partition("\n")
+    heading = first if _HEADING.match(first) else ""
+    paragraphs = re.split(r"\n\s*\n", rest if heading else section)
+    parts: list[str] = []
+    buf = ""
+    for para in paragraphs:
+        para = para.strip()
+        while len(para) > MAX_CHUNK_CHARS:  # one huge paragraph: cut at a space
+            cut = para.rfind(" ", 0, MAX_CHUNK_CHARS)
+            cut = cut if cut > MAX_CHUNK_CHARS // 2 else MAX_CHUNK_CHARS
+            if buf:
+                parts.append(buf)
+                buf = ""
+            parts.append(para[:cut].strip())
+            para = para[cut:].strip()
+        if buf and len(buf) + len(para) + 2 > MAX_CHUNK_CHARS:
+            parts.append(buf)
+            buf = ""
+        buf = f"{buf}\n\n{para}" if buf else para
+    if buf:
+        parts.append(buf)
+    return [f"{heading}\n\n{p}" if heading and not p.startswith(heading) else p for p in parts]
+
+
+def _parse_time(value: Any, where: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise ImportFileError(f"{where}: created_at must be a date, not {value!r}")
+    if isinstance(value, int | float):
+        if not math.isfinite(value):
+            raise ImportFileError(f"{where}: created_at is not a finite number")
+        return float(value / 1000 if value > 1e11 else value)  # accept milliseconds too
+    if isinstance(value, str):
+        try:
+            parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        except ValueError:
+            raise ImportFileError(
+                f"{where}: created_at {value!r} is not an ISO 8601 date (2026-11-18T09:30:00Z)"
+            ) from None
+        return (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).timestamp()
+    raise ImportFileError(f"{where}: created_at must be a string or a number")
+
+
+def _record(
+    obj: Any, where: str, source: str, index: int, project: str | None, session: str | None
+) -> MemoryInput:
+    if not isinstance(obj, Mapping):
+        raise ImportFileError(f"{where}: a record is a JSON object, not {type(obj).__name__}")
+    content = obj.get("content", obj.get("text"))
+    if not isinstance(content, str):
+        raise ImportFileError(f"{where}: a record needs a 'content' string")
+    metadata = obj.get("metadata") or {}
+    if not isinstance(metadata, Mapping):
+        raise ImportFileError(f"{where}: 'metadata' must be a JSON object")
+    extra = {k: v for k, v in obj.items() if k not in _RECORD_FIELDS}
+    if extra:  # unknown fields are kept, not lost: they go into the metadata
+        metadata = {**extra, **metadata}
+    try:
+        return MemoryInput(
+            content=content,
+            project=obj.get("project", project),
+            session=obj.get("session", session),
+            source_path=source,
+            chunk_index=index,
+            sector=obj.get("sector"),
+            tier=obj.get("tier"),
+            scope=obj.get("scope"),
+            category=obj.get("category"),
+            salience=obj.get("salience", 0.5),
+            confidence=obj.get("confidence", 1.0),
+            created_at=_parse_time(obj.get("created_at"), where),
+            metadata=metadata,
+        )
+    except InvalidOptionError as exc:
+        raise ImportFileError(f"{where}: {exc}") from None
+
+
+def parse_records(
+    text: str, path: Path, project: str | None = None, session: str | None = None
+) -> list[MemoryInput]:
+    """Records of a JSON file (an object, an array of objects, or ``{"memories": [...]}``)
+    or of a JSONL file (one object a line; blank lines skipped)."""
+    source = str(path)
+    if path.suffix.lower() == ".json":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ImportFileError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from None
+        if isinstance(data, Mapping) and isinstance(data.get("memories"), list):
+            data = data["memories"]
+        items = data if isinstance(data, list) else [data]
+        return [
+            _record(obj, f"{path}: record {i + 1}", source, i, project, session)
+            for i, obj in enumerate(items)
+        ]
+    records: list[MemoryInput] = []
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ImportFileError(f"{path}:{lineno}: invalid JSON ({exc.msg})") from None
+        records.append(_record(obj, f"{path}:{lineno}", source, len(records), project, session))
+    return records
+
+
+def _read_text(path: Path) -> str:
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ImportFileError(f"{path}: cannot read ({exc.strerror})") from None
+    if b"\x00" in data:
+        raise ImportFileError(f"{path}: holds NUL bytes; not a text file")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ImportFileError(
+            f"{path}: not valid UTF-8 (byte {exc.start}); convert it, e.g. "
+            f"`iconv -f latin1 -t utf-8`"
+        ) from None
+
+
+def file_chunks(
+    path: Path, project: str | None = None, session: str | None = None
+) -> list[MemoryInput]:
+    """The memories one file holds."""
+    text = _read_text(path)
+    if path.suffix.lower() in RECORD_SUFFIXES:
+        return parse_records(text, path, project, session)
+    created = date_of(path)
+    source = str(path)
+    try:
+        return [
+            MemoryInput(
+                content=chunk,
+                project=project,
+                session=session,
+                source_path=source,
+                chunk_index=i,
+                created_at=created,
+            )
+            for i, chunk in enumerate(chunk_markdown(text))
+        ]
+    except InvalidOptionError as exc:
+        raise ImportFileError(f"{path}: {exc}") from None
+
+
+def iter_files(root: Path) -> Iterator[Path]:
+    """The importable files under `root` (itself if a file), sorted, hidden folders skipped."""
+    if root.is_file():
+        yield root
+        return
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root)
+        if any(part.startswith(".") for part in rel.parts):
+            continue
+        if path.is_file() and path.suffix.lower() in MARKDOWN_SUFFIXES | RECORD_SUFFIXES:
+            yield path
+
+
+def import_path(
+    store: Store,
+    path: str | Path,
+    *,
+    project: str | None = None,
+    session: str | None = None,
+    progress: Callable[[int, int, Path], None] | None = None,
+) -> ImportReport:
+    """Import a file or a folder. Each file is synced in its own transaction; a file that
+    cannot be read or parsed is reported in `errors` and the others are still imported."""
+    root = Path(path).expanduser()
+    if not root.exists():
+        raise ImportFileError(f"{root}: no such file or folder")
+    if root.is_file() and root.suffix.lower() not in MARKDOWN_SUFFIXES | RECORD_SUFFIXES:
+        raise ImportFileError(
+            f"{root}: cannot import a {root.suffix or 'suffix-less'} file; "
+            "cortex imports .md, .markdown, .json, .jsonl and .ndjson"
+        )
+    files = list(iter_files(root))
+    report = ImportReport()
+    for n, file in enumerate(files, 1):
+        resolved = file.resolve()
+        try:
+            chunks = file_chunks(resolved, project, session)
+            groups: dict[str | None, list[MemoryInput]] = {}
+            for chunk in chunks:
+                groups.setdefault(chunk.project, []).append(chunk)
+            if not groups:
+                groups[project] = []  # an emptied file removes its memories
+            for group_project, group in groups.items():
+                report.counts += store.sync_source(str(resolved), group_project, group)
+            report.files += 1
+        except ImportFileError as exc:
+            report.errors.append((str(file), str(exc)))
+        if progress is not None:
+            progress(n, len(files), file)
+    return report

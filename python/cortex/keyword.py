@@ -1,0 +1,382 @@
+"""Keyword search: BM25 over FTS5, in a cascade of tiers that never raises a raw SQLite error.
+
+1. **FTS5, unicode61 + porter** for text without CJK characters. A query written in FTS5
+   syntax (``OR``, ``NOT``, ``AND``, ``NEAR``, ``"phrase"``, ``prefix*``, parentheses) runs as
+   written; when SQLite rejects it, it is retried as quoted terms and the result says so.
+   Plain text runs as quoted terms joined by implicit AND; when no memory holds every term,
+   by OR (ranked by BM25, so memories holding more of the terms come first); when still
+   nothing matches, by word prefix (``"auth"*`` finds "authentication").
+2. **FTS5 trigram** for queries with CJK characters: CJK runs and ASCII words joined by AND.
+   A trigram index cannot match a term shorter than three characters (most Chinese words
+   have two), so those terms are matched with LIKE inside the same query instead of being
+   dropped; this is why multi-term Chinese queries return hits here.
+3. **LIKE** when the tiers above find nothing or FTS5 is missing: CJK runs (as bigrams when
+   longer than two characters) and ASCII words of three or more characters, each matched
+   independently, ranked by how many of them a memory holds.
+
+Scores are in [0, 1): BM25 ``b`` (negative, lower is better) maps to ``x / (1 + x)`` with
+``x = -b``; a LIKE match to ``matched / (terms + 1)``.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from dataclasses import dataclass, field
+
+from cortex import filters
+from cortex.errors import QueryError, StorageError
+from cortex.options import Options, OrderBy
+from cortex.store import Store, _is_cjk, has_cjk
+
+__all__ = [
+    "MAX_QUERY_CHARS",
+    "MAX_TERMS",
+    "Hit",
+    "KeywordResult",
+    "bm25_to_score",
+    "highlighter",
+    "search",
+    "search_fts",
+    "snippets",
+    "text_snippet",
+]
+
+#: Longer queries are refused: no memory search needs them, and FTS5 would parse every term.
+MAX_QUERY_CHARS = 10_000
+#: At most this many distinct terms are searched (the first ones of the query).
+MAX_TERMS = 32
+
+MARK_OPEN, MARK_CLOSE, ELLIPSIS = "<mark>", "</mark>", "…"
+
+# FTS5 syntax a user may write on purpose. Operators are case-sensitive in FTS5.
+_SYNTAX = re.compile(r'["*()^]|\b(?:AND|OR|NOT|NEAR)\b|\w:')
+_WORD = re.compile(r"\w+")
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    memory_id: int
+    score: float  # in [0, 1)
+    raw: float  # -bm25 for FTS tiers, the number of matched terms for LIKE
+
+
+@dataclass(slots=True)
+class KeywordResult:
+    hits: list[Hit] = field(default_factory=list)
+    tier: str = "none"  # fts | prefix | trigram | like | none
+    expression: str | None = None  # the FTS5 expression that ran (for snippets)
+    rewritten: str | None = None  # set when the expression is not the query as typed
+    notices: list[str] = field(default_factory=list)
+    terms: list[str] = field(default_factory=list)  # for snippets outside FTS5
+    # An answer, even if empty: a valid FTS5 expression the user wrote, or a query with no
+    # words. The LIKE fallback is for plain text that matched nothing, not for these.
+    final: bool = False
+
+
+def bm25_to_score(bm25: float) -> float:
+    """FTS5's bm25() (<= 0, lower is better) mapped onto [0, 1), higher is better."""
+    x = max(0.0, -bm25)
+    return x / (1.0 + x)
+
+
+def quote(term: str) -> str:
+    """One FTS5 string token: quoted, inner quotes doubled."""
+    return '"' + term.replace('"', '""') + '"'
+
+
+def clean(query: str) -> str:
+    """The query with NUL and other control characters made spaces; refuses huge queries."""
+    if not isinstance(query, str):
+        raise QueryError(f"a query is a string, not {type(query).__name__}")
+    if len(query) > MAX_QUERY_CHARS:
+        raise QueryError(
+            f"the query is {len(query):,} characters long; the limit is {MAX_QUERY_CHARS:,}"
+        )
+    return "".join(" " if (ord(c) < 32 or ord(c) == 127) else c for c in query).strip()
+
+
+_OPERATORS = frozenset({"AND", "OR", "NOT", "NEAR"})
+
+# Lucene's English stop words. Plain-text queries search without them (unless nothing else
+# is left): their BM25 weight is nil, yet an OR over "the" or "of" scores nearly every
+# memory, which is what made long natural-language queries slow.
+STOPWORDS = frozenset(
+    {"a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is",
+     "it", "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there",
+     "these", "they", "this", "to", "was", "will", "with"}
+)  # fmt: skip
+
+
+def _terms(query: str) -> list[str]:
+    """The distinct words of `query`, lowercased, without FTS5 operator words."""
+    seen: dict[str, None] = {}
+    for word in _WORD.findall(query):
+        if word in _OPERATORS:
+            continue
+        key = word.lower()
+        if key not in seen:
+            seen[key] = None
+        if len(seen) >= MAX_TERMS:
+            break
+    return list(seen)
+
+
+def _order_sql(opts: Options, rank: str | None = "r") -> str:
+    """ORDER BY terms: `rank` is the relevance column of the statement (best first)."""
+    relevance = f"{rank}, m.id" if rank else "m.id"
+    if opts.order_by is OrderBy.RECENCY:
+        return "m.created_at DESC, m.id DESC"
+    if opts.order_by is OrderBy.CONFIDENCE:
+        return f"m.confidence DESC, {relevance}"
+    return relevance
+
+
+def _fts(
+    store: Store, table: str, expression: str, opts: Options, pool: int, extra: str = ""
+) -> list[Hit]:
+    """Run one MATCH against `table` (a fixed name, never user text) under the filters."""
+    predicate, params = filters.where(opts)
+    sql = (
+        f"SELECT m.id, bm25({table}) AS r FROM {table} JOIN memories m ON m.id = {table}.rowid"
+        f" WHERE {table} MATCH ? AND {predicate}{extra} ORDER BY {_order_sql(opts)} LIMIT ?"
+    )
+    rows = store.conn.execute(sql, [expression, *params, pool]).fetchall()
+    return [Hit(int(i), bm25_to_score(r), -r) for i, r in rows]
+
+
+def search_fts(store: Store, query: str, opts: Options | None = None, pool: int = 20) -> list[Hit]:
+    """Seed 000's `searchFTS`: the keyword tiers alone; an empty query finds nothing."""
+    return search(store, query, opts or Options(mode="keyword"), pool).hits
+
+
+def search(
+    store: Store, query: str, opts: Options, pool: int, *, stemmed: bool = True
+) -> KeywordResult:
+    """Up to `pool` keyword hits for `query` under `opts`'s filters, best first.
+
+    `stemmed=False` runs word queries on the unstemmed index too (for measurements).
+    """
+    text = clean(query)
+    if not text:
+        return KeywordResult(notices=["the query is empty"])
+    try:
+        if has_cjk(text):
+            result = _cjk(store, text, opts, pool)
+        else:
+            result = _latin(store, text, opts, pool, "memories_fts" if stemmed else EXACT)
+    except sqlite3.OperationalError as exc:
+        if "no such module" not in str(exc) and "no such table" not in str(exc):
+            raise StorageError(f"{store.path}: {exc}") from None
+        result = KeywordResult(notices=[f"full-text index unavailable ({exc}); using LIKE"])
+    except sqlite3.DatabaseError as exc:
+        raise StorageError(f"{store.path}: {exc}") from None
+    if not result.hits and not result.final:
+        fallback = _like(store, text, opts, pool)
+        if fallback.hits:
+            fallback.notices = [
+                *result.notices,
+                "no full-text match; showing memories that contain the terms as substrings",
+            ]
+            return fallback
+    return result
+
+
+EXACT = "memories_exact"
+
+
+def _latin(store: Store, text: str, opts: Options, pool: int, words: str) -> KeywordResult:
+    """Tier 1. `words` is the index of word queries; prefix queries use the unstemmed one."""
+    terms = _terms(text)
+    if _SYNTAX.search(text):
+        try:
+            hits = _fts(store, EXACT if "*" in text else words, text, opts, pool)
+            return KeywordResult(hits, "fts", text, None, [], terms, final=True)
+        except sqlite3.OperationalError as exc:
+            message = str(exc)
+            if not _is_query_error(message):
+                raise
+            if not terms:
+                return KeywordResult(
+                    notices=[f"not a valid FTS5 query ({message}) and no words to search for"],
+                    final=True,
+                )
+            notice = f"not a valid FTS5 query ({message}); searched for the quoted terms instead"
+    else:
+        notice = None
+        if not terms:
+            return KeywordResult(notices=["the query holds no words to search for"], final=True)
+    notices = [notice] if notice else []
+    terms = [t for t in terms if t not in STOPWORDS] or terms
+    quoted = [quote(t) for t in terms]
+    expression = " ".join(quoted)
+    hits = _fts(store, words, expression, opts, pool)
+    if hits or len(terms) == 1:
+        tier_expr = expression
+    else:
+        tier_expr = " OR ".join(quoted)
+        hits = _fts(store, words, tier_expr, opts, pool)
+    if hits:
+        return KeywordResult(hits, "fts", tier_expr, tier_expr, notices, terms)
+    prefix_expr = " OR ".join(q + "*" for q in quoted)
+    hits = _fts(store, EXACT, prefix_expr, opts, pool)
+    return KeywordResult(
+        hits, "prefix" if hits else "none", prefix_expr, prefix_expr, notices, terms
+    )
+
+
+def _is_query_error(message: str) -> bool:
+    """Whether SQLite rejected the MATCH expression itself (rather than failing to run)."""
+    transient = ("locked", "busy", "disk i/o", "no such table", "no such module", "interrupt")
+    return not any(word in message.lower() for word in transient)
+
+
+def _cjk_terms(text: str, *, bigrams: bool) -> list[str]:
+    """CJK runs and ASCII words (3+ chars) of `text`, in order, without repeats."""
+    out: dict[str, None] = {}
+    run = ""
+
+    def flush_run() -> None:
+        if not run:
+            return
+        if bigrams and len(run) > 2:
+            for i in range(len(run) - 1):
+                out.setdefault(run[i : i + 2], None)
+        else:
+            out.setdefault(run, None)
+
+    for token in re.findall(r"\w+", text):
+        run = ""
+        word = ""
+        for ch in token:
+            if _is_cjk(ch):
+                if word:
+                    if len(word) >= 3:
+                        out.setdefault(word.lower(), None)
+                    word = ""
+                run += ch
+            else:
+                flush_run()
+                run = ""
+                word += ch
+        flush_run()
+        if len(word) >= 3:
+            out.setdefault(word.lower(), None)
+        if len(out) >= MAX_TERMS:
+            break
+    return list(out)[:MAX_TERMS]
+
+
+def _like_param(term: str) -> str:
+    escaped = term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+def _cjk(store: Store, text: str, opts: Options, pool: int) -> KeywordResult:
+    terms = _cjk_terms(text, bigrams=False)
+    if not terms:
+        return KeywordResult(notices=["the query holds no words to search for"])
+    long_terms = [t for t in terms if len(t) >= 3]
+    short_terms = [t for t in terms if len(t) < 3]
+    extra = "".join(" AND m.content LIKE ? ESCAPE '\\'" for _ in short_terms)
+    if long_terms:
+        expression = " AND ".join(quote(t) for t in long_terms)
+        predicate, params = filters.where(opts)
+        sql = (
+            "SELECT m.id, bm25(memories_trigram) AS r FROM memories_trigram"
+            " JOIN memories m ON m.id = memories_trigram.rowid"
+            f" WHERE memories_trigram MATCH ? AND {predicate}{extra}"
+            f" ORDER BY {_order_sql(opts)} LIMIT ?"
+        )
+        rows = store.conn.execute(
+            sql, [expression, *params, *(_like_param(t) for t in short_terms), pool]
+        ).fetchall()
+        hits = [Hit(int(i), bm25_to_score(r), -r) for i, r in rows]
+        ran = " AND ".join([expression, *(f"LIKE {quote('%' + t + '%')}" for t in short_terms)])
+        return KeywordResult(hits, "trigram" if hits else "none", None, ran, [], terms)
+    # Every term is shorter than a trigram: all of them must occur, as substrings.
+    predicate, params = filters.where(opts)
+    sql = (
+        f"SELECT m.id FROM memories m WHERE m.has_cjk = 1 AND {predicate}{extra}"
+        f" ORDER BY {_order_sql(opts, None)} LIMIT ?"
+    )
+    rows = store.conn.execute(sql, [*params, *(_like_param(t) for t in short_terms), pool])
+    n = len(terms)
+    hits = [Hit(int(i), n / (n + 1), float(n)) for (i,) in rows.fetchall()]
+    return KeywordResult(hits, "like" if hits else "none", None, None, [], terms)
+
+
+def _like(store: Store, text: str, opts: Options, pool: int) -> KeywordResult:
+    terms = _cjk_terms(text, bigrams=True)
+    if not terms:
+        return KeywordResult()
+    predicate, params = filters.where(opts)
+    matched = " + ".join("(m.content LIKE ? ESCAPE '\\')" for _ in terms)
+    any_term = " OR ".join("m.content LIKE ? ESCAPE '\\'" for _ in terms)
+    order = _order_sql(opts, "n DESC")
+    sql = (
+        f"SELECT m.id, {matched} AS n FROM memories m"
+        f" WHERE ({any_term}) AND {predicate} ORDER BY {order} LIMIT ?"
+    )
+    likes = [_like_param(t) for t in terms]
+    try:
+        rows = store.conn.execute(sql, [*likes, *likes, *params, pool]).fetchall()
+    except sqlite3.DatabaseError as exc:
+        raise StorageError(f"{store.path}: {exc}") from None
+    total = len(terms)
+    hits = [Hit(int(i), n / (total + 1), float(n)) for i, n in rows]
+    return KeywordResult(hits, "like" if hits else "none", None, None, [], terms)
+
+
+def snippets(result: KeywordResult, contents: dict[int, str], ids: list[int]) -> dict[int, str]:
+    """Highlighted snippets for `ids`: a window around the first matched term.
+
+    Computed in Python rather than with FTS5's snippet(), which re-runs the match and
+    re-tokenises every document (0.4 ms a result on abstract-length text; this is ~30 us).
+    """
+    marker = highlighter(result.terms)
+    return {i: text_snippet(contents[i], marker) for i in ids if i in contents}
+
+
+_SUFFIXES = ("ations", "ation", "ments", "ment", "ings", "ing", "ies", "ied", "ers", "er",
+             "es", "ed", "ly", "s")  # fmt: skip
+
+
+def _stem_prefix(term: str) -> str:
+    """A prefix of `term` that its inflections share ("deployment" -> "deploy"), so that
+    highlighting agrees roughly with the Porter-stemmed match."""
+    for suffix in _SUFFIXES:
+        if term.endswith(suffix) and len(term) - len(suffix) >= 3:
+            return term[: -len(suffix)]
+    return term
+
+
+def highlighter(terms: list[str]) -> re.Pattern[str] | None:
+    """One regex marking the query's terms: words starting with a term's stem for
+    alphabetic terms, any occurrence for CJK ones."""
+    parts = []
+    for term in sorted({t for t in terms if t}, key=len, reverse=True):
+        if has_cjk(term):
+            parts.append(re.escape(term))
+        else:
+            parts.append(r"\b" + re.escape(_stem_prefix(term.lower())) + r"\w*")
+    return re.compile("|".join(parts), re.IGNORECASE) if parts else None
+
+
+def text_snippet(content: str, marker: re.Pattern[str] | None, width: int = 200) -> str:
+    """A window of `content` around the first match of `marker`, every match marked."""
+    first = marker.search(content) if marker is not None else None
+    start = 0
+    if first is not None and first.start() > width // 3:
+        start = first.start() - width // 3
+        space = content.find(" ", start, first.start())  # do not cut a word in half
+        start = space + 1 if space != -1 else start
+    end = min(len(content), start + width)
+    if end < len(content):
+        space = content.rfind(" ", start + width // 2, end)
+        end = space if space != -1 else end
+    window = content[start:end]
+    if marker is not None:
+        window = marker.sub(lambda m: f"{MARK_OPEN}{m.group(0)}{MARK_CLOSE}", window)
+    window = " ".join(window.split())
+    return (ELLIPSIS if start > 0 else "") + window + (ELLIPSIS if end < len(content) else "")

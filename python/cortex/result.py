@@ -1,0 +1,177 @@
+"""What a search returns: memories, their facts, and results with every part of their score."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+__all__ = ["Fact", "MatchType", "Memory", "Result", "Results"]
+
+
+def from_epoch(value: float | None) -> datetime | None:
+    """The UTC datetime of a stored epoch-seconds value."""
+    return None if value is None else datetime.fromtimestamp(value, tz=UTC)
+
+
+def iso(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat().replace("+00:00", "Z")
+
+
+class MatchType(StrEnum):
+    """Which retriever found a result."""
+
+    BM25 = "bm25"
+    SEMANTIC = "semantic"
+    HYBRID = "hybrid"
+    FILTER = "filter"  # a query without text: the memory passed the filters, nothing ranked it
+
+
+@dataclass(frozen=True, slots=True)
+class Memory:
+    """One stored memory. Timestamps are timezone-aware UTC datetimes."""
+
+    id: int
+    content: str
+    project: str | None = None
+    source_path: str | None = None
+    chunk_index: int | None = None
+    sector: str | None = None
+    tier: str | None = None
+    scope: str | None = None
+    category: str | None = None
+    salience: float = 0.5
+    confidence: float = 1.0
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    valid_until: datetime | None = None
+    superseded_by: int | None = None
+    deleted_at: datetime | None = None
+    last_accessed: datetime | None = None
+    access_count: int = 0
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "content": self.content,
+            "project": self.project,
+            "source_path": self.source_path,
+            "chunk_index": self.chunk_index,
+            "sector": self.sector,
+            "tier": self.tier,
+            "scope": self.scope,
+            "category": self.category,
+            "salience": self.salience,
+            "confidence": self.confidence,
+            "created_at": iso(self.created_at),
+            "updated_at": iso(self.updated_at),
+            "valid_until": iso(self.valid_until),
+            "superseded_by": self.superseded_by,
+            "deleted_at": iso(self.deleted_at),
+            "last_accessed": iso(self.last_accessed),
+            "access_count": self.access_count,
+            "metadata": self.metadata,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Fact:
+    """A fact extracted from a memory; its confidence decays from `last_reinforced` on."""
+
+    id: int
+    memory_id: int
+    type: str
+    content: str
+    confidence: float
+    decay_rate: float
+    last_reinforced: datetime
+    effective_confidence: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "memory_id": self.memory_id,
+            "type": self.type,
+            "content": self.content,
+            "confidence": self.confidence,
+            "decay_rate": self.decay_rate,
+            "last_reinforced": iso(self.last_reinforced),
+            "effective_confidence": self.effective_confidence,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    """One search result (seed 002's Result): the memory and every part of its score.
+
+    `score` is the final score after fusion and boosts, the one results are ranked by.
+    `bm25_score` is the keyword score mapped to [0, 1) (0 when keyword search did not find
+    the memory); `semantic_score` the cosine similarity (0 when semantic search did not).
+    """
+
+    memory: Memory
+    score: float
+    bm25_score: float = 0.0
+    semantic_score: float = 0.0
+    effective_confidence: float = 1.0
+    snippet: str = ""
+    match_type: MatchType = MatchType.BM25
+    facts: tuple[Fact, ...] = ()
+    explain: dict[str, float] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "id": self.memory.id,
+            "score": self.score,
+            "bm25_score": self.bm25_score,
+            "semantic_score": self.semantic_score,
+            "effective_confidence": self.effective_confidence,
+            "match_type": str(self.match_type),
+            "snippet": self.snippet,
+            "memory": self.memory.to_dict(),
+            "facts": [f.to_dict() for f in self.facts],
+        }
+        if self.explain is not None:
+            out["explain"] = self.explain
+        return out
+
+
+class Results(list[Result]):
+    """The results of one search, best first: a ``list[Result]`` that also says how it ran.
+
+    `mode` is the mode that actually ran (hybrid degrades to keyword without an embedder);
+    `rewritten` is the keyword query that ran when the one given was not valid FTS5;
+    `notices` are the sentences a user should read (a fallback taken, a degraded mode);
+    `hidden` counts candidates that matched but fell below the minimum score or confidence.
+    """
+
+    __slots__ = ("hidden", "mode", "notices", "query", "rewritten")
+
+    def __init__(
+        self,
+        results: list[Result] | tuple[Result, ...] = (),
+        *,
+        query: str | None = None,
+        mode: str = "keyword",
+        rewritten: str | None = None,
+        notices: tuple[str, ...] = (),
+        hidden: int = 0,
+    ) -> None:
+        super().__init__(results)
+        self.query = query
+        self.mode = mode
+        self.rewritten = rewritten
+        self.notices = notices
+        self.hidden = hidden
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "query": self.query,
+            "mode": self.mode,
+            "rewritten": self.rewritten,
+            "notices": list(self.notices),
+            "hidden": self.hidden,
+            "results": [r.to_dict() for r in self],
+        }

@@ -1,0 +1,86 @@
+"""Shared fixtures: a real SQLite file per test, and the real `cortex` entry point."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+import cortex
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "examples" / "sample"
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "memories.db"
+
+
+@pytest.fixture
+def engine(db_path: Path) -> Iterator[cortex.Engine]:
+    with cortex.open(db_path) as e:
+        yield e
+
+
+@pytest.fixture
+def sample_engine(engine: cortex.Engine) -> cortex.Engine:
+    report = engine.import_path(SAMPLE)
+    assert not report.errors
+    return engine
+
+
+@dataclass
+class CliRun:
+    code: int
+    out: str
+    err: str
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None, stdin: str | None = None) -> CliRun:
+    """Run the installed `cortex` console script in a subprocess, as a user would."""
+    exe = Path(sys.executable).with_name("cortex")
+    command = [str(exe)] if exe.exists() else [sys.executable, "-m", "cortex.cli"]
+    full_env = {**os.environ, "CORTEX_NO_PROGRESS": "1", **(env or {})}
+    proc = subprocess.run(
+        [*command, *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        input=stdin,
+        timeout=120,
+    )
+    return CliRun(proc.returncode, proc.stdout, proc.stderr)
+
+
+def db_digest(path: Path) -> str:
+    """A digest of everything a database holds (content of every table), for
+    "the database is unchanged" assertions that do not depend on WAL checkpoints."""
+    import sqlite3
+
+    conn = sqlite3.connect(path)
+    try:
+        h = hashlib.sha256()
+        tables = [
+            r[0]
+            for r in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE '%fts%'"
+                " AND name NOT LIKE '%trigram%' ORDER BY name"
+            )
+        ]
+        for table in tables:
+            h.update(table.encode())
+            for row in conn.execute(f'SELECT * FROM "{table}" ORDER BY rowid'):
+                h.update(repr(row).encode())
+        for fts in ("memories_fts", "memories_exact", "memories_trigram"):
+            for row in conn.execute(f"SELECT id FROM {fts}_docsize ORDER BY id"):
+                h.update(repr(row).encode())
+        return h.hexdigest()
+    finally:
+        conn.close()

@@ -1,0 +1,208 @@
+"""Import of Markdown, JSON and JSONL: chunking, dates, fields, idempotence, errors."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+import cortex
+from cortex.errors import ImportFileError
+from cortex.ingest import MAX_CHUNK_CHARS, chunk_markdown, date_of
+
+from .conftest import SAMPLE
+
+KW = cortex.Options(mode="keyword")
+
+
+def live(engine: cortex.Engine) -> list[cortex.Memory]:
+    rows = engine.store.query("SELECT id FROM memories WHERE deleted_at IS NULL ORDER BY id")
+    return [engine.get(r[0]) for r in rows]
+
+
+def test_chunk_markdown_splits_by_heading() -> None:
+    text = "intro line\n\n# One\nbody one\n\n## Two\nbody two\n"
+    assert chunk_markdown(text) == ["intro line", "# One\nbody one", "## Two\nbody two"]
+
+
+def test_heading_without_text_joins_the_next_section() -> None:
+    text = "# Project\n## Setup\nrun make\n# Other\ntext"
+    assert chunk_markdown(text) == ["# Project\n## Setup\nrun make", "# Other\ntext"]
+
+
+def test_headings_inside_code_fences_do_not_split() -> None:
+    text = "# Build\n```sh\n# not a heading\nmake\n```\nafter"
+    assert chunk_markdown(text) == [text]
+
+
+def test_long_sections_are_split_with_their_heading() -> None:
+    para = "word " * 300
+    text = "# Big\n\n" + "\n\n".join([para] * 4)
+    chunks = chunk_markdown(text)
+    assert len(chunks) > 1
+    assert all(len(c) <= MAX_CHUNK_CHARS + 10 for c in chunks)
+    assert all(c.startswith("# Big") for c in chunks)
+
+
+def test_dated_file_names() -> None:
+    assert (
+        date_of(Path("notes/2026/2026-11-18.md")) == datetime(2026, 11, 18, tzinfo=UTC).timestamp()
+    )
+    assert date_of(Path("MEMORY.md")) is None
+    assert date_of(Path("2026-13-45.md")) is None
+    assert date_of(Path("x2026-11-18.md")) is None
+
+
+def test_import_sample_folder(engine: cortex.Engine) -> None:
+    report = engine.import_path(SAMPLE)
+    assert report.errors == []
+    assert report.files == 4
+    assert report.counts.added == len(live(engine)) > 0
+    memories = live(engine)
+    dated = [m for m in memories if m.source_path and m.source_path.endswith("2026-11-02.md")]
+    assert dated and all(m.created_at == datetime(2026, 11, 2, tzinfo=UTC) for m in dated)
+    assert [m.chunk_index for m in dated] == [0, 1]
+    records = [m for m in memories if m.source_path and m.source_path.endswith(".jsonl")]
+    go = next(m for m in records if "Go code" in m.content)
+    assert (go.category, go.scope, go.confidence) == ("rule", "language:go", 0.8)
+
+
+def test_reimport_of_unchanged_content_adds_nothing(engine: cortex.Engine) -> None:
+    engine.import_path(SAMPLE)
+    before = {m.id: m.content for m in live(engine)}
+    report = engine.import_path(SAMPLE)
+    assert (report.counts.added, report.counts.updated, report.counts.removed) == (0, 0, 0)
+    assert report.counts.unchanged == len(before)
+    assert {m.id: m.content for m in live(engine)} == before
+
+
+def test_changed_chunk_updates_its_memory(tmp_path: Path, engine: cortex.Engine) -> None:
+    note = tmp_path / "notes.md"
+    note.write_text("# A\nalpha text\n\n# B\nbravo text\n\n# C\ncharlie text\n")
+    engine.import_path(note)
+    ids = {m.content.split("\n")[0]: m.id for m in live(engine)}
+    note.write_text("# A\nalpha text\n\n# B\nbravo text, revised\n\n# C\ncharlie text\n")
+    report = engine.import_path(note)
+    assert (report.counts.added, report.counts.updated, report.counts.unchanged) == (0, 1, 2)
+    after = {m.content.split("\n")[0]: m for m in live(engine)}
+    assert after["# B"].id == ids["# B"]
+    assert "revised" in after["# B"].content
+    assert [r.memory.id for r in engine.search("revised", KW)] == [ids["# B"]]
+
+
+def test_inserted_section_keeps_the_ids_of_moved_chunks(
+    tmp_path: Path, engine: cortex.Engine
+) -> None:
+    note = tmp_path / "notes.md"
+    note.write_text("# A\nalpha\n\n# C\ncharlie\n")
+    engine.import_path(note)
+    ids = {m.content: m.id for m in live(engine)}
+    note.write_text("# A\nalpha\n\n# B\nbravo\n\n# C\ncharlie\n")
+    report = engine.import_path(note)
+    assert (report.counts.added, report.counts.unchanged) == (1, 2)
+    after = {m.content: m for m in live(engine)}
+    assert after["# C\ncharlie"].id == ids["# C\ncharlie"]
+    assert after["# C\ncharlie"].chunk_index == 2
+
+
+def test_removed_chunk_is_soft_deleted(tmp_path: Path, engine: cortex.Engine) -> None:
+    note = tmp_path / "notes.md"
+    note.write_text("# A\nalpha\n\n# B\nbravo\n")
+    engine.import_path(note)
+    note.write_text("# A\nalpha\n")
+    report = engine.import_path(note)
+    assert report.counts.removed == 1
+    assert [m.content for m in live(engine)] == ["# A\nalpha"]
+    assert list(engine.search("bravo", KW)) == []
+
+
+def test_json_and_jsonl_records(tmp_path: Path, engine: cortex.Engine) -> None:
+    (tmp_path / "a.json").write_text(
+        json.dumps(
+            [
+                {
+                    "content": "first record",
+                    "project": "p1",
+                    "session": "s1",
+                    "sector": "semantic",
+                    "tier": "core",
+                    "scope": "universal",
+                    "category": "rule",
+                    "salience": 0.9,
+                    "confidence": 0.8,
+                    "created_at": "2025-01-02T03:04:05Z",
+                    "metadata": {"k": 1},
+                    "source": "x",
+                },
+                {"text": "second record"},
+            ]
+        )
+    )
+    (tmp_path / "b.jsonl").write_text('{"content": "third"}\n\n{"content": "fourth"}\n')
+    report = engine.import_path(tmp_path, project="default")
+    assert report.errors == [] and report.counts.added == 4
+    first = next(m for m in live(engine) if m.content == "first record")
+    assert (first.project, first.sector, first.tier, first.scope) == (
+        "p1",
+        "semantic",
+        "core",
+        "universal",
+    )
+    assert (first.category, first.salience, first.confidence) == ("rule", 0.9, 0.8)
+    assert first.created_at == datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
+    assert first.metadata == {"k": 1, "source": "x"}  # unknown fields are kept in metadata
+    second = next(m for m in live(engine) if m.content == "second record")
+    assert second.project == "default"
+    sessions = engine.store.query("SELECT session_id, memory_id, usage FROM session_memories")
+    assert sessions == [("s1", first.id, "created")]
+
+
+def test_bad_jsonl_line_imports_nothing_of_that_file(tmp_path: Path, engine: cortex.Engine) -> None:
+    (tmp_path / "good.jsonl").write_text('{"content": "good one"}\n')
+    (tmp_path / "bad.jsonl").write_text('{"content": "fine"}\n{"content": oops}\n')
+    report = engine.import_path(tmp_path)
+    assert report.counts.added == 1
+    assert len(report.errors) == 1
+    path, error = report.errors[0]
+    assert path.endswith("bad.jsonl") and "bad.jsonl:2" in error and "invalid JSON" in error
+    assert [m.content for m in live(engine)] == ["good one"]
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "message"),
+    [
+        ("latin1.md", "caf\xe9 notes".encode("latin-1"), "not valid UTF-8"),
+        ("binary.md", b"abc\x00def", "NUL"),
+        ("array.json", b"[1, 2]", "JSON object"),
+        ("nocontent.jsonl", b'{"title": "x"}\n', "content"),
+        ("badconf.jsonl", b'{"content": "x", "confidence": 2}\n', "confidence"),
+        ("baddate.jsonl", b'{"content": "x", "created_at": "yesterday"}\n', "ISO 8601"),
+    ],
+)
+def test_bad_files_are_reported_and_nothing_is_lost(
+    tmp_path: Path, engine: cortex.Engine, name: str, data: bytes, message: str
+) -> None:
+    engine.add("already here")
+    (tmp_path / name).write_bytes(data)
+    report = engine.import_path(tmp_path)
+    assert len(report.errors) == 1 and message in report.errors[0][1]
+    assert [m.content for m in live(engine)] == ["already here"]
+
+
+def test_missing_path_and_unknown_suffix(tmp_path: Path, engine: cortex.Engine) -> None:
+    with pytest.raises(ImportFileError, match="no such file"):
+        engine.import_path(tmp_path / "nope")
+    (tmp_path / "x.pdf").write_bytes(b"%PDF")
+    with pytest.raises(ImportFileError, match="cannot import"):
+        engine.import_path(tmp_path / "x.pdf")
+
+
+def test_hidden_folders_are_skipped(tmp_path: Path, engine: cortex.Engine) -> None:
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".git" / "x.md").write_text("# hidden\nsecret")
+    (tmp_path / "y.md").write_text("# shown\nvisible")
+    report = engine.import_path(tmp_path)
+    assert report.files == 1
+    assert [m.content for m in live(engine)] == ["# shown\nvisible"]

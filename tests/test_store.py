@@ -1,0 +1,173 @@
+"""The SQLite store: WAL, migrations, writes in transactions, soft delete, FTS kept in step."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from pathlib import Path
+
+import pytest
+
+import cortex
+from cortex.errors import InvalidOptionError, NotFoundError, StorageError
+from cortex.store import SCHEMA_VERSION, Store
+
+KW = cortex.Options(mode="keyword")
+
+
+def test_database_is_wal_with_busy_timeout_and_schema_version(engine: cortex.Engine) -> None:
+    conn = engine.store.conn
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert conn.execute("PRAGMA busy_timeout").fetchone()[0] >= 5000
+    assert engine.store.schema_version() == SCHEMA_VERSION
+
+
+def test_every_table_of_the_data_model_exists(engine: cortex.Engine) -> None:
+    names = {r[0] for r in engine.store.query("SELECT name FROM sqlite_master")}
+    for table in (
+        "memories", "memories_fts", "memories_exact", "memories_trigram", "facts", "sessions",
+        "session_memories", "memory_relationships", "recall_log", "embeddings", "meta",
+    ):  # fmt: skip
+        assert table in names
+
+
+def test_reopen_does_not_migrate_again(db_path: Path) -> None:
+    with cortex.open(db_path) as e:
+        memory_id = e.add("persisted across opens")
+    with cortex.open(db_path) as e:
+        assert e.get(memory_id).content == "persisted across opens"
+        assert e.store.schema_version() == SCHEMA_VERSION
+
+
+def test_newer_schema_is_refused(db_path: Path) -> None:
+    cortex.open(db_path).close()
+    conn = sqlite3.connect(db_path)
+    conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (SCHEMA_VERSION + 1,))
+    conn.commit()
+    conn.close()
+    with pytest.raises(StorageError, match="newer than this cortex"):
+        cortex.open(db_path)
+
+
+def test_add_get_update_delete(engine: cortex.Engine) -> None:
+    memory_id = engine.add(
+        "Use blue-green deploys", project="p", scope="project:p", category="rule",
+        salience=0.7, confidence=0.9, metadata={"by": "test"},
+    )  # fmt: skip
+    memory = engine.get(memory_id)
+    assert (memory.project, memory.scope, memory.category) == ("p", "project:p", "rule")
+    assert memory.salience == 0.7 and memory.confidence == 0.9
+    assert memory.metadata == {"by": "test"}
+    assert memory.created_at is not None
+
+    updated = engine.update(memory_id, content="Use canary deploys", confidence=0.5)
+    assert updated.content == "Use canary deploys"
+    assert updated.confidence == 0.5
+    assert updated.created_at == memory.created_at
+    # the keyword index followed the update
+    assert [r.memory.id for r in engine.search("canary", KW)] == [memory_id]
+    assert list(engine.search("blue", KW)) == []
+
+    engine.delete(memory_id)
+    with pytest.raises(NotFoundError):
+        engine.get(memory_id)
+    assert list(engine.search("canary", KW)) == []
+    # soft: the row is still in the file
+    assert engine.store.get(memory_id, include_deleted=True).deleted_at is not None
+    with pytest.raises(NotFoundError):
+        engine.delete(memory_id)
+
+
+def test_soft_deleted_memory_leaves_the_keyword_indexes(engine: cortex.Engine) -> None:
+    keep = engine.add("alpha release notes")
+    gone = engine.add("alpha 数据库 notes")
+    engine.delete(gone)
+    docs = {r[0] for r in engine.store.query("SELECT id FROM memories_fts_docsize")}
+    assert docs == {keep}
+    assert engine.store.query("SELECT COUNT(*) FROM memories_trigram_docsize")[0][0] == 0
+
+
+def test_batch_add_is_one_transaction(engine: cortex.Engine) -> None:
+    with pytest.raises(InvalidOptionError):
+        engine.add_many([{"content": "fine"}, {"content": "bad", "salience": 7.0}])
+    assert engine.stats()["memories"] == 0
+    ids = engine.add_many([{"content": f"memory {i}"} for i in range(100)])
+    assert len(ids) == len(set(ids)) == 100
+    assert engine.stats()["memories"] == 100
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"content": ""}, "empty"),
+        ({"content": "   "}, "empty"),
+        ({"content": "a\x00b"}, "NUL"),
+        ({"content": "x" * 1_000_001}, "limit"),
+        ({"content": "ok", "confidence": float("nan")}, "confidence"),
+        ({"content": "ok", "salience": -0.1}, "salience"),
+        ({"content": "ok", "metadata": ["not", "a", "dict"]}, "metadata"),
+        ({"content": "ok", "metadata": {"x": object()}}, "JSON"),
+    ],
+)
+def test_bad_memories_are_refused(engine: cortex.Engine, fields: dict, message: str) -> None:
+    with pytest.raises(InvalidOptionError, match=message):
+        engine.add_many([fields])
+    assert engine.stats()["memories"] == 0
+
+
+def test_corrupt_file_is_a_storage_error(tmp_path: Path) -> None:
+    bad = tmp_path / "junk.db"
+    bad.write_bytes(b"this is not a database" * 100)
+    with pytest.raises(StorageError, match="not a cortex database"):
+        cortex.open(bad)
+    assert bad.read_bytes() == b"this is not a database" * 100
+
+
+def test_directory_and_missing_read_only_paths(tmp_path: Path) -> None:
+    with pytest.raises(StorageError, match="directory"):
+        cortex.open(tmp_path)
+    with pytest.raises(StorageError, match="no database"):
+        cortex.open(tmp_path / "missing.db", read_only=True)
+    assert not (tmp_path / "missing.db").exists()
+
+
+def test_read_only_engine_searches_but_refuses_writes(db_path: Path) -> None:
+    with cortex.open(db_path) as e:
+        e.add("read only memory")
+    with cortex.open(db_path, read_only=True) as ro:
+        assert len(ro.search("memory", KW)) == 1
+        with pytest.raises(StorageError, match="read-only"):
+            ro.add("nope")
+
+
+def test_threads_share_an_engine(engine: cortex.Engine) -> None:
+    errors: list[BaseException] = []
+
+    def work(n: int) -> None:
+        try:
+            for i in range(20):
+                engine.add(f"thread {n} memory {i} zebra")
+                engine.search("zebra", KW)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not errors
+    assert engine.stats()["memories"] == 80
+
+
+def test_two_stores_on_one_file_see_each_other(db_path: Path) -> None:
+    a = Store.open(db_path)
+    b = Store.open(db_path)
+    try:
+        from cortex.store import MemoryInput
+
+        memory_id = a.add(MemoryInput(content="written by a"))
+        assert b.get(memory_id).content == "written by a"
+    finally:
+        a.close()
+        b.close()
