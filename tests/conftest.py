@@ -70,8 +70,10 @@ def db_digest(path: Path) -> str:
         tables = [
             r[0]
             for r in conn.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE '%fts%'"
-                " AND name NOT LIKE '%trigram%' ORDER BY name"
+                "SELECT name FROM sqlite_master WHERE type = 'table'"
+                " AND sql NOT LIKE 'CREATE VIRTUAL%' AND name NOT GLOB 'memories_fts_*'"
+                " AND name NOT GLOB 'memories_exact_*' AND name NOT GLOB 'memories_trigram_*'"
+                " ORDER BY name"
             )
         ]
         for table in tables:

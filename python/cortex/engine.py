@@ -211,7 +211,10 @@ class Engine:
 
         kw = keyword.search(self._store, query, opts, pool)
         notices.extend(kw.notices)
-        candidates = [Candidate(h.memory_id, 0.0, 1.0, bm25=h.score, base=h.score) for h in kw.hits]
+        candidates = [
+            Candidate(h.memory_id, h.created_at, h.confidence, bm25=h.score, base=h.score)
+            for h in kw.hits
+        ]
         ranked, hidden = self._rank(candidates, opts, now)
         results = self._finish(ranked, opts, now, MatchType.BM25, kw)
         return Results(
@@ -231,16 +234,20 @@ class Engine:
             else ("m.created_at DESC, m.id DESC")
         )
         rows = self._store.query(
-            f"SELECT m.id FROM memories m WHERE {predicate} ORDER BY {order} LIMIT ?",
+            f"SELECT m.id, m.created_at, m.confidence FROM memories m WHERE {predicate}"
+            f" ORDER BY {order} LIMIT ?",
             [*params, pool],
         )
-        candidates = [Candidate(int(i), 0.0, 1.0) for (i,) in rows]
+        candidates = [Candidate(int(i), c, f) for i, c, f in rows]
         ranked, hidden = self._rank(candidates, opts, now, browse=True)
         results = self._finish(ranked, opts, now, MatchType.FILTER, None)
         return Results(results, query=None, mode="filter", hidden=hidden)
 
     def _load_facts(self, ids: Sequence[int]) -> dict[int, list[tuple[Any, ...]]]:
+        """Facts of the given memories, by memory id (one cheap probe when there are none)."""
         out: dict[int, list[tuple[Any, ...]]] = {}
+        if not ids or not self._store.query("SELECT EXISTS (SELECT 1 FROM facts)")[0][0]:
+            return out
         for start in range(0, len(ids), 500):
             part = list(ids[start : start + 500])
             marks = ",".join("?" * len(part))
@@ -258,21 +265,10 @@ class Engine:
         """Boosts, confidence, thresholds and order (DESIGN pipeline steps 4-5)."""
         if not candidates:
             return [], 0
-        ids = [c.memory_id for c in candidates]
-        meta: dict[int, tuple[float, float]] = {}
-        for start in range(0, len(ids), 500):
-            part = ids[start : start + 500]
-            marks = ",".join("?" * len(part))
-            for i, created, conf in self._store.query(
-                f"SELECT id, created_at, confidence FROM memories WHERE id IN ({marks})",
-                part,
-            ):
-                meta[i] = (created, conf)
-        facts = self._load_facts(ids)
+        facts = self._load_facts([c.memory_id for c in candidates])
         kept: list[Candidate] = []
         hidden = 0
         for c in candidates:
-            c.created_at, c.confidence = meta[c.memory_id]
             c.effective_confidence = effective_confidence(
                 c.confidence, [(f[4], f[5], f[6]) for f in facts.get(c.memory_id, ())], now
             )

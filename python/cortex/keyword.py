@@ -59,6 +59,8 @@ class Hit:
     memory_id: int
     score: float  # in [0, 1)
     raw: float  # -bm25 for FTS tiers, the number of matched terms for LIKE
+    created_at: float  # what ranking needs of the memory, read in the same statement
+    confidence: float
 
 
 @dataclass(slots=True)
@@ -138,11 +140,12 @@ def _fts(
     """Run one MATCH against `table` (a fixed name, never user text) under the filters."""
     predicate, params = filters.where(opts)
     sql = (
-        f"SELECT m.id, bm25({table}) AS r FROM {table} JOIN memories m ON m.id = {table}.rowid"
+        f"SELECT m.id, bm25({table}) AS r, m.created_at, m.confidence"
+        f" FROM {table} JOIN memories m ON m.id = {table}.rowid"
         f" WHERE {table} MATCH ? AND {predicate}{extra} ORDER BY {_order_sql(opts)} LIMIT ?"
     )
     rows = store.conn.execute(sql, [expression, *params, pool]).fetchall()
-    return [Hit(int(i), bm25_to_score(r), -r) for i, r in rows]
+    return [Hit(int(i), bm25_to_score(r), -r, c, f) for i, r, c, f in rows]
 
 
 def search_fts(store: Store, query: str, opts: Options | None = None, pool: int = 20) -> list[Hit]:
@@ -283,7 +286,8 @@ def _cjk(store: Store, text: str, opts: Options, pool: int) -> KeywordResult:
         expression = " AND ".join(quote(t) for t in long_terms)
         predicate, params = filters.where(opts)
         sql = (
-            "SELECT m.id, bm25(memories_trigram) AS r FROM memories_trigram"
+            "SELECT m.id, bm25(memories_trigram) AS r, m.created_at, m.confidence"
+            " FROM memories_trigram"
             " JOIN memories m ON m.id = memories_trigram.rowid"
             f" WHERE memories_trigram MATCH ? AND {predicate}{extra}"
             f" ORDER BY {_order_sql(opts)} LIMIT ?"
@@ -291,18 +295,19 @@ def _cjk(store: Store, text: str, opts: Options, pool: int) -> KeywordResult:
         rows = store.conn.execute(
             sql, [expression, *params, *(_like_param(t) for t in short_terms), pool]
         ).fetchall()
-        hits = [Hit(int(i), bm25_to_score(r), -r) for i, r in rows]
+        hits = [Hit(int(i), bm25_to_score(r), -r, c, f) for i, r, c, f in rows]
         ran = " AND ".join([expression, *(f"LIKE {quote('%' + t + '%')}" for t in short_terms)])
         return KeywordResult(hits, "trigram" if hits else "none", None, ran, [], terms)
     # Every term is shorter than a trigram: all of them must occur, as substrings.
     predicate, params = filters.where(opts)
     sql = (
-        f"SELECT m.id FROM memories m WHERE m.has_cjk = 1 AND {predicate}{extra}"
+        "SELECT m.id, m.created_at, m.confidence FROM memories m"
+        f" WHERE m.has_cjk = 1 AND {predicate}{extra}"
         f" ORDER BY {_order_sql(opts, None)} LIMIT ?"
     )
     rows = store.conn.execute(sql, [*params, *(_like_param(t) for t in short_terms), pool])
     n = len(terms)
-    hits = [Hit(int(i), n / (n + 1), float(n)) for (i,) in rows.fetchall()]
+    hits = [Hit(int(i), n / (n + 1), float(n), c, f) for i, c, f in rows.fetchall()]
     return KeywordResult(hits, "like" if hits else "none", None, None, [], terms)
 
 
@@ -315,7 +320,7 @@ def _like(store: Store, text: str, opts: Options, pool: int) -> KeywordResult:
     any_term = " OR ".join("m.content LIKE ? ESCAPE '\\'" for _ in terms)
     order = _order_sql(opts, "n DESC")
     sql = (
-        f"SELECT m.id, {matched} AS n FROM memories m"
+        f"SELECT m.id, {matched} AS n, m.created_at, m.confidence FROM memories m"
         f" WHERE ({any_term}) AND {predicate} ORDER BY {order} LIMIT ?"
     )
     likes = [_like_param(t) for t in terms]
@@ -324,7 +329,7 @@ def _like(store: Store, text: str, opts: Options, pool: int) -> KeywordResult:
     except sqlite3.DatabaseError as exc:
         raise StorageError(f"{store.path}: {exc}") from None
     total = len(terms)
-    hits = [Hit(int(i), n / (total + 1), float(n)) for i, n in rows]
+    hits = [Hit(int(i), n / (total + 1), float(n), c, f) for i, n, c, f in rows]
     return KeywordResult(hits, "like" if hits else "none", None, None, [], terms)
 
 

@@ -363,6 +363,8 @@ class Store:
         if not read_only:
             try:
                 p.parent.mkdir(parents=True, exist_ok=True)
+            except (FileExistsError, NotADirectoryError):
+                raise StorageError(f"cannot create {p}: a part of its folder is a file") from None
             except OSError as exc:
                 raise StorageError(f"cannot create the folder of {p}: {exc.strerror}") from None
         store = cls(p, read_only=read_only)

@@ -1,0 +1,126 @@
+"""The `cortex` command, run through its installed entry point as a user runs it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import cortex
+
+from .conftest import SAMPLE, run_cli
+
+
+def test_import_search_show_stats(tmp_path: Path) -> None:
+    db = str(tmp_path / "c.db")
+    imported = run_cli("--db", db, "import", str(SAMPLE))
+    assert imported.code == 0, imported.err
+    assert "added" in imported.out
+
+    found = run_cli("--db", db, "search", "deployment", "--mode", "keyword")
+    assert found.code == 0, found.err
+    assert "Deployment" in found.out
+    assert found.out.splitlines()[0].split()[:3] == ["#", "score", "id"]
+
+    data = json.loads(
+        run_cli("--db", db, "search", "deployment", "--json", "--mode", "keyword").out
+    )
+    assert data["mode"] == "keyword"
+    first = data["results"][0]
+    assert set(first) >= {"id", "score", "bm25_score", "semantic_score", "snippet", "memory"}
+
+    shown = run_cli("--db", db, "show", str(first["id"]))
+    assert shown.code == 0 and "Deployment" in shown.out
+    as_json = json.loads(run_cli("--db", db, "show", str(first["id"]), "--json").out)
+    assert as_json["id"] == first["id"]
+
+    stats = json.loads(run_cli("--db", db, "stats", "--json").out)
+    assert stats["memories"] > 0 and stats["schema_version"] >= 1
+
+
+def test_cli_json_matches_the_api(tmp_path: Path) -> None:
+    db = tmp_path / "c.db"
+    with cortex.open(db) as engine:
+        engine.import_path(SAMPLE)
+        queries = [
+            "deployment",
+            "release OR database",
+            "数据库 索引",
+            "auth",
+            "staging NOT rollback",
+        ]
+        expected = {
+            q: [(r.memory.id, r.score) for r in engine.search(q, mode="keyword")] for q in queries
+        }
+    for q in queries:
+        out = run_cli("--db", str(db), "search", q, "--mode", "keyword", "--json")
+        got = [(r["id"], r["score"]) for r in json.loads(out.out)["results"]]
+        assert [i for i, _ in got] == [i for i, _ in expected[q]], q
+        for (_, a), (_, b) in zip(got, expected[q], strict=True):
+            assert abs(a - b) < 1e-6  # recency boost moves with the clock between the two runs
+
+
+def test_reimport_reports_unchanged(tmp_path: Path) -> None:
+    db = str(tmp_path / "c.db")
+    run_cli("--db", db, "import", str(SAMPLE))
+    again = run_cli("--db", db, "import", str(SAMPLE), "--json")
+    report = json.loads(again.out)[0]
+    assert report["added"] == 0 and report["unchanged"] > 0
+
+
+def test_add_from_argument_and_stdin(tmp_path: Path) -> None:
+    db = str(tmp_path / "c.db")
+    added = run_cli("--db", db, "add", "We use blue-green deploys", "--project", "p", "--json")
+    assert added.code == 0, added.err
+    memory = json.loads(added.out)
+    assert memory["project"] == "p"
+    piped = run_cli("--db", db, "add", "--category", "rule", stdin="From standard input\n")
+    assert piped.code == 0 and "added memory" in piped.out
+    found = json.loads(run_cli("--db", db, "search", "standard", "--json").out)
+    assert found["results"][0]["memory"]["category"] == "rule"
+
+
+def test_every_option_is_a_flag() -> None:
+    help_text = run_cli("search", "--help").out
+    import dataclasses
+
+    for field in dataclasses.fields(cortex.Options):
+        assert "--" + field.name.replace("_", "-") in help_text, field.name
+
+
+def test_filters_from_flags(tmp_path: Path) -> None:
+    db = str(tmp_path / "c.db")
+    run_cli("--db", db, "import", str(SAMPLE))
+    out = json.loads(run_cli("--db", db, "search", "--scope", "project:hydra*", "--json").out)
+    assert {r["memory"]["scope"] for r in out["results"]} == {
+        "project:hydra",
+        "project:hydra:task:testing",
+    }
+    out = json.loads(
+        run_cli("--db", db, "search", "--order-by", "recency", "--limit", "2", "--json").out
+    )
+    assert len(out["results"]) == 2
+
+
+def test_database_from_environment_then_user_default(tmp_path: Path) -> None:
+    env_db = tmp_path / "env.db"
+    assert run_cli("add", "from env", env={"CORTEX_DB": str(env_db)}).code == 0
+    assert env_db.exists()
+    home = tmp_path / "home"
+    result = run_cli("add", "from default", env={"CORTEX_DB": "", "CORTEX_HOME": str(home)})
+    assert result.code == 0, result.err
+    assert (home / "cortex.db").exists()
+
+
+def test_notices_go_to_stderr_results_to_stdout(tmp_path: Path) -> None:
+    db = str(tmp_path / "c.db")
+    run_cli("--db", db, "import", str(SAMPLE))
+    result = run_cli("--db", db, "search", '"unbalanced deploy', "--mode", "keyword", "--json")
+    assert result.code == 0
+    json.loads(result.out)  # stdout is pure JSON
+    assert "not a valid FTS5 query" in result.err
+
+
+def test_no_command_prints_help() -> None:
+    result = run_cli()
+    assert result.code == 2
+    assert "search" in result.out
