@@ -9,8 +9,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from cortex import filters, keyword
-from cortex.errors import EmbeddingError, InvalidOptionError, QueryError
+from cortex import filters, keyword, recall
+from cortex.errors import EmbeddingError, InvalidOptionError, QueryError, StorageError
 from cortex.ingest import ImportReport, import_path
 from cortex.options import Mode, Options, OrderBy
 from cortex.ranking import (
@@ -216,15 +216,21 @@ class Engine:
             for h in kw.hits
         ]
         ranked, hidden = self._rank(candidates, opts, now)
-        results = self._finish(ranked, opts, now, MatchType.BM25, kw)
-        return Results(
-            results,
+        results = Results(
+            self._finish(ranked, opts, now, MatchType.BM25, kw),
             query=query,
             mode=str(mode),
             rewritten=kw.rewritten,
-            notices=tuple(notices),
             hidden=hidden,
         )
+        if not results and hidden:
+            notices.append(
+                f"nothing passed the thresholds: {hidden} match(es) scored below min_score"
+                f" {opts.min_score} or min_confidence {opts.min_confidence}"
+            )
+        self._record(results, opts, notices)
+        results.notices = tuple(notices)
+        return results
 
     def _browse(self, opts: Options, pool: int, now: float) -> Results:
         predicate, params = filters.where(opts)
@@ -240,8 +246,16 @@ class Engine:
         )
         candidates = [Candidate(int(i), c, f) for i, c, f in rows]
         ranked, hidden = self._rank(candidates, opts, now, browse=True)
-        results = self._finish(ranked, opts, now, MatchType.FILTER, None)
-        return Results(results, query=None, mode="filter", hidden=hidden)
+        results = Results(
+            self._finish(ranked, opts, now, MatchType.FILTER, None),
+            query=None,
+            mode="filter",
+            hidden=hidden,
+        )
+        notices: list[str] = []
+        self._record(results, opts, notices)
+        results.notices = tuple(notices)
+        return results
 
     def _load_facts(self, ids: Sequence[int]) -> dict[int, list[tuple[Any, ...]]]:
         """Facts of the given memories, by memory id (one cheap probe when there are none)."""
@@ -321,6 +335,7 @@ class Engine:
         else:
             snippets = {i: keyword.text_snippet(contents[i], None) for i in ids}
         facts = self._load_facts(ids) if opts.include_facts else {}
+        extra = recall.enrichment(self._store, [memories[i] for i in ids])
         out = []
         for c in top:
             fact_objs = tuple(
@@ -336,19 +351,81 @@ class Engine:
                 )
                 for f in facts.get(c.memory_id, ())
             )
+            memory = memories[c.memory_id]
             out.append(
                 Result(
-                    memory=memories[c.memory_id],
+                    memory=memory,
                     score=c.score,
                     bm25_score=c.bm25,
                     semantic_score=c.semantic,
                     effective_confidence=c.effective_confidence,
                     snippet=snippets.get(c.memory_id, ""),
-                    match_type=match_type,
+                    match_type=c.match_type or match_type,
                     facts=fact_objs,
+                    source_session=extra.source_session.get(c.memory_id),
+                    is_superseded=memory.superseded_by is not None,
+                    superseded_by=extra.superseded_by.get(c.memory_id),
+                    related_memory_count=extra.related.get(c.memory_id, 0),
+                    explain=c.explain() if opts.explain else None,
                 )
             )
         return out
+
+    def _record(self, results: Results, opts: Options, notices: list[str]) -> None:
+        """Pipeline step 7, after the order is fixed: it cannot change this search's ranking."""
+        if not opts.record or self._store.read_only or not results:
+            return
+        try:
+            recall.record_recall(
+                self._store,
+                [(r.memory.id, r.facts[0].id if r.facts else None, r.score) for r in results],
+                query=results.query,
+                session_id=opts.session_id,
+                lens=opts.lens,
+                reinforce=opts.reinforce,
+            )
+        except StorageError as exc:  # the answer stands; say that it was not recorded
+            notices.append(f"recall not recorded: {exc}")
+
+    # ------------------------------------------------------------------ sessions
+
+    def start_session(
+        self,
+        session_id: str | None = None,
+        *,
+        project: str | None = None,
+        summary: str | None = None,
+    ) -> str:
+        """Open a session and return its id (a fresh one unless given)."""
+        return recall.start_session(self._store, session_id, project=project, summary=summary)
+
+    def end_session(self, session_id: str, *, summary: str | None = None) -> None:
+        recall.end_session(self._store, session_id, summary=summary)
+
+    def link(self, memory_id: int, session_id: str, usage: str = "recalled") -> None:
+        """Record that a memory was created / recalled / updated / reinforced in a session."""
+        recall.link(self._store, memory_id, session_id, usage)
+
+    def supersede(self, old_id: int, new_id: int) -> None:
+        """Mark `old_id` as replaced by `new_id`; searches leave it out unless asked."""
+        recall.supersede(self._store, old_id, new_id)
+
+    def relate(
+        self,
+        source_id: int,
+        target_id: int,
+        type: str = "RELATED_TO",
+        created_by: str | None = None,
+    ) -> None:
+        recall.relate(self._store, source_id, target_id, type, created_by)
+
+    def timeline(self, anchor_id: int, before: int = 5, after: int = 5) -> recall.Timeline:
+        """The memories of the anchor's project just before and after it, with their sessions."""
+        return recall.timeline(self._store, anchor_id, before, after)
+
+    def session_context(self, memory_id: int) -> recall.SessionContext | None:
+        """The latest session the memory took part in, and how."""
+        return recall.session_context(self._store, memory_id)
 
 
 def open(path: str | os.PathLike[str], *, read_only: bool = False) -> Engine:

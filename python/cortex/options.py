@@ -112,6 +112,11 @@ class Options:
     Filters narrow the memories a search may return; a `project` filter is a wall: no result
     ever comes from another project when one is given. `scope` and `source_prefix` match by
     prefix when `scope` ends with ``*`` (``"project:hydra*"``) and always for `source_prefix`.
+
+    `record` writes, after the ranking is fixed, a recall_log row per result, the access
+    count, and reinforces each returned memory's salience by `reinforce` (seed 000: 0.02);
+    a read-only engine never records. `explain` fills ``Result.explain`` with every part
+    of each score.
     """
 
     mode: Mode = Mode.HYBRID
@@ -141,6 +146,10 @@ class Options:
     created_since: datetime | None = None
     created_until: datetime | None = None
     include_superseded: bool = False
+
+    record: bool = True
+    reinforce: float = 0.02
+    explain: bool = False
 
     def __post_init__(self) -> None:
         s = object.__setattr__
@@ -184,7 +193,8 @@ class Options:
             s(self, name, _text(name, getattr(self, name)))
         s(self, "created_since", _when("created_since", self.created_since))
         s(self, "created_until", _when("created_until", self.created_until))
-        for name in ("include_facts", "include_superseded"):
+        s(self, "reinforce", _number("reinforce", self.reinforce, lo=0.0, hi=1.0))
+        for name in ("include_facts", "include_superseded", "record", "explain"):
             if not isinstance(getattr(self, name), bool):
                 raise InvalidOptionError(f"{name} must be True or False")
 

@@ -63,3 +63,15 @@ class Candidate:
     recency: float = 1.0
     effective_confidence: float = 1.0
     score: float = 0.0
+    match_type: str | None = None
+
+    def explain(self) -> dict[str, float]:
+        """Every factor of `score`: ``score = base * recency * effective_confidence``."""
+        return {
+            "bm25": self.bm25,
+            "semantic": self.semantic,
+            "base": self.base,
+            "recency_boost": self.recency,
+            "effective_confidence": self.effective_confidence,
+            "score": self.score,
+        }

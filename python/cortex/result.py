@@ -119,6 +119,10 @@ class Result:
     snippet: str = ""
     match_type: MatchType = MatchType.BM25
     facts: tuple[Fact, ...] = ()
+    source_session: Any = None  # cortex.recall.SessionInfo of the session that created it
+    is_superseded: bool = False
+    superseded_by: Any = None  # cortex.recall.SupersededBy
+    related_memory_count: int = 0
     explain: dict[str, float] | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -130,6 +134,10 @@ class Result:
             "effective_confidence": self.effective_confidence,
             "match_type": str(self.match_type),
             "snippet": self.snippet,
+            "source_session": self.source_session.to_dict() if self.source_session else None,
+            "is_superseded": self.is_superseded,
+            "superseded_by": self.superseded_by.to_dict() if self.superseded_by else None,
+            "related_memory_count": self.related_memory_count,
             "memory": self.memory.to_dict(),
             "facts": [f.to_dict() for f in self.facts],
         }

@@ -1,0 +1,321 @@
+"""Sessions, provenance and recall: where a memory came from, what replaced it, what it
+relates to, when it was recalled — and the writes a search makes after it has ranked.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from cortex.errors import InvalidOptionError, NotFoundError
+from cortex.result import Memory, from_epoch, iso
+from cortex.store import _MEMORY_COLUMNS, Store, row_to_memory
+
+__all__ = [
+    "USAGES",
+    "SessionContext",
+    "SessionInfo",
+    "SupersededBy",
+    "Timeline",
+    "end_session",
+    "enrichment",
+    "record_recall",
+    "relate",
+    "session_context",
+    "start_session",
+    "supersede",
+    "timeline",
+]
+
+USAGES = ("created", "recalled", "updated", "reinforced")
+
+
+@dataclass(frozen=True, slots=True)
+class SessionInfo:
+    id: str
+    project: str | None
+    started_at: datetime
+    ended_at: datetime | None = None
+    summary: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "project": self.project,
+            "started_at": iso(self.started_at),
+            "ended_at": iso(self.ended_at),
+            "summary": self.summary,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class SessionContext:
+    """The latest session a memory took part in, how, and how big that session is."""
+
+    session: SessionInfo
+    memories_in_session: int
+    usage: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "session": self.session.to_dict(),
+            "memories_in_session": self.memories_in_session,
+            "usage": self.usage,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class SupersededBy:
+    id: int
+    content: str  # the first 200 characters
+    created_at: datetime | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "content": self.content, "created_at": iso(self.created_at)}
+
+
+@dataclass(frozen=True, slots=True)
+class Timeline:
+    """Memories of the anchor's project around it in time, oldest first."""
+
+    anchor: Memory
+    before: tuple[Memory, ...]
+    after: tuple[Memory, ...]
+    sessions: dict[str, SessionInfo] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "anchor": self.anchor.to_dict(),
+            "before": [m.to_dict() for m in self.before],
+            "after": [m.to_dict() for m in self.after],
+            "sessions": {k: v.to_dict() for k, v in self.sessions.items()},
+        }
+
+
+def _session_row(row: Sequence[Any]) -> SessionInfo:
+    return SessionInfo(
+        id=row[0],
+        project=row[1],
+        started_at=from_epoch(row[2]),  # type: ignore[arg-type]
+        ended_at=from_epoch(row[3]),
+        summary=row[4],
+    )
+
+
+def start_session(
+    store: Store,
+    session_id: str | None = None,
+    *,
+    project: str | None = None,
+    summary: str | None = None,
+) -> str:
+    """Open a session (a fresh id unless one is given) and return its id."""
+    sid = session_id or uuid.uuid4().hex
+    if not isinstance(sid, str) or "\x00" in sid:
+        raise InvalidOptionError("a session id is a string without NUL bytes")
+    with store.transaction() as tx:
+        tx.execute(
+            "INSERT INTO sessions (id, project_id, started_at, summary) VALUES (?, ?, ?, ?)"
+            " ON CONFLICT(id) DO UPDATE SET summary = COALESCE(excluded.summary, summary)",
+            (sid, project, time.time(), summary),
+        )
+    return sid
+
+
+def end_session(store: Store, session_id: str, *, summary: str | None = None) -> None:
+    with store.transaction() as tx:
+        cur = tx.execute(
+            "UPDATE sessions SET ended_at = ?, summary = COALESCE(?, summary) WHERE id = ?",
+            (time.time(), summary, session_id),
+        )
+        if cur.rowcount == 0:
+            raise NotFoundError(f"no session with id {session_id!r}")
+
+
+def link(store: Store, memory_id: int, session_id: str, usage: str) -> None:
+    """Record that a memory was created, recalled, updated or reinforced in a session."""
+    if usage not in USAGES:
+        raise InvalidOptionError(f"usage must be one of {', '.join(USAGES)}, not {usage!r}")
+    memory = store.get(memory_id)
+    with store.transaction() as tx:
+        store._link_session(tx, session_id, memory_id, usage, memory.project, time.time())
+
+
+def supersede(store: Store, old_id: int, new_id: int) -> None:
+    """Mark `old_id` as replaced by `new_id`: searches leave it out unless asked for it."""
+    if old_id == new_id:
+        raise InvalidOptionError("a memory cannot supersede itself")
+    store.get(old_id)
+    store.get(new_id)
+    now = time.time()
+    with store.transaction() as tx:
+        tx.execute(
+            "UPDATE memories SET superseded_by = ?, valid_until = COALESCE(valid_until, ?)"
+            " WHERE id = ?",
+            (new_id, now, old_id),
+        )
+        tx.execute(
+            "INSERT INTO memory_relationships (source_id, target_id, type, created_by, created_at)"
+            " VALUES (?, ?, 'SUPERSEDES', 'cortex', ?) ON CONFLICT DO NOTHING",
+            (new_id, old_id, now),
+        )
+
+
+def relate(
+    store: Store,
+    source_id: int,
+    target_id: int,
+    type: str = "RELATED_TO",
+    created_by: str | None = None,
+) -> None:
+    store.get(source_id)
+    store.get(target_id)
+    with store.transaction() as tx:
+        tx.execute(
+            "INSERT INTO memory_relationships (source_id, target_id, type, created_by, created_at)"
+            " VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            (source_id, target_id, type, created_by, time.time()),
+        )
+
+
+def _sessions_of(store: Store, ids: Sequence[int]) -> dict[int, SessionInfo]:
+    """The session each memory was created in (its first 'created' link)."""
+    out: dict[int, SessionInfo] = {}
+    if not ids:
+        return out
+    marks = ",".join("?" * len(ids))
+    rows = store.query(
+        "SELECT sm.memory_id, s.id, s.project_id, s.started_at, s.ended_at, s.summary"
+        " FROM session_memories sm JOIN sessions s ON s.id = sm.session_id"
+        f" WHERE sm.usage = 'created' AND sm.memory_id IN ({marks})"
+        " ORDER BY sm.created_at DESC, sm.rowid DESC",
+        list(ids),
+    )
+    for row in rows:  # oldest last, so the first 'created' link wins
+        out[row[0]] = _session_row(row[1:])
+    return out
+
+
+def session_context(store: Store, memory_id: int) -> SessionContext | None:
+    store.get(memory_id)
+    rows = store.query(
+        "SELECT s.id, s.project_id, s.started_at, s.ended_at, s.summary, sm.usage,"
+        " (SELECT COUNT(DISTINCT memory_id) FROM session_memories WHERE session_id = s.id)"
+        " FROM session_memories sm JOIN sessions s ON s.id = sm.session_id"
+        " WHERE sm.memory_id = ? ORDER BY sm.created_at DESC, sm.rowid DESC LIMIT 1",
+        (memory_id,),
+    )
+    if not rows:
+        return None
+    row = rows[0]
+    return SessionContext(_session_row(row[:5]), int(row[6]), row[5])
+
+
+def timeline(store: Store, anchor_id: int, before: int = 5, after: int = 5) -> Timeline:
+    for name, value in (("before", before), ("after", after)):
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 1000:
+            raise InvalidOptionError(f"{name} must be an integer in [0, 1000], not {value!r}")
+    anchor = store.get(anchor_id)
+    created = anchor.created_at.timestamp() if anchor.created_at else 0.0
+    live = "deleted_at IS NULL AND project_id IS ?"
+    earlier = store.query(
+        f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE {live}"
+        " AND (created_at < ? OR (created_at = ? AND id < ?))"
+        " ORDER BY created_at DESC, id DESC LIMIT ?",
+        (anchor.project, created, created, anchor_id, before),
+    )
+    later = store.query(
+        f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE {live}"
+        " AND (created_at > ? OR (created_at = ? AND id > ?))"
+        " ORDER BY created_at, id LIMIT ?",
+        (anchor.project, created, created, anchor_id, after),
+    )
+    before_m = tuple(row_to_memory(r) for r in reversed(earlier))
+    after_m = tuple(row_to_memory(r) for r in later)
+    ids = [m.id for m in (*before_m, anchor, *after_m)]
+    marks = ",".join("?" * len(ids))
+    sessions = {
+        row[0]: _session_row(row)
+        for row in store.query(
+            "SELECT DISTINCT s.id, s.project_id, s.started_at, s.ended_at, s.summary"
+            " FROM session_memories sm JOIN sessions s ON s.id = sm.session_id"
+            f" WHERE sm.memory_id IN ({marks})",
+            ids,
+        )
+    }
+    return Timeline(anchor, before_m, after_m, sessions)
+
+
+@dataclass(frozen=True, slots=True)
+class Enrichment:
+    source_session: dict[int, SessionInfo]
+    superseded_by: dict[int, SupersededBy]
+    related: dict[int, int]
+
+
+def enrichment(store: Store, memories: Sequence[Memory]) -> Enrichment:
+    """Session, superseding memory and related count of each result, in three queries."""
+    ids = [m.id for m in memories]
+    sessions = _sessions_of(store, ids)
+    superseding = [m.superseded_by for m in memories if m.superseded_by is not None]
+    by: dict[int, SupersededBy] = {}
+    if superseding:
+        newer = store.get_many(superseding)
+        for m in memories:
+            if m.superseded_by is not None and m.superseded_by in newer:
+                n = newer[m.superseded_by]
+                by[m.id] = SupersededBy(n.id, n.content[:200], n.created_at)
+    related: dict[int, int] = {}
+    if ids:
+        marks = ",".join("?" * len(ids))
+        for memory_id, count in store.query(
+            "SELECT id, SUM(n) FROM ("
+            " SELECT source_id AS id, COUNT(*) AS n FROM memory_relationships"
+            f" WHERE source_id IN ({marks}) GROUP BY source_id UNION ALL"
+            " SELECT target_id AS id, COUNT(*) AS n FROM memory_relationships"
+            f" WHERE target_id IN ({marks}) GROUP BY target_id) GROUP BY id",
+            [*ids, *ids],
+        ):
+            related[memory_id] = int(count)
+    return Enrichment(sessions, by, related)
+
+
+def record_recall(
+    store: Store,
+    rows: Sequence[tuple[int, int | None, float]],
+    *,
+    query: str | None,
+    session_id: str | None,
+    lens: str | None,
+    reinforce: float,
+) -> None:
+    """One transaction after a search has ranked: a recall_log row per result
+    ``(memory_id, fact_id, score)``, access counts, reinforcement, and 'recalled' links."""
+    if not rows:
+        return
+    now = time.time()
+    with store.transaction() as tx:
+        tx.executemany(
+            "INSERT INTO recall_log (memory_id, fact_id, query, session_id, lens, score,"
+            " recalled_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [(m, f, query, session_id, lens, s, now) for m, f, s in rows],
+        )
+        tx.executemany(
+            "UPDATE memories SET access_count = access_count + 1, last_accessed = ?,"
+            " salience = MIN(1.0, salience + ?) WHERE id = ?",
+            [(now, reinforce, m) for m, _, _ in rows],
+        )
+        if session_id:
+            tx.execute(
+                "INSERT INTO sessions (id, started_at) VALUES (?, ?) ON CONFLICT(id) DO NOTHING",
+                (session_id, now),
+            )
+            tx.executemany(
+                "INSERT INTO session_memories (session_id, memory_id, usage, created_at)"
+                " VALUES (?, ?, 'recalled', ?)",
+                [(session_id, m, now) for m, _, _ in rows],
+            )
