@@ -2,8 +2,18 @@
 //! other modules define.
 use pyo3::prelude::*;
 
+pub mod errors;
+pub mod kernels;
+mod py_fusion;
+mod py_index;
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_class::<py_index::NativeIndex>()?;
+    m.add_function(wrap_pyfunction!(py_index::simd_level, m)?)?;
+    m.add_function(wrap_pyfunction!(py_index::default_threads, m)?)?;
+    m.add_function(wrap_pyfunction!(py_fusion::rrf, m)?)?;
+    m.add_function(wrap_pyfunction!(py_fusion::linear, m)?)?;
     Ok(())
 }

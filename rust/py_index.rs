@@ -1,0 +1,453 @@
+//! Thin pyo3 wrapper of the vector file and the top-k kernels: validate and
+//! copy arguments with the GIL held, run the kernel with the GIL released,
+//! convert the result back.
+use std::path::PathBuf;
+use std::sync::RwLock;
+
+use numpy::{
+    PyArray1, PyArray2, PyArrayDescrMethods, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods,
+};
+use pyo3::prelude::*;
+
+use crate::errors::{Error, Result};
+use crate::kernels::simd::Isa;
+use crate::kernels::topk::{self, Hit};
+use crate::kernels::vecfile::VecFile;
+
+/// Below this many rows covered by the int8 copy, `quantized=None` scans f32:
+/// the f32 scan of a matrix that fits in cache is as fast, and exact.
+/// Measured crossover (benches/vectors.md).
+pub const QUANT_MIN_ROWS: usize = 20_000;
+
+/// Threads for a scan: `CORTEX_THREADS` if set to a positive integer, else all cores.
+#[pyfunction]
+pub fn default_threads() -> usize {
+    std::env::var("CORTEX_THREADS")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+/// The instruction set the kernels use on this CPU ("avx2+fma", "neon" or "scalar").
+#[pyfunction]
+pub fn simd_level() -> &'static str {
+    Isa::detect().name()
+}
+
+const FIX_F32: &str = "use np.ascontiguousarray(x, dtype=np.float32)";
+
+/// Borrow a C-contiguous float32 array of `ndim` dimensions and copy it out,
+/// with an error that says how to fix anything else. Returns (values, shape).
+fn f32_array(obj: &Bound<'_, PyAny>, name: &str, ndim: usize) -> Result<(Vec<f32>, Vec<usize>)> {
+    let arr = obj.cast::<PyUntypedArray>().map_err(|_| {
+        Error::Type(format!(
+            "{name} must be a numpy float32 array, got {}; {FIX_F32}",
+            obj.get_type()
+                .name()
+                .map_or_else(|_| "?".to_owned(), |n| n.to_string())
+        ))
+    })?;
+    if arr.ndim() != ndim {
+        return Err(Error::Invalid(format!(
+            "{name} must have {ndim} dimension(s), got shape {:?}",
+            arr.shape()
+        )));
+    }
+    if !arr.dtype().is_equiv_to(&numpy::dtype::<f32>(obj.py())) {
+        return Err(Error::Type(format!(
+            "{name} must be float32, got {}; {FIX_F32}",
+            arr.dtype()
+        )));
+    }
+    let shape = arr.shape().to_vec();
+    let v = match ndim {
+        1 => {
+            let a = obj
+                .cast::<PyArray1<f32>>()
+                .map_err(|_| Error::Type(format!("{name}: {FIX_F32}")))?;
+            let ro = a
+                .try_readonly()
+                .map_err(|_| Error::Invalid(format!("{name} is being written to")))?;
+            ro.as_slice()
+                .map_err(|_| Error::Invalid(format!("{name} is not C-contiguous; {FIX_F32}")))?
+                .to_vec()
+        }
+        _ => {
+            let a = obj
+                .cast::<PyArray2<f32>>()
+                .map_err(|_| Error::Type(format!("{name}: {FIX_F32}")))?;
+            let ro = a
+                .try_readonly()
+                .map_err(|_| Error::Invalid(format!("{name} is being written to")))?;
+            ro.as_slice()
+                .map_err(|_| Error::Invalid(format!("{name} is not C-contiguous; {FIX_F32}")))?
+                .to_vec()
+        }
+    };
+    Ok((v, shape))
+}
+
+/// Copy a 1-d int64 array out (contiguous or not).
+fn i64_array(obj: &Bound<'_, PyAny>, name: &str) -> Result<Vec<i64>> {
+    let a = obj.cast::<PyArray1<i64>>().map_err(|_| {
+        Error::Type(format!(
+            "{name} must be a 1-d numpy int64 array; use np.asarray({name}, dtype=np.int64)"
+        ))
+    })?;
+    let ro = a
+        .try_readonly()
+        .map_err(|_| Error::Invalid(format!("{name} is being written to")))?;
+    Ok(ro.as_array().iter().copied().collect())
+}
+
+/// Check every value is finite and the row is not zero, then L2-normalise in place.
+fn normalise_rows(v: &mut [f32], dim: usize, name: &str) -> Result<()> {
+    for (i, row) in v.chunks_exact_mut(dim).enumerate() {
+        if let Some(j) = row.iter().position(|x| !x.is_finite()) {
+            return Err(Error::Invalid(format!(
+                "{name} row {i} has a NaN or infinite value at column {j}; embeddings must be finite"
+            )));
+        }
+        let norm = row
+            .iter()
+            .map(|x| *x as f64 * *x as f64)
+            .sum::<f64>()
+            .sqrt();
+        if norm == 0.0 || !norm.is_finite() {
+            return Err(Error::Invalid(format!(
+                "{name} row {i} has zero length; a zero vector has no direction to compare"
+            )));
+        }
+        let inv = (1.0 / norm) as f32;
+        row.iter_mut().for_each(|x| *x *= inv);
+    }
+    Ok(())
+}
+
+fn check_k(k: i64) -> Result<usize> {
+    if k <= 0 {
+        return Err(Error::Invalid(format!("k must be >= 1, got {k}")));
+    }
+    Ok(usize::try_from(k).unwrap_or(usize::MAX))
+}
+
+fn check_threads(threads: Option<i64>) -> Result<usize> {
+    match threads {
+        None => Ok(default_threads()),
+        Some(t) if t >= 1 => Ok(t as usize),
+        Some(t) => Err(Error::Invalid(format!(
+            "threads must be >= 1 (or None for all cores), got {t}"
+        ))),
+    }
+}
+
+/// The native handle behind `cortex.vectors.VectorIndex`.
+#[pyclass(module = "cortex._native", frozen)]
+pub struct NativeIndex {
+    inner: RwLock<Option<VecFile>>,
+}
+
+impl NativeIndex {
+    fn read<T>(&self, f: impl FnOnce(&VecFile) -> Result<T>) -> Result<T> {
+        let g = self
+            .inner
+            .read()
+            .map_err(|_| Error::State("index lock poisoned".into()))?;
+        f(g.as_ref().ok_or_else(closed)?)
+    }
+    fn write<T>(&self, f: impl FnOnce(&mut VecFile) -> Result<T>) -> Result<T> {
+        let mut g = self
+            .inner
+            .write()
+            .map_err(|_| Error::State("index lock poisoned".into()))?;
+        f(g.as_mut().ok_or_else(closed)?)
+    }
+}
+
+fn closed() -> Error {
+    Error::State("this vector index is closed; open it again with VectorIndex.open(path)".into())
+}
+
+type Pair<'py> = (Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<f32>>);
+type IdsLive<'py> = (Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<bool>>);
+type Pair2<'py> = (Bound<'py, PyArray2<i64>>, Bound<'py, PyArray2<f32>>);
+
+fn hits_to_numpy<'py>(py: Python<'py>, vf_ids: Vec<i64>, hits: &[Hit]) -> Pair<'py> {
+    let scores: Vec<f32> = hits.iter().map(|h| h.score).collect();
+    (
+        PyArray1::from_vec(py, vf_ids),
+        PyArray1::from_vec(py, scores),
+    )
+}
+
+#[pymethods]
+impl NativeIndex {
+    /// Create an empty index at `path` (replacing any present), open for writing.
+    #[staticmethod]
+    fn create(py: Python<'_>, path: PathBuf, dim: i64, model_id: &str) -> PyResult<NativeIndex> {
+        if dim <= 0 {
+            return Err(Error::Invalid(format!("dim must be >= 1, got {dim}")).into());
+        }
+        let vf = py.detach(|| VecFile::create(&path, dim as usize, model_id))?;
+        Ok(NativeIndex {
+            inner: RwLock::new(Some(vf)),
+        })
+    }
+
+    /// Open an existing index; `writable=True` takes the one-writer lock.
+    #[staticmethod]
+    #[pyo3(signature = (path, writable = false))]
+    fn open(py: Python<'_>, path: PathBuf, writable: bool) -> PyResult<NativeIndex> {
+        let vf = py.detach(|| VecFile::open(&path, writable))?;
+        Ok(NativeIndex {
+            inner: RwLock::new(Some(vf)),
+        })
+    }
+
+    #[getter]
+    fn dim(&self) -> PyResult<usize> {
+        Ok(self.read(|v| Ok(v.dim()))?)
+    }
+    #[getter]
+    fn model_id(&self) -> PyResult<String> {
+        Ok(self.read(|v| Ok(v.model_id().to_owned()))?)
+    }
+    /// Rows in the file, masked ones included.
+    #[getter]
+    fn rows(&self) -> PyResult<usize> {
+        Ok(self.read(|v| Ok(v.count()))?)
+    }
+    /// Rows covered by the int8 copy.
+    #[getter]
+    fn quantized_rows(&self) -> PyResult<usize> {
+        Ok(self.read(|v| Ok(v.q8_rows()))?)
+    }
+    #[getter]
+    fn writable(&self) -> PyResult<bool> {
+        Ok(self.read(|v| Ok(v.writable()))?)
+    }
+    #[getter]
+    fn path(&self) -> PyResult<PathBuf> {
+        Ok(self.read(|v| Ok(v.path().to_path_buf()))?)
+    }
+    #[getter]
+    fn closed(&self) -> bool {
+        self.inner.read().map_or(true, |g| g.is_none())
+    }
+
+    /// Rows that searches can return (not masked).
+    fn live_count(&self, py: Python<'_>) -> PyResult<usize> {
+        Ok(py.detach(|| self.read(|v| Ok(v.live_count())))?)
+    }
+
+    /// Memory ids of rows `0..rows` and whether each is live (for the Python paths).
+    fn ids_and_live<'py>(&self, py: Python<'py>) -> PyResult<IdsLive<'py>> {
+        let (ids, live) = py.detach(|| {
+            self.read(|v| {
+                let n = v.count() as u32;
+                Ok((
+                    (0..n).map(|r| v.id(r)).collect::<Vec<_>>(),
+                    (0..n).map(|r| v.is_live(r)).collect::<Vec<_>>(),
+                ))
+            })
+        })?;
+        Ok((PyArray1::from_vec(py, ids), PyArray1::from_vec(py, live)))
+    }
+
+    /// Append rows: `ids` int64 (n,), `vectors` float32 C-contiguous (n, dim).
+    /// Rows are L2-normalised before they are stored; NaN/inf or zero rows are
+    /// refused. An id that already has a live row supersedes it.
+    fn append(
+        &self,
+        py: Python<'_>,
+        ids: &Bound<'_, PyAny>,
+        vectors: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let ids = i64_array(ids, "ids")?;
+        let (mut v, shape) = f32_array(vectors, "vectors", 2)?;
+        let dim = self.dim()?;
+        if shape[1] != dim {
+            return Err(Error::Invalid(format!(
+                "vectors have dimension {}, this index holds {dim}",
+                shape[1]
+            ))
+            .into());
+        }
+        if shape[0] != ids.len() {
+            return Err(Error::Invalid(format!(
+                "{} ids for {} vectors; pass one id per row",
+                ids.len(),
+                shape[0]
+            ))
+            .into());
+        }
+        let mut seen = ids.clone();
+        seen.sort_unstable();
+        if let Some(w) = seen.windows(2).find(|w| w[0] == w[1]) {
+            return Err(Error::Invalid(format!("id {} appears twice in one append", w[0])).into());
+        }
+        py.detach(|| {
+            normalise_rows(&mut v, dim, "vectors")?;
+            self.write(|vf| vf.append(&ids, &v))
+        })?;
+        Ok(())
+    }
+
+    /// Mask the live rows of these memory ids; returns how many rows were masked.
+    fn mask(&self, py: Python<'_>, ids: &Bound<'_, PyAny>) -> PyResult<usize> {
+        let ids = i64_array(ids, "ids")?;
+        Ok(py.detach(|| self.write(|vf| vf.mask(&ids)))?)
+    }
+
+    /// See rows appended by the writer since this handle opened or last refreshed.
+    fn refresh(&self, py: Python<'_>) -> PyResult<()> {
+        Ok(py.detach(|| self.write(|vf| vf.refresh()))?)
+    }
+
+    /// Rebuild the int8 copy from the f32 rows (writer only).
+    fn rebuild_quantized(&self, py: Python<'_>) -> PyResult<()> {
+        Ok(py.detach(|| self.write(|vf| vf.rebuild_q8()))?)
+    }
+
+    /// Flush written bytes to disk.
+    fn sync(&self, py: Python<'_>) -> PyResult<()> {
+        Ok(py.detach(|| self.read(|vf| vf.sync()))?)
+    }
+
+    /// Release the mappings and the writer lock. Idempotent.
+    fn close(&self) {
+        if let Ok(mut g) = self.inner.write() {
+            *g = None;
+        }
+    }
+
+    /// Top-k by cosine: (memory ids int64, scores float32), best first, ties to
+    /// the lower row. `allowed`: memory ids the result may contain (any order).
+    /// `quantized`: None = automatic (int8 scan + f32 rescoring when the copy
+    /// covers >= QUANT_MIN_ROWS rows and no `allowed`), True/False forces.
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (query, k, allowed = None, quantized = None, threads = None, candidates = None))]
+    fn search<'py>(
+        &self,
+        py: Python<'py>,
+        query: &Bound<'py, PyAny>,
+        k: i64,
+        allowed: Option<&Bound<'py, PyAny>>,
+        quantized: Option<bool>,
+        threads: Option<i64>,
+        candidates: Option<i64>,
+    ) -> PyResult<Pair<'py>> {
+        let k = check_k(k)?;
+        let threads = check_threads(threads)?;
+        let (mut q, shape) = f32_array(query, "query", 1)?;
+        let allowed = allowed.map(|a| i64_array(a, "allowed")).transpose()?;
+        let dim = self.dim()?;
+        if shape[0] != dim {
+            return Err(Error::Invalid(format!(
+                "query has dimension {}, this index holds {dim}",
+                shape[0]
+            ))
+            .into());
+        }
+        let candidates = match candidates {
+            None => None,
+            Some(c) if c >= 1 => Some(c as usize),
+            Some(c) => {
+                return Err(Error::Invalid(format!("candidates must be >= 1, got {c}")).into())
+            }
+        };
+        let (ids, hits) = py.detach(|| {
+            normalise_rows(&mut q, dim, "query")?;
+            self.read(|vf| {
+                let isa = Isa::detect();
+                let live = |r: u32| vf.is_live(r);
+                let hits = if let Some(allowed) = &allowed {
+                    let rows = vf.rows_for_ids(allowed);
+                    topk::exact_subset(isa, vf.rows(), &q, k, &rows, &live, threads)
+                } else if quantized.unwrap_or(vf.q8_rows() >= QUANT_MIN_ROWS) {
+                    let c = candidates.unwrap_or_else(|| topk::default_candidates(k));
+                    topk::quantized(isa, vf.rows(), vf.q8(), &q, k, c, &live, threads)
+                } else {
+                    topk::exact(isa, vf.rows(), &q, k, &live, threads)
+                };
+                Ok((hits.iter().map(|h| vf.id(h.row)).collect::<Vec<_>>(), hits))
+            })
+        })?;
+        Ok(hits_to_numpy(py, ids, &hits))
+    }
+
+    /// Top-k of each row of `queries` (m, dim): arrays of shape (m, k') where
+    /// k' = min(k, live rows); missing entries (only with a damaged file) are
+    /// id -1, score NaN.
+    #[pyo3(signature = (queries, k, quantized = None, threads = None, candidates = None))]
+    fn search_batch<'py>(
+        &self,
+        py: Python<'py>,
+        queries: &Bound<'py, PyAny>,
+        k: i64,
+        quantized: Option<bool>,
+        threads: Option<i64>,
+        candidates: Option<i64>,
+    ) -> PyResult<Pair2<'py>> {
+        let k = check_k(k)?;
+        let threads = check_threads(threads)?;
+        let (mut qs, shape) = f32_array(queries, "queries", 2)?;
+        let dim = self.dim()?;
+        if shape[1] != dim {
+            return Err(Error::Invalid(format!(
+                "queries have dimension {}, this index holds {dim}",
+                shape[1]
+            ))
+            .into());
+        }
+        let candidates = match candidates {
+            None => None,
+            Some(c) if c >= 1 => Some(c as usize),
+            Some(c) => {
+                return Err(Error::Invalid(format!("candidates must be >= 1, got {c}")).into())
+            }
+        };
+        let m = shape[0];
+        let (ids, scores, width) = py.detach(|| {
+            normalise_rows(&mut qs, dim, "queries")?;
+            self.read(|vf| {
+                let isa = Isa::detect();
+                let live = |r: u32| vf.is_live(r);
+                let res = if quantized.unwrap_or(vf.q8_rows() >= QUANT_MIN_ROWS) {
+                    let c = candidates.unwrap_or_else(|| topk::default_candidates(k));
+                    topk::quantized_batch(isa, vf.rows(), vf.q8(), &qs, dim, k, c, &live, threads)
+                } else {
+                    topk::exact_batch(isa, vf.rows(), &qs, dim, k, &live, threads)
+                };
+                let width = res.iter().map(Vec::len).max().unwrap_or(0);
+                let mut ids = vec![-1i64; m * width];
+                let mut scores = vec![f32::NAN; m * width];
+                for (j, hits) in res.iter().enumerate() {
+                    for (i, h) in hits.iter().enumerate() {
+                        ids[j * width + i] = vf.id(h.row);
+                        scores[j * width + i] = h.score;
+                    }
+                }
+                Ok((ids, scores, width))
+            })
+        })?;
+        let ids = PyArray1::from_vec(py, ids).reshape([m, width])?;
+        let scores = PyArray1::from_vec(py, scores).reshape([m, width])?;
+        Ok((ids, scores))
+    }
+
+    fn __repr__(&self) -> String {
+        match self.read(|v| {
+            Ok(format!(
+                "NativeIndex({:?}, dim={}, rows={})",
+                v.path(),
+                v.dim(),
+                v.count()
+            ))
+        }) {
+            Ok(s) => s,
+            Err(_) => "NativeIndex(closed)".to_owned(),
+        }
+    }
+}

@@ -1,0 +1,174 @@
+"""The vector file on disk: damaged files raise IndexFormatError (never crash),
+and a second process shares the mapped pages instead of copying them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from cortex.errors import IndexFormatError
+from cortex.vectors import VectorIndex
+
+
+def make(path, n=20, dim=8):
+    rng = np.random.default_rng(0)
+    vi = VectorIndex.create(path, dim, "fuzz-model")
+    vi.append(np.arange(n), rng.standard_normal((n, dim)).astype(np.float32))
+    vi.close()
+    return [str(path), str(path) + ".ids", str(path) + ".q8"]
+
+
+def read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def open_and_search(path, backend):
+    vi = VectorIndex.open(path)
+    try:
+        q = np.ones(vi.dim, dtype=np.float32)
+        ids, _ = vi.search(q, 5, backend=backend)
+        assert len(ids) == min(5, len(vi))
+        return len(vi)
+    finally:
+        vi.close()
+
+
+@pytest.mark.parametrize("which", [0, 1, 2])
+def test_every_truncation_is_an_index_format_error_or_the_whole_index(tmp_path, which):
+    files = make(tmp_path / "v.cvx")
+    with open(files[which], "rb") as f:
+        good = f.read()
+    lengths = sorted(set(range(0, 80)) | set(range(500, 530)) | set(range(4090, len(good))))
+    for cut in lengths:
+        if cut >= len(good):
+            continue
+        with open(files[which], "wb") as f:
+            f.write(good[:cut])
+        for backend in ("native", "numpy"):
+            try:
+                n = open_and_search(files[0], backend)
+            except IndexFormatError:
+                continue
+            # Only the derived int8 copy may be cut and still open (it is then unused).
+            assert which == 2 and n == 20, (which, cut, backend)
+
+
+def test_random_bytes_and_bit_flips_never_crash(tmp_path):
+    rng = np.random.default_rng(1)
+    files = make(tmp_path / "v.cvx")
+    originals = [read(f) for f in files]
+    outcomes = {"ok": 0, "error": 0}
+    for trial in range(150):
+        which = trial % 3
+        data = bytearray(originals[which])
+        if trial % 2:
+            for at in rng.integers(0, len(data), size=int(rng.integers(1, 6))):
+                data[at] ^= int(rng.integers(1, 256))
+        else:
+            keep = int(rng.integers(0, 600))
+            data = data[:keep] + bytearray(rng.bytes(int(rng.integers(0, 5000))))
+        with open(files[which], "wb") as f:
+            f.write(data)
+        try:
+            open_and_search(files[0], "native")
+            outcomes["ok"] += 1
+        except IndexFormatError:
+            outcomes["error"] += 1
+        with open(files[which], "wb") as f:
+            f.write(originals[which])
+    assert outcomes["error"] > 0 and outcomes["ok"] > 0, outcomes
+
+
+def test_regression_cases(tmp_path):
+    """Kept from fuzzing and review: each once reached a path that must now fail cleanly."""
+    files = make(tmp_path / "v.cvx", n=3, dim=1)
+    good = read(files[0])
+    cases = {
+        # a count that overflows the byte size of the id map (dim 1)
+        "huge count": good[:512]
+        + (2**62 - 1).to_bytes(8, "little")
+        + (~(2**62 - 1) & (2**64 - 1)).to_bytes(8, "little")
+        + good[528:],
+        # count and its check disagree (a torn or corrupt write)
+        "torn count": good[:512] + (5).to_bytes(8, "little") + good[520:],
+        "wrong version": good[:8] + (2).to_bytes(4, "little") + good[12:],
+        "wrong magic": b"SQLite format 3\0" + good[16:],
+        "empty file": b"",
+    }
+    for name, data in cases.items():
+        with open(files[0], "wb") as f:
+            f.write(data)
+        for backend in ("native", "numpy"):
+            with pytest.raises(IndexFormatError) as err:
+                open_and_search(files[0], backend)
+            assert "rebuild" in str(err.value) or "cortex reindex" in str(err.value), name
+
+
+def test_an_id_map_of_another_index_is_refused(tmp_path):
+    a = make(tmp_path / "a.cvx")
+    b = make(tmp_path / "b.cvx")
+    os.replace(b[1], a[1])
+    with pytest.raises(IndexFormatError, match="does not belong"):
+        VectorIndex.open(a[0])
+
+
+_CHILD = textwrap.dedent(
+    """
+    import json, sys
+    import numpy as np
+    from cortex.vectors import VectorIndex
+
+    def rollup():
+        out = {}
+        with open("/proc/self/smaps_rollup") as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) >= 3 and parts[-1] == "kB":
+                    out[parts[0].rstrip(":")] = int(parts[1]) * 1024
+        return out
+
+    before = rollup()
+    vi = VectorIndex.open(sys.argv[1])
+    q = np.ones(vi.dim, dtype=np.float32)
+    for _ in range(3):
+        vi.search(q, 10, quantized=False)   # touches every f32 page
+    after = rollup()
+    print(json.dumps({k: after.get(k, 0) - before.get(k, 0) for k in after}))
+    """
+)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps_rollup"), reason="needs Linux smaps")
+@pytest.mark.timeout(120)
+def test_a_second_process_shares_the_pages(tmp_path):
+    path = tmp_path / "v.cvx"
+    n, dim = 40_000, 384  # 61 MB of f32 rows
+    vi = VectorIndex.create(path, dim, "m")
+    rng = np.random.default_rng(0)
+    for start in range(0, n, 10_000):
+        vi.append(np.arange(start, start + 10_000), rng.random((10_000, dim), dtype=np.float32))
+    size = n * dim * 4
+    # This process maps and touches the rows too, so the child's pages are shared.
+    vi.search(np.ones(dim, np.float32), 10, quantized=False)
+    out = subprocess.run(
+        [sys.executable, "-c", _CHILD, str(path)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=100,
+    )
+    delta = json.loads(out.stdout)
+    private = delta["Private_Clean"] + delta["Private_Dirty"]
+    # Pages written by the parent and not yet flushed count as Shared_Dirty.
+    assert delta["Shared_Clean"] + delta["Shared_Dirty"] > 0.9 * size, delta
+    assert delta["Pss"] < 0.6 * size, delta  # the child pays half: the pages are shared
+    assert private < 0.2 * size, delta
+    assert delta["Anonymous"] < 0.2 * size, delta
+    vi.close()

@@ -1,0 +1,300 @@
+"""The vector index API: the three backends agree, filters, masks, errors."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import numpy as np
+import pytest
+
+from cortex import _native
+from cortex.errors import CortexError, InvalidOptionError, StorageError
+from cortex.vectors import VectorIndex
+
+BACKENDS = ("native", "numpy", "python")
+
+
+def unit_rows(n: int, dim: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, dim)).astype(np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+@pytest.fixture
+def index(tmp_path):
+    """600 rows of 32-d, memory ids 1000, 1003, 1006, ..."""
+    vi = VectorIndex.create(tmp_path / "v.cvx", 32, "test-model")
+    ids = np.arange(600, dtype=np.int64) * 3 + 1000
+    vi.append(ids, unit_rows(600, 32, 1))
+    yield vi
+    vi.close()
+
+
+def assert_same(a, b, atol=2e-5):
+    np.testing.assert_array_equal(a[0], b[0])
+    np.testing.assert_allclose(a[1], b[1], atol=atol)
+
+
+def test_backends_agree_with_a_brute_force_reference(index):
+    rows = unit_rows(600, 32, 1)
+    ids = np.arange(600) * 3 + 1000
+    for seed in range(5):
+        q = unit_rows(1, 32, 100 + seed)[0]
+        want = np.argsort(-(rows.astype(np.float64) @ q), kind="stable")[:10]
+        results = [index.search(q, 10, backend=b) for b in BACKENDS]
+        for r in results:
+            np.testing.assert_array_equal(r[0], ids[want])
+            assert r[0].dtype == np.int64 and r[1].dtype == np.float32
+            assert np.all(np.diff(r[1]) <= 0)
+        assert_same(results[0], results[1])
+        assert_same(results[0], results[2])
+
+
+def test_unnormalised_input_is_normalised_so_scores_are_cosines(tmp_path):
+    vi = VectorIndex.create(tmp_path / "v.cvx", 4, "m")
+    vi.append([1, 2], np.array([[3, 0, 0, 0], [0, 0, 5, 5]], dtype=np.float32))
+    for b in BACKENDS:
+        ids, scores = vi.search(np.array([10, 0, 10, 0], dtype=np.float32), 2, backend=b)
+        np.testing.assert_array_equal(ids, [1, 2])
+        np.testing.assert_allclose(scores, [np.sqrt(0.5), 0.5], atol=1e-6)
+
+
+def test_search_batch_equals_single_searches_on_every_backend(index):
+    qs = unit_rows(7, 32, 9)
+    single = [index.search(q, 5) for q in qs]
+    for b in BACKENDS:
+        ids, scores = index.search_batch(qs, 5, backend=b)
+        assert ids.shape == (7, 5) and scores.shape == (7, 5)
+        for j in range(7):
+            assert_same((ids[j], scores[j]), single[j])
+
+
+def test_allowed_restricts_results_to_those_memory_ids(index):
+    allowed = np.array([1000, 1003, 1300, 2000, 2797, 5], dtype=np.int64)  # 5 is unknown
+    q = unit_rows(1, 32, 5)[0]
+    results = [index.search(q, 3, allowed=allowed, backend=b) for b in BACKENDS]
+    assert set(results[0][0]) <= set(allowed.tolist())
+    assert len(results[0][0]) == 3
+    assert_same(results[0], results[1])
+    assert_same(results[0], results[2])
+    # Order of `allowed` does not matter; an empty one admits nothing.
+    assert_same(index.search(q, 3, allowed=allowed[::-1].copy()), results[0])
+    for b in BACKENDS:
+        assert len(index.search(q, 3, allowed=np.array([], dtype=np.int64), backend=b)[0]) == 0
+
+
+def test_masked_and_superseded_rows_are_never_returned(index):
+    q = unit_rows(1, 32, 5)[0]
+    best = index.search(q, 3)[0]
+    assert index.mask(best[:2]) == 2
+    assert index.mask(best[:2]) == 0, "masking twice is a no-op"
+    assert len(index) == 598 and index.rows == 600
+    for b in BACKENDS:
+        ids, _ = index.search(q, 3, backend=b)
+        assert best[0] not in ids and best[1] not in ids
+        assert ids[0] == best[2]
+    # Re-appending an id masks its old row: the id is found by its new vector.
+    index.append([best[2]], -q.reshape(1, -1).copy())
+    assert len(index) == 598
+    for b in BACKENDS:
+        ids, scores = index.search(q, 600, backend=b)
+        assert ids[-1] == best[2] and scores[-1] == pytest.approx(-1.0, abs=1e-5)
+        assert len(ids) == 598 and len(set(ids.tolist())) == 598
+
+
+def test_ties_go_to_the_lower_row_on_every_backend(tmp_path):
+    vi = VectorIndex.create(tmp_path / "v.cvx", 16, "m")
+    base = unit_rows(3, 16, 2)
+    rows = np.concatenate([base[[1]], base[[0]], base[[1]], base[[2]], base[[1]]])
+    vi.append([50, 40, 30, 20, 10], rows)
+    for b in BACKENDS:
+        ids, scores = vi.search(base[1].copy(), 3, backend=b)
+        np.testing.assert_array_equal(ids, [50, 30, 10])
+        assert scores[0] == scores[1] == scores[2]
+
+
+def test_k_larger_than_the_index_returns_every_live_row(index):
+    q = unit_rows(1, 32, 3)[0]
+    for b in BACKENDS:
+        ids, _ = index.search(q, 10_000, backend=b)
+        assert len(ids) == 600 and len(set(ids.tolist())) == 600
+    ids, _ = index.search_batch(unit_rows(2, 32, 4), 10_000)
+    assert ids.shape == (2, 600)
+
+
+def test_an_empty_index_returns_empty_results(tmp_path):
+    vi = VectorIndex.create(tmp_path / "v.cvx", 8, "m")
+    q = unit_rows(1, 8, 1)[0]
+    for b in BACKENDS:
+        ids, scores = vi.search(q, 5, backend=b)
+        assert ids.shape == (0,) and scores.shape == (0,)
+    assert vi.search_batch(unit_rows(3, 8, 1), 5)[0].shape == (3, 0)
+    assert len(vi) == 0
+
+
+def test_thread_counts_and_the_quantized_path_give_the_exact_answer(tmp_path):
+    vi = VectorIndex.create(tmp_path / "v.cvx", 48, "m")
+    vi.append(np.arange(50_000), unit_rows(50_000, 48, 7))
+    assert vi.quantized_rows == 50_000
+    for q in unit_rows(4, 48, 8):
+        exact = vi.search(q, 10, quantized=False, threads=1)
+        assert_same(vi.search(q, 10, quantized=False, threads=2), exact, atol=0)
+        assert_same(vi.search(q, 10, quantized=True, threads=2), exact, atol=0)
+        assert_same(vi.search(q, 10), exact, atol=0)  # automatic: quantized at 50k rows
+        assert_same(vi.search(q, 10, backend="numpy"), exact)
+    qs = unit_rows(5, 48, 9)
+    b_exact = vi.search_batch(qs, 10, quantized=False)
+    b_quant = vi.search_batch(qs, 10, quantized=True)
+    np.testing.assert_array_equal(b_exact[0], b_quant[0])
+    np.testing.assert_array_equal(b_exact[1], b_quant[1])
+
+
+def test_cortex_threads_sets_the_default(monkeypatch):
+    monkeypatch.setenv("CORTEX_THREADS", "1")
+    assert _native.default_threads() == 1
+    monkeypatch.setenv("CORTEX_THREADS", "not a number")
+    assert _native.default_threads() == (os.cpu_count() or 1)
+    assert _native.simd_level() in ("avx2+fma", "neon", "scalar")
+
+
+def test_a_reader_sees_appends_after_refresh(tmp_path):
+    p = tmp_path / "v.cvx"
+    w = VectorIndex.create(p, 8, "m")
+    w.append([1, 2], unit_rows(2, 8, 1))
+    r = VectorIndex.open(p)
+    assert (len(r), r.dim, r.model_id) == (2, 8, "m")
+    w.append([3], unit_rows(1, 8, 2))
+    q = unit_rows(1, 8, 2)[0]
+    for b in BACKENDS:
+        assert 3 not in r.search(q, 5, backend=b)[0]
+    r.refresh()
+    for b in BACKENDS:
+        assert r.search(q, 5, backend=b)[0][0] == 3
+    w.mask([3])
+    assert 3 not in r.search(q, 5)[0], "masks are visible without refresh"
+
+
+def test_wrong_arguments_raise_typed_errors_with_the_fix(index):
+    q = unit_rows(1, 32, 1)[0]
+    for b in BACKENDS:
+        with pytest.raises(TypeError, match="ascontiguousarray"):
+            index.search(q.astype(np.float64), 5, backend=b)
+        with pytest.raises(TypeError, match="numpy float32 array"):
+            index.search(q.tolist(), 5, backend=b)
+        with pytest.raises(ValueError, match=r"C-contiguous.*ascontiguousarray"):
+            index.search(np.repeat(q, 2)[::2], 5, backend=b)
+        with pytest.raises(InvalidOptionError, match="dimension 31"):
+            index.search(q[:31].copy(), 5, backend=b)
+        bad = q.copy()
+        bad[3] = np.nan
+        with pytest.raises(InvalidOptionError, match="NaN"):
+            index.search(bad, 5, backend=b)
+        with pytest.raises(InvalidOptionError, match="zero length"):
+            index.search(np.zeros(32, np.float32), 5, backend=b)
+        for k in (0, -1):
+            with pytest.raises(InvalidOptionError, match="k must be >= 1"):
+                index.search(q, k, backend=b)
+        with pytest.raises(InvalidOptionError, match="2 dimension"):
+            index.search_batch(q, 5, backend=b)
+    with pytest.raises(TypeError):
+        index.search(q, 2.5)
+    with pytest.raises(InvalidOptionError, match="backend"):
+        index.search(q, 5, backend="faiss")  # type: ignore[arg-type]
+    with pytest.raises(InvalidOptionError, match="threads"):
+        index.search(q, 5, threads=0)
+
+
+def test_the_native_layer_validates_on_its_own(index):
+    """Direct callers of cortex._native get the same typed errors."""
+    native = index._index
+    q = unit_rows(1, 32, 1)[0]
+    with pytest.raises(TypeError, match="ascontiguousarray"):
+        native.search(q.astype(np.float64), 5)
+    with pytest.raises(ValueError, match="C-contiguous"):
+        native.search(np.repeat(q, 2)[::2], 5)
+    with pytest.raises(InvalidOptionError, match="dimension"):
+        native.search(q[:5].copy(), 5)
+    with pytest.raises(InvalidOptionError, match="NaN"):
+        native.search(np.full(32, np.inf, np.float32), 5)
+    with pytest.raises(InvalidOptionError, match="k must be"):
+        native.search(q, 0)
+    with pytest.raises(InvalidOptionError, match="appears twice"):
+        native.append(np.array([1, 1]), unit_rows(2, 32, 1))
+
+
+def test_append_validates_its_rows(index):
+    with pytest.raises(InvalidOptionError, match="NaN or infinite"):
+        index.append([1], np.full((1, 32), np.inf, np.float32))
+    with pytest.raises(InvalidOptionError, match="zero length"):
+        index.append([1], np.zeros((1, 32), np.float32))
+    with pytest.raises(InvalidOptionError, match="dimension 16"):
+        index.append([1], unit_rows(1, 16, 1))
+    with pytest.raises(InvalidOptionError, match="2 ids for 1 vectors"):
+        index.append([1, 2], unit_rows(1, 32, 1))
+    with pytest.raises(TypeError, match="integers"):
+        index.append([1.5], unit_rows(1, 32, 1))
+    with pytest.raises(TypeError, match="float32"):
+        index.append([1], unit_rows(1, 32, 1).astype(np.float64))
+    assert index.rows == 600, "nothing was written by a refused append"
+
+
+def test_one_writer_at_a_time_and_readers_cannot_write(tmp_path):
+    p = tmp_path / "v.cvx"
+    w = VectorIndex.create(p, 8, "m")
+    with pytest.raises(StorageError, match="one writer"):
+        VectorIndex.open(p, writable=True)
+    r = VectorIndex.open(p)
+    with pytest.raises(CortexError, match="read-only"):
+        r.append([1], unit_rows(1, 8, 1))
+    with pytest.raises(CortexError, match="read-only"):
+        r.mask([1])
+    w.close()
+    VectorIndex.open(p, writable=True).close()
+
+
+def test_closed_index_and_missing_file(tmp_path):
+    with pytest.raises(StorageError, match="no vector index"):
+        VectorIndex.open(tmp_path / "nope.cvx")
+    vi = VectorIndex.create(tmp_path / "v.cvx", 8, "m")
+    vi.close()
+    vi.close()
+    with pytest.raises(CortexError, match="closed"):
+        vi.search(unit_rows(1, 8, 1)[0], 1)
+
+
+def test_python_only_mode_reads_the_file_without_the_extension(index, monkeypatch):
+    import cortex.vectors as vectors
+
+    q = unit_rows(1, 32, 4)[0]
+    want = index.search(q, 5)
+    monkeypatch.setattr(vectors, "_native", None)
+    ro = VectorIndex.open(index.path)
+    assert (len(ro), ro.dim, ro.model_id) == (600, 32, "test-model")
+    assert_same(ro.search(q, 5, backend="numpy"), want)
+    assert_same(ro.search(q, 5, backend="python"), want)
+    with pytest.raises(CortexError, match="not importable"):
+        ro.search(q, 5)
+
+
+@pytest.mark.timeout(60)
+def test_concurrent_searches_from_threads_agree(index):
+    qs = unit_rows(8, 32, 11)
+    want = [index.search(q, 5) for q in qs]
+    errors: list[BaseException] = []
+
+    def work():
+        try:
+            for _ in range(20):
+                for q, w in zip(qs, want, strict=True):
+                    assert_same(index.search(q, 5), w, atol=0)
+        except BaseException as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    index.append([99_999], unit_rows(1, 32, 12))  # a writer between searches
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
