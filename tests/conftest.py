@@ -23,9 +23,22 @@ def db_path(tmp_path: Path) -> Path:
     return tmp_path / "memories.db"
 
 
+@pytest.fixture(scope="session")
+def embedder():
+    """The real default model, loaded once for the session (a missing model fails the
+    tests that need it, with the fix in the message; nothing is skipped)."""
+    from cortex.embed import load_default_embedder
+    from cortex.errors import EmbeddingError
+
+    try:
+        return load_default_embedder()
+    except EmbeddingError as exc:
+        pytest.fail(f"the embedding model is not installed: {exc}")
+
+
 @pytest.fixture
-def engine(db_path: Path) -> Iterator[cortex.Engine]:
-    with cortex.open(db_path) as e:
+def engine(db_path: Path, embedder) -> Iterator[cortex.Engine]:
+    with cortex.open(db_path, embedder=embedder) as e:
         yield e
 
 

@@ -168,6 +168,12 @@ def print_results(results: cortex.Results, out: TextIO) -> None:
         cells = [row[i].rjust(widths[i]) if i < 3 else row[i][: widths[i]].ljust(widths[i])
                  for i in range(5)]  # fmt: skip
         out.write("  ".join(cells) + "  " + _clip(" ".join(row[5].split()), snippet_width) + "\n")
+    if any(r.explain for r in results):
+        out.write("\n")
+        for n, r in enumerate(results, 1):
+            if r.explain:
+                parts = "  ".join(f"{k}={v:.4f}" for k, v in r.explain.items())
+                out.write(f"{n:>3}. id {r.memory.id}: {parts}\n")
     if results.hidden:
         out.write(f"({results.hidden} more below the minimum score or confidence)\n")
 
@@ -275,6 +281,37 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("stats", help="what the database holds")
     p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("timeline", help="the memories around one memory in time")
+    p.add_argument("id", type=int)
+    p.add_argument("--before", type=int, default=5)
+    p.add_argument("--after", type=int, default=5)
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("reindex", help="embed memories that lack vectors; rebuild the index")
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("eval", help="measure retrieval quality on a BEIR-layout dataset")
+    p.add_argument("dataset", help="folder with corpus.jsonl, queries.jsonl, qrels/<split>.tsv")
+    p.add_argument("--split", default="test")
+    p.add_argument(
+        "--config",
+        action="append",
+        metavar="NAME",
+        help="keyword, semantic, hybrid-rrf, hybrid-linear (repeatable; default: all)",
+    )
+    p.add_argument("--eval-db", help="keep the imported corpus in this database (reused)")
+    p.add_argument("--plot", metavar="PNG", help="draw the metrics per configuration")
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("mcp", help="serve the memory tools to an MCP client over stdio")
+    # SUPPRESS keeps `cortex --db X mcp` working as well as `cortex mcp --db X`
+    p.add_argument("--db", default=argparse.SUPPRESS, help="the database file")
+
+    p = sub.add_parser("model", help="show the embedding model, or install it")
+    p.add_argument("action", nargs="?", choices=["show", "install"], default="show")
+    p.add_argument("--force", action="store_true", help="install again even if present")
+    p.add_argument("--json", action="store_true")
     return parser
 
 
@@ -337,6 +374,12 @@ def _cmd_import(args: argparse.Namespace, out: TextIO) -> int:
             for where, error in report.errors:
                 print(f"cortex: cannot import {where}: {error}", file=sys.stderr)
             failed = failed or bool(report.errors)
+            if report.not_embedded and (report.counts.added or report.counts.updated):
+                print(
+                    "cortex: imported without embeddings (keyword search only until "
+                    f"`cortex reindex`): {report.not_embedded}",
+                    file=sys.stderr,
+                )
             if not args.json:
                 c = report.counts
                 out.write(
@@ -373,7 +416,7 @@ def _cmd_search(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _cmd_show(args: argparse.Namespace, out: TextIO) -> int:
-    with cortex.open(_db_path(args), read_only=True) as engine:
+    with cortex.open(_db_path(args), read_only=True, embedder=None) as engine:
         memory = engine.get(args.id)
     if args.json:
         _dump(memory.to_dict(), out)
@@ -388,7 +431,7 @@ def _cmd_show(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _cmd_stats(args: argparse.Namespace, out: TextIO) -> int:
-    with cortex.open(_db_path(args), read_only=True) as engine:
+    with cortex.open(_db_path(args), read_only=True, embedder=None) as engine:
         stats = engine.stats()
     if args.json:
         _dump(stats, out)
@@ -408,12 +451,127 @@ def _cmd_stats(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def _cmd_timeline(args: argparse.Namespace, out: TextIO) -> int:
+    with cortex.open(_db_path(args), read_only=True, embedder=None) as engine:
+        tl = engine.timeline(args.id, args.before, args.after)
+    if args.json:
+        _dump(tl.to_dict(), out)
+        return 0
+    for memory in (*tl.before, tl.anchor, *tl.after):
+        mark = "→" if memory.id == tl.anchor.id else " "
+        when = memory.created_at.isoformat(timespec="minutes") if memory.created_at else "-"
+        text = " ".join(memory.content.split())
+        out.write(f"{mark} {when}  {memory.id:>6}  {_clip(text, 80)}\n")
+    for session in tl.sessions.values():
+        out.write(f"  session {session.id}: {session.summary or ''}\n")
+    return 0
+
+
+def _cmd_reindex(args: argparse.Namespace, out: TextIO) -> int:
+    with cortex.open(_db_path(args)) as engine:
+        done = engine.reindex(progress=Progress("embedding"))
+    if args.json:
+        _dump(done, out)
+    else:
+        out.write(
+            f"embedded {done['embedded']} memories; index of {done['model_id']} holds "
+            f"{done['rows']} vectors\n"
+        )
+    return 0
+
+
+def _cmd_eval(args: argparse.Namespace, out: TextIO) -> int:
+    import tempfile
+
+    from cortex import eval as ev
+
+    unknown = [c for c in args.config or [] if c not in ev.CONFIGS]
+    if unknown:
+        raise UsageError(
+            f"unknown --config {', '.join(unknown)}; choose from {', '.join(ev.CONFIGS)}"
+        )
+    configs = {c: ev.CONFIGS[c] for c in args.config} if args.config else ev.CONFIGS
+    dataset = ev.load_beir(args.dataset, args.split)
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Path(args.eval_db) if args.eval_db else Path(tmp) / "eval.db"
+        with cortex.open(db) as engine:
+            results = ev.run(engine, dataset, configs, progress=lambda label: Progress(label))
+    if args.plot:
+        ev.plot(
+            results,
+            args.plot,
+            f"{Path(args.dataset).name} ({args.split}, {len(dataset.queries)} queries)",
+        )
+    if args.json:
+        _dump([r.to_dict() for r in results], out)
+        return 0
+    out.write(
+        f"{'configuration':<16} {'nDCG@10':>8} {'R@10':>8} {'R@100':>8} {'MRR@10':>8} {'s':>7}\n"
+    )
+    for r in results:
+        out.write(
+            f"{r.name:<16} {r.ndcg_at_10:>8.4f} {r.recall_at_10:>8.4f} {r.recall_at_100:>8.4f}"
+            f" {r.mrr_at_10:>8.4f} {r.seconds:>7.1f}\n"
+        )
+    return 0
+
+
+def _cmd_mcp(args: argparse.Namespace, out: TextIO) -> int:
+    try:
+        from cortex.mcp import serve  # lazy: importing the MCP SDK takes seconds
+    except ImportError as exc:
+        raise CortexError(
+            f"`cortex mcp` needs the MCP SDK ({exc}); pip install 'cortex-memory[mcp]'"
+        ) from None
+    serve(_db_path(args))
+    return 0
+
+
+def _cmd_model(args: argparse.Namespace, out: TextIO) -> int:
+    from cortex import model
+
+    if args.action == "install":
+        info = model.install_model(
+            force=args.force, progress=lambda m: print(f"cortex: {m}", file=sys.stderr)
+        )
+    else:
+        info = model.model_info()
+    if args.json:
+        _dump(
+            {
+                "model_id": info.model_id,
+                "name": info.name,
+                "path": str(info.path),
+                "source": info.source,
+                "dim": info.dim,
+                "max_tokens": info.max_tokens,
+                "files": [
+                    {"name": f.name, "path": str(f.path), "sha256": f.sha256, "size": f.size}
+                    for f in info.files
+                ],
+            },
+            out,
+        )
+        return 0
+    out.write(f"{'model':>10}: {info.model_id}\n")
+    out.write(f"{'folder':>10}: {info.path} (from {info.source})\n")
+    out.write(f"{'dimension':>10}: {info.dim}, up to {info.max_tokens} tokens\n")
+    for f in info.files:
+        out.write(f"{f.name:>10}: sha256 {f.sha256}  {f.size / 1e6:.1f} MB\n")
+    return 0
+
+
 _COMMANDS = {
     "add": _cmd_add,
     "import": _cmd_import,
     "search": _cmd_search,
     "show": _cmd_show,
     "stats": _cmd_stats,
+    "timeline": _cmd_timeline,
+    "reindex": _cmd_reindex,
+    "model": _cmd_model,
+    "eval": _cmd_eval,
+    "mcp": _cmd_mcp,
 }
 
 

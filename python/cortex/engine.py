@@ -9,10 +9,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from cortex import filters, keyword, recall
+import numpy as np
+
+from cortex import filters, fusion, keyword, recall
 from cortex.errors import EmbeddingError, InvalidOptionError, QueryError, StorageError
 from cortex.ingest import ImportReport, import_path
-from cortex.options import Mode, Options, OrderBy
+from cortex.options import Fusion, Mode, Options, OrderBy
 from cortex.ranking import (
     Candidate,
     effective_confidence,
@@ -21,7 +23,8 @@ from cortex.ranking import (
     recency_factor,
 )
 from cortex.result import Fact, MatchType, Memory, Result, Results, from_epoch
-from cortex.store import MemoryInput, Store
+from cortex.semantic import Semantic, SemHit
+from cortex.store import MemoryInput, Store, content_hash
 
 __all__ = ["Engine", "Searcher", "open"]
 
@@ -52,8 +55,9 @@ class Engine:
     SQLite connection); use it as a context manager or call :meth:`close`.
     """
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, embedder: Any = "auto") -> None:
         self._store = store
+        self._semantic = Semantic(store, embedder)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -66,6 +70,7 @@ class Engine:
         return self._store
 
     def close(self) -> None:
+        self._semantic.close()
         self._store.close()
 
     def __enter__(self) -> Engine:
@@ -92,23 +97,25 @@ class Engine:
         metadata: Mapping[str, Any] | None = None,
         source_path: str | None = None,
     ) -> int:
-        """Store one memory and return its id."""
-        return self._store.add(
-            MemoryInput(
-                content=content,
-                project=project,
-                session=session,
-                sector=sector,
-                tier=tier,
-                scope=scope,
-                category=category,
-                salience=salience,
-                confidence=confidence,
-                created_at=_epoch(created_at),
-                metadata=metadata,
-                source_path=source_path,
-            )
-        )
+        """Store one memory (and its embedding, when a model is installed); return its id."""
+        return self._write_many(
+            [
+                MemoryInput(
+                    content=content,
+                    project=project,
+                    session=session,
+                    sector=sector,
+                    tier=tier,
+                    scope=scope,
+                    category=category,
+                    salience=salience,
+                    confidence=confidence,
+                    created_at=_epoch(created_at),
+                    metadata=metadata,
+                    source_path=source_path,
+                )
+            ]
+        )[0]
 
     def add_many(self, records: Iterable[Mapping[str, Any]]) -> list[int]:
         """Store several memories in one transaction (all or none); returns their ids."""
@@ -121,7 +128,32 @@ class Engine:
                 items.append(MemoryInput(**fields))
             except TypeError as exc:
                 raise InvalidOptionError(f"bad memory record: {exc}") from None
-        return self._store.add_many(items)
+        return self._write_many(items)
+
+    def _embedding_hook(self, items: Sequence[MemoryInput], progress: Any = None) -> Any:
+        """Embed `items` (before any transaction) and return the hook that stores each
+        vector with its memory; None when no model is available (keyword still works)."""
+        if self._semantic.unavailable() is not None:
+            return None
+        vectors = self._semantic.vectors_for([i.content for i in items], progress)
+        now = time.time()
+
+        def on_write(tx: Any, memory_id: int, item: MemoryInput, changed: bool) -> None:
+            chash = content_hash(item.content)
+            if changed:
+                self._semantic.write(tx, memory_id, chash, vectors[chash], now)
+            else:  # kept: store a vector only if it has none of this model yet
+                tx.execute(
+                    "INSERT OR IGNORE INTO embeddings (memory_id, model_id, dim, content_hash,"
+                    " vector, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+                    (memory_id, self._semantic.model_id, len(vectors[chash]) // 4, chash,
+                     vectors[chash], now),
+                )  # fmt: skip
+
+        return on_write
+
+    def _write_many(self, items: list[MemoryInput]) -> list[int]:
+        return self._store.add_many(items, self._embedding_hook(items))
 
     def import_path(
         self,
@@ -131,18 +163,64 @@ class Engine:
         session: str | None = None,
         progress: Callable[[int, int, Path], None] | None = None,
     ) -> ImportReport:
-        """Import a Markdown/JSON/JSONL file or a folder of them (see :mod:`cortex.ingest`)."""
-        return import_path(
-            self._store, Path(path), project=project, session=session, progress=progress
+        """Import a Markdown/JSON/JSONL file or a folder of them (see :mod:`cortex.ingest`).
+
+        Memories are embedded on the way in when a model is installed; without one they are
+        imported all the same (found by keyword) and ``report.not_embedded`` says why.
+        """
+        reason = self._semantic.unavailable()
+        embedded = 0
+
+        def embed(chunks: list[MemoryInput]) -> Any:
+            nonlocal embedded
+            hook = self._embedding_hook(chunks)
+            embedded += len(chunks)
+            return hook
+
+        report = import_path(
+            self._store,
+            Path(path),
+            project=project,
+            session=session,
+            progress=progress,
+            embed=embed if reason is None else None,
         )
+        report.embedded = embedded
+        report.not_embedded = reason
+        return report
+
+    def reindex(self, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+        """Embed every live memory that has no vector of the active model (after a model
+        change, or memories added while no model was installed), then rebuild the vector
+        index from SQLite. Returns what it did."""
+        backlog = self._semantic.backlog()
+        by_id = dict(backlog)
+        done = 0
+        for start in range(0, len(backlog), 256):
+            part = backlog[start : start + 256]
+            vectors = self._semantic.vectors_for([c for _, c in part])
+            now = time.time()
+            with self._store.transaction() as tx:
+                for memory_id, _ in part:
+                    chash = content_hash(by_id[memory_id])
+                    self._semantic.write(tx, memory_id, chash, vectors[chash], now)
+            done += len(part)
+            if progress is not None:
+                progress(done, len(backlog))
+        rows = self._semantic.rebuild()
+        return {"embedded": done, "model_id": self._semantic.model_id, "rows": rows}
 
     def get(self, memory_id: int) -> Memory:
         return self._store.get(memory_id)
 
     def update(self, memory_id: int, **fields: Any) -> Memory:
+        """Change fields of a memory; new content is re-embedded in the same transaction."""
         if "created_at" in fields:
             fields["created_at"] = _epoch(fields["created_at"])
-        return self._store.update(memory_id, **fields)
+        hook = None
+        if isinstance(fields.get("content"), str):
+            hook = self._embedding_hook([MemoryInput(content=fields["content"])])
+        return self._store.update(memory_id, on_write=hook, **fields)
 
     def delete(self, memory_id: int) -> None:
         """Soft-delete a memory: it stays in the file but is never found again."""
@@ -198,39 +276,81 @@ class Engine:
             return self._browse(opts, pool, now)
 
         notices: list[str] = []
+        text = keyword.clean(query)
         mode = opts.mode
-        if mode is not Mode.KEYWORD:
-            reason = "no embedding model is loaded in this engine"
-            if mode is Mode.SEMANTIC:
-                raise EmbeddingError(
-                    f"semantic search is unavailable: {reason}; run `cortex model install`,"
-                    " or search with mode='keyword'"
-                )
-            notices.append(f"semantic search unavailable ({reason}); keyword results only")
-            mode = Mode.KEYWORD
-
-        kw = keyword.search(self._store, query, opts, pool)
-        notices.extend(kw.notices)
-        candidates = [
-            Candidate(h.memory_id, h.created_at, h.confidence, bm25=h.score, base=h.score)
-            for h in kw.hits
-        ]
-        ranked, hidden = self._rank(candidates, opts, now)
+        use_kw = mode is Mode.KEYWORD or (mode is Mode.HYBRID and opts.alpha < 1.0)
+        use_sem = mode is Mode.SEMANTIC or (mode is Mode.HYBRID and opts.alpha > 0.0)
+        if use_sem and text:
+            reason = self._semantic.unavailable()
+            if reason is not None:
+                if mode is Mode.SEMANTIC:
+                    raise EmbeddingError(f"semantic search is unavailable: {reason}")
+                notices.append(f"semantic search unavailable, keyword results only: {reason}")
+                use_sem, use_kw, mode = False, True, Mode.KEYWORD
+        kw = keyword.search(self._store, query, opts, pool) if use_kw else None
+        if kw is not None:
+            notices.extend(kw.notices)
+        sem = self._semantic.search(text, opts, pool) if use_sem and text else []
+        candidates = self._fuse(kw.hits if kw is not None else [], sem, opts, use_kw, use_sem)
+        ranked, hidden = self._rank(candidates, opts, now, threshold=opts.threshold(mode))
+        default_type = MatchType.SEMANTIC if mode is Mode.SEMANTIC else MatchType.BM25
         results = Results(
-            self._finish(ranked, opts, now, MatchType.BM25, kw),
+            self._finish(ranked, opts, now, default_type, kw),
             query=query,
             mode=str(mode),
-            rewritten=kw.rewritten,
+            rewritten=kw.rewritten if kw is not None else None,
             hidden=hidden,
         )
         if not results and hidden:
             notices.append(
                 f"nothing passed the thresholds: {hidden} match(es) scored below min_score"
-                f" {opts.min_score} or min_confidence {opts.min_confidence}"
+                f" {opts.threshold(mode)} or min_confidence {opts.min_confidence}"
             )
         self._record(results, opts, notices)
         results.notices = tuple(notices)
         return results
+
+    def _fuse(
+        self,
+        kw_hits: Sequence[keyword.Hit],
+        sem_hits: Sequence[SemHit],
+        opts: Options,
+        use_kw: bool,
+        use_sem: bool,
+    ) -> list[Candidate]:
+        """One candidate per memory (DESIGN pipeline step 3), with both scores kept."""
+        by_id: dict[int, Candidate] = {}
+        for h in kw_hits:
+            by_id[h.memory_id] = Candidate(
+                h.memory_id, h.created_at, h.confidence, bm25=h.score, base=h.score,
+                match_type=MatchType.BM25,
+            )  # fmt: skip
+        for s in sem_hits:
+            c = by_id.get(s.memory_id)
+            if c is None:
+                by_id[s.memory_id] = Candidate(
+                    s.memory_id, s.created_at, s.confidence, semantic=s.score, base=s.score,
+                    match_type=MatchType.SEMANTIC,
+                )  # fmt: skip
+            else:
+                c.semantic = s.score
+                c.match_type = MatchType.HYBRID
+        if not (use_kw and use_sem):
+            return list(by_id.values())
+        kw_ids = np.fromiter((h.memory_id for h in kw_hits), dtype=np.int64, count=len(kw_hits))
+        sem_ids = np.fromiter((s.memory_id for s in sem_hits), dtype=np.int64, count=len(sem_hits))
+        if opts.fusion is Fusion.LINEAR:
+            # Seed 001: a weighted sum of the absolute scores (cosine, mapped BM25), so the
+            # fused score means the same thing in every query and a threshold holds.
+            for c in by_id.values():
+                c.base = (1.0 - opts.alpha) * c.bm25 + opts.alpha * c.semantic
+            return list(by_id.values())
+        kw_ids = np.fromiter((h.memory_id for h in kw_hits), dtype=np.int64, count=len(kw_hits))
+        sem_ids = np.fromiter((s.memory_id for s in sem_hits), dtype=np.int64, count=len(sem_hits))
+        fused = fusion.rrf([kw_ids, sem_ids], [1.0 - opts.alpha, opts.alpha], opts.rrf_k)
+        for memory_id, score in zip(fused.ids.tolist(), fused.scores.tolist(), strict=True):
+            by_id[memory_id].base = float(score)
+        return list(by_id.values())
 
     def _browse(self, opts: Options, pool: int, now: float) -> Results:
         predicate, params = filters.where(opts)
@@ -274,7 +394,13 @@ class Engine:
         return out
 
     def _rank(
-        self, candidates: list[Candidate], opts: Options, now: float, *, browse: bool = False
+        self,
+        candidates: list[Candidate],
+        opts: Options,
+        now: float,
+        *,
+        browse: bool = False,
+        threshold: float = 0.0,
     ) -> tuple[list[Candidate], int]:
         """Boosts, confidence, thresholds and order (DESIGN pipeline steps 4-5)."""
         if not candidates:
@@ -295,9 +421,7 @@ class Engine:
                     else 1.0
                 )
                 c.score = c.base * c.recency * c.effective_confidence
-            if c.effective_confidence < opts.min_confidence or (
-                not browse and c.score < opts.min_score
-            ):
+            if c.effective_confidence < opts.min_confidence or (not browse and c.score < threshold):
                 hidden += 1
                 continue
             kept.append(c)
@@ -428,6 +552,13 @@ class Engine:
         return recall.session_context(self._store, memory_id)
 
 
-def open(path: str | os.PathLike[str], *, read_only: bool = False) -> Engine:
-    """Open (creating it unless `read_only`) the cortex database at `path`."""
-    return Engine(Store.open(path, read_only=read_only))
+def open(
+    path: str | os.PathLike[str], *, read_only: bool = False, embedder: Any = "auto"
+) -> Engine:
+    """Open (creating it unless `read_only`) the cortex database at `path`.
+
+    `embedder`: "auto" (the default model, loaded when first needed; without one, searches
+    run keyword-only and say so), None (keyword only), or any object with `embed`,
+    `embed_batch`, `model_id` and `dim` (see :class:`cortex.embed.Embedder`).
+    """
+    return Engine(Store.open(path, read_only=read_only), embedder)

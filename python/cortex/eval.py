@@ -159,3 +159,83 @@ def evaluate(
     return Evaluation(
         name, total, ndcg / count, r10 / count, r100 / count, mrr / count, elapsed, per_query
     )
+
+
+#: The configurations `cortex eval` runs by default: (name, options changes).
+CONFIGS: dict[str, dict[str, Any]] = {
+    "keyword": {"mode": "keyword"},
+    "semantic": {"mode": "semantic"},
+    "hybrid-rrf": {"mode": "hybrid", "fusion": "rrf"},
+    "hybrid-linear": {"mode": "hybrid", "fusion": "linear"},
+}
+
+
+def run(
+    engine: Any,
+    dataset: Dataset,
+    configs: Mapping[str, Mapping[str, Any]] | None = None,
+    *,
+    depth: int = 100,
+    progress: Callable[[str], Callable[..., None] | None] | None = None,
+) -> list[Evaluation]:
+    """Import `dataset` into `engine` (unless it already holds it) and evaluate every
+    configuration: each is :class:`cortex.Options` defaults changed by its mapping, with
+    `limit=depth` and recording off (an evaluation must not reinforce what it measures)."""
+    from cortex.options import Options
+
+    mapping = _doc_ids(engine)
+    if not mapping:
+        mapping = import_corpus(
+            engine, dataset, progress=progress("importing") if progress else None
+        )
+    out = []
+    for name, changes in (configs or CONFIGS).items():
+        opts = Options(**{**changes, "limit": depth, "record": False})
+
+        def search(text: str, opts: Options = opts) -> list[str]:
+            return [mapping[r.memory.id] for r in engine.search(text, opts)]
+
+        out.append(evaluate(name, search, dataset, progress=progress(name) if progress else None))
+    return out
+
+
+def _doc_ids(engine: Any) -> dict[int, str]:
+    """memory id -> doc id of a database an earlier evaluation filled."""
+    rows = engine.store.query(
+        "SELECT id, json_extract(metadata, '$.doc_id') FROM memories"
+        " WHERE deleted_at IS NULL AND json_extract(metadata, '$.doc_id') IS NOT NULL"
+    )
+    return {int(i): str(d) for i, d in rows}
+
+
+def plot(evaluations: Sequence[Evaluation], path: str | Path, title: str = "") -> None:
+    """A grouped bar chart of the four metrics per configuration (needs matplotlib)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise ImportFileError(
+            "--plot needs matplotlib: pip install 'cortex-memory[plot]' (or matplotlib)"
+        ) from None
+    metrics = [("nDCG@10", "ndcg_at_10"), ("Recall@10", "recall_at_10"),
+               ("Recall@100", "recall_at_100"), ("MRR@10", "mrr_at_10")]  # fmt: skip
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    width = 0.8 / max(len(evaluations), 1)
+    for i, ev in enumerate(evaluations):
+        xs = [j + i * width for j in range(len(metrics))]
+        values = [getattr(ev, attr) for _, attr in metrics]
+        bars = ax.bar(xs, values, width, label=ev.name)
+        for bar, v in zip(bars, values, strict=True):
+            ax.text(bar.get_x() + bar.get_width() / 2, v + 0.01, f"{v:.3f}", ha="center",
+                    va="bottom", fontsize=7)  # fmt: skip
+    ax.set_xticks([j + width * (len(evaluations) - 1) / 2 for j in range(len(metrics))])
+    ax.set_xticklabels([m for m, _ in metrics])
+    ax.set_ylim(0, 1.05)
+    ax.set_ylabel("score")
+    ax.set_title(title or "cortex retrieval quality")
+    ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

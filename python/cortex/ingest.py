@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from cortex.errors import ImportFileError, InvalidOptionError
-from cortex.store import MemoryInput, Store, SyncCounts
+from cortex.store import MemoryInput, OnWrite, Store, SyncCounts
 
 __all__ = ["ImportReport", "chunk_markdown", "date_of", "import_path", "parse_records"]
 
@@ -43,10 +43,14 @@ class ImportReport:
     files: int = 0
     counts: SyncCounts = field(default_factory=SyncCounts)
     errors: list[tuple[str, str]] = field(default_factory=list)
+    embedded: int = 0  # memories written with a vector of the active model
+    not_embedded: str | None = None  # why memories were written without vectors
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "files": self.files,
+            "embedded": self.embedded,
+            "not_embedded": self.not_embedded,
             "added": self.counts.added,
             "updated": self.counts.updated,
             "unchanged": self.counts.unchanged,
@@ -264,9 +268,15 @@ def import_path(
     project: str | None = None,
     session: str | None = None,
     progress: Callable[[int, int, Path], None] | None = None,
+    embed: Callable[[list[MemoryInput]], OnWrite] | None = None,
 ) -> ImportReport:
     """Import a file or a folder. Each file is synced in its own transaction; a file that
-    cannot be read or parsed is reported in `errors` and the others are still imported."""
+    cannot be read or parsed is reported in `errors` and the others are still imported.
+
+    `embed(chunks)` computes the vectors of a file's chunks before its transaction starts
+    (embedding is slow; the write lock is not held meanwhile) and returns the hook that
+    stores them inside it.
+    """
     root = Path(path).expanduser()
     if not root.exists():
         raise ImportFileError(f"{root}: no such file or folder")
@@ -286,8 +296,9 @@ def import_path(
                 groups.setdefault(chunk.project, []).append(chunk)
             if not groups:
                 groups[project] = []  # an emptied file removes its memories
+            on_write = embed(chunks) if embed is not None and chunks else None
             for group_project, group in groups.items():
-                report.counts += store.sync_source(str(resolved), group_project, group)
+                report.counts += store.sync_source(str(resolved), group_project, group, on_write)
             report.files += 1
         except ImportFileError as exc:
             report.errors.append((str(file), str(exc)))

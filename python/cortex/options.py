@@ -20,6 +20,9 @@ __all__ = ["MAX_LIMIT", "Fusion", "Mode", "Options", "OrderBy"]
 
 #: The largest `limit` a search accepts; a bigger page is a scan, not a search.
 MAX_LIMIT = 10_000
+#: The default minimum score of hybrid search: on SciFact's train split no relevant
+#: top-10 result of the default fusion scored below 0.2 (benches/tune_fusion.py).
+HYBRID_MIN_SCORE = 0.1
 
 
 class Mode(StrEnum):
@@ -128,9 +131,9 @@ class Options:
     session_id: str | None = None
     lens: str | None = None
 
-    fusion: Fusion = Fusion.RRF
+    fusion: Fusion = Fusion.LINEAR
     rrf_k: float = 60.0
-    min_score: float = 0.0
+    min_score: float | None = None
     min_similarity: float = 0.3
     order_by: OrderBy = OrderBy.RELEVANCE
     token_budget: int | None = None
@@ -172,7 +175,7 @@ class Options:
         s(self, "alpha", _number("alpha", self.alpha, lo=0.0, hi=1.0))
         s(self, "recency_weight", _number("recency_weight", self.recency_weight, lo=0.0))
         s(self, "rrf_k", _number("rrf_k", self.rrf_k, lo=0.0))
-        s(self, "min_score", _number("min_score", self.min_score, lo=0.0))
+        s(self, "min_score", _number("min_score", self.min_score, lo=0.0, optional=True))
         s(self, "min_similarity", _number("min_similarity", self.min_similarity, lo=-1.0, hi=1.0))
         s(
             self,
@@ -197,6 +200,17 @@ class Options:
         for name in ("include_facts", "include_superseded", "record", "explain"):
             if not isinstance(getattr(self, name), bool):
                 raise InvalidOptionError(f"{name} must be True or False")
+
+    def threshold(self, mode: Mode) -> float:
+        """The minimum final score for a search that ran in `mode`: `min_score` if set, else
+        0.1 for hybrid with linear fusion (its scores are absolute, see README), and 0 for
+        RRF (rank-based scores), keyword and semantic (whose own floors are a match at all
+        and `min_similarity`)."""
+        if self.min_score is not None:
+            return self.min_score
+        # RRF scores are rank-based (at most ~0.033 with k = 60): no absolute floor applies.
+        linear = mode is Mode.HYBRID and self.fusion is Fusion.LINEAR
+        return HYBRID_MIN_SCORE if linear else 0.0
 
     def replace(self, **changes: object) -> Options:
         """A copy with some fields changed (validated like a new object)."""

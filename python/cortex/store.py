@@ -17,7 +17,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,6 +99,7 @@ CREATE INDEX memories_source ON memories(source_path, chunk_index);
 CREATE INDEX memories_hash ON memories(content_hash);
 CREATE INDEX memories_scope ON memories(scope);
 CREATE INDEX memories_category ON memories(category);
+CREATE INDEX memories_deleted ON memories(deleted_at) WHERE deleted_at IS NOT NULL;
 
 -- Keyword indexes over live memories only: a soft-deleted memory leaves them, so it
 -- neither matches nor skews BM25's statistics. memories_fts is stemmed (word queries),
@@ -311,6 +312,11 @@ class MemoryInput:
             raise InvalidOptionError(f"metadata is not JSON-serialisable: {exc}") from None
 
 
+#: Called inside a write transaction for each memory written: (tx, memory id, the input,
+#: whether its content is new or changed).
+OnWrite = Callable[[sqlite3.Connection, int, MemoryInput, bool], None]
+
+
 @dataclass(slots=True)
 class SyncCounts:
     """What syncing a source did to the store."""
@@ -499,17 +505,25 @@ class Store:
 
     # ---------------------------------------------------------------- writes
 
-    def add(self, item: MemoryInput) -> int:
-        return self.add_many([item])[0]
+    def add(self, item: MemoryInput, on_write: OnWrite | None = None) -> int:
+        return self.add_many([item], on_write)[0]
 
-    def add_many(self, items: Iterable[MemoryInput]) -> list[int]:
-        """Insert memories in one transaction; all or none are written."""
+    def add_many(self, items: Iterable[MemoryInput], on_write: OnWrite | None = None) -> list[int]:
+        """Insert memories in one transaction; all or none are written.
+
+        `on_write(tx, memory_id, item, changed)` runs inside the transaction for each
+        memory (the Engine stores its embedding there, so a memory and its vector commit
+        together).
+        """
         items = list(items)
         ids: list[int] = []
         now = time.time()
         with self.transaction() as tx:
             for item in items:
-                ids.append(self._insert(tx, item, now))
+                memory_id = self._insert(tx, item, now)
+                if on_write is not None:
+                    on_write(tx, memory_id, item, True)
+                ids.append(memory_id)
         return ids
 
     def _insert(self, tx: sqlite3.Connection, item: MemoryInput, now: float) -> int:
@@ -566,7 +580,7 @@ class Store:
          "created_at", "metadata", "valid_until"}
     )  # fmt: skip
 
-    def update(self, memory_id: int, **fields: Any) -> Memory:
+    def update(self, memory_id: int, *, on_write: OnWrite | None = None, **fields: Any) -> Memory:
         """Change some fields of a live memory; returns it as stored afterwards."""
         unknown = set(fields) - self._UPDATABLE
         if unknown:
@@ -592,6 +606,8 @@ class Store:
         valid_until = fields.get("valid_until")
         with self.transaction() as tx:
             self._rewrite(tx, memory_id, merged, time.time())
+            if on_write is not None:
+                on_write(tx, memory_id, merged, merged.content != current.content)
             if "valid_until" in fields:
                 tx.execute(
                     "UPDATE memories SET valid_until = ? WHERE id = ?", (valid_until, memory_id)
@@ -639,13 +655,18 @@ class Store:
                 raise NotFoundError(f"no live memory with id {memory_id}")
 
     def sync_source(
-        self, source_path: str, project: str | None, chunks: Sequence[MemoryInput]
+        self,
+        source_path: str,
+        project: str | None,
+        chunks: Sequence[MemoryInput],
+        on_write: OnWrite | None = None,
     ) -> SyncCounts:
         """Make the live memories of (`project`, `source_path`) equal `chunks`, in one transaction.
 
         A chunk whose content and fields are unchanged is left alone (its id, access counts
         and embedding survive); a chunk that moved within the file keeps its memory; a changed
         chunk updates the memory at its position; chunks gone from the source are soft-deleted.
+        `on_write` runs in the transaction for every live chunk (`changed` False when kept).
         """
         counts = SyncCounts()
         now = time.time()
@@ -676,6 +697,8 @@ class Store:
                     pick = next((i for i in same if index_of[i] == position), same[0])
                     used.add(pick)
                     counts.unchanged += 1
+                    if on_write is not None:
+                        on_write(tx, pick, chunk, False)
                     if index_of[pick] != position:
                         tx.execute(
                             "UPDATE memories SET chunk_index = ? WHERE id = ?", (position, pick)
@@ -689,8 +712,10 @@ class Store:
                     self._rewrite(tx, target, _with_index(chunk, position), now)
                     counts.updated += 1
                 else:
-                    self._insert(tx, _with_index(chunk, position), now)
+                    target = self._insert(tx, _with_index(chunk, position), now)
                     counts.added += 1
+                if on_write is not None:
+                    on_write(tx, target, chunk, True)
             stale = [row[0] for row in rows if row[0] not in used]
             for memory_id in stale:
                 tx.execute("UPDATE memories SET deleted_at = ? WHERE id = ?", (now, memory_id))

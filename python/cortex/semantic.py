@@ -1,0 +1,385 @@
+"""Semantic search: the embedder, the stored embeddings and the derived vector index.
+
+Embeddings live in SQLite (`embeddings`: memory id, model id, content hash, f32 blob),
+written in the same transaction as the memory they belong to. The vector index beside the
+database (``<db>.vectors-<model>``) is derived from them: appended as embeddings are
+added, masked as memories are deleted, and rebuilt from SQLite when it is missing, of
+another model, or does not match the state file written after every sync (a killed
+process leaves exactly that mismatch). Writers take an exclusive file lock to sync;
+searchers only read and refresh.
+
+Vectors of another model are never mixed into a search: the index of the active model
+holds only its rows, and lookups by content hash are per model.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import re
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cortex import filters
+from cortex.errors import CortexError, EmbeddingError, IndexFormatError
+from cortex.options import Options
+from cortex.store import Store, content_hash
+
+__all__ = ["SemHit", "Semantic"]
+
+#: Rows fetched beyond the pool when the search is not restricted to an allowed set, so
+#: that superseded memories (filtered after the scan) rarely leave the pool short.
+OVERFETCH = 32
+_EMBED_BATCH = 64
+
+
+@dataclass(frozen=True, slots=True)
+class SemHit:
+    memory_id: int
+    score: float  # cosine similarity
+    created_at: float
+    confidence: float
+
+
+def _has_filters(opts: Options) -> bool:
+    """Whether `opts` narrows the memories beyond dropping deleted/superseded ones."""
+    return any(
+        v is not None
+        for v in (
+            opts.project,
+            opts.session,
+            opts.sector,
+            opts.tier,
+            opts.scope,
+            opts.category,
+            opts.source_prefix,
+            opts.min_salience,
+            opts.created_since,
+            opts.created_until,
+        )
+    )
+
+
+class Semantic:
+    """The embedding side of one Engine. `embedder` is an Embedder, None (semantic search
+    off), or "auto" (the default model, loaded on first use; missing is not an error until
+    a semantic search is asked for explicitly)."""
+
+    def __init__(self, store: Store, embedder: Any = "auto") -> None:
+        self._store = store
+        self._spec = embedder
+        self._embedder: Any = None if embedder == "auto" else embedder
+        self._error: str | None = None if embedder is not None else "semantic search is off"
+        self._loaded = embedder != "auto"
+        self._lock = threading.Lock()
+        self._index: Any = None
+        self._index_state: tuple[int, float] | None = None
+
+    # ------------------------------------------------------------------ embedder
+
+    def embedder(self) -> Any:
+        """The embedder, loading the default model once; raises EmbeddingError if absent."""
+        if not self._loaded:
+            with self._lock:
+                if not self._loaded:
+                    try:
+                        from cortex.embed import load_default_embedder
+
+                        self._embedder = load_default_embedder()
+                    except EmbeddingError as exc:
+                        self._error = str(exc)
+                    except ImportError as exc:  # numpy/onnxruntime/tokenizers missing
+                        self._error = f"the embedding runtime is not installed ({exc})"
+                    self._loaded = True
+        if self._embedder is None:
+            raise EmbeddingError(self._error or "no embedder")
+        return self._embedder
+
+    def unavailable(self) -> str | None:
+        """Why semantic search cannot run, or None when it can."""
+        try:
+            self.embedder()
+        except EmbeddingError as exc:
+            return str(exc)
+        return None
+
+    @property
+    def model_id(self) -> str:
+        return str(self.embedder().model_id)
+
+    # ------------------------------------------------------------------ writing
+
+    def vectors_for(self, contents: Sequence[str], progress: Any = None) -> dict[str, bytes]:
+        """f32 blobs by content hash for `contents`: reused from SQLite when this model
+        already embedded the same text, embedded in batches otherwise."""
+        embedder = self.embedder()
+        model = str(embedder.model_id)
+        hashes = {content_hash(c): c for c in contents}
+        known: dict[str, bytes] = {}
+        todo = list(hashes)
+        for start in range(0, len(todo), 500):
+            part = todo[start : start + 500]
+            marks = ",".join("?" * len(part))
+            for h, blob in self._store.query(
+                f"SELECT content_hash, vector FROM embeddings WHERE model_id = ?"
+                f" AND content_hash IN ({marks}) GROUP BY content_hash",
+                [model, *part],
+            ):
+                known[h] = blob
+        missing = [h for h in todo if h not in known]
+        for start in range(0, len(missing), _EMBED_BATCH):
+            part = missing[start : start + _EMBED_BATCH]
+            vecs = np.asarray(embedder.embed_batch([hashes[h] for h in part]), dtype=np.float32)
+            if vecs.ndim != 2 or vecs.shape[0] != len(part) or vecs.shape[1] != embedder.dim:
+                raise EmbeddingError(
+                    f"the embedder returned shape {vecs.shape} for {len(part)} texts;"
+                    f" expected ({len(part)}, {embedder.dim})"
+                )
+            if not np.isfinite(vecs).all():
+                raise EmbeddingError("the embedder returned NaN or infinite values")
+            for h, v in zip(part, vecs, strict=True):
+                known[h] = np.ascontiguousarray(v, dtype="<f4").tobytes()
+            if progress is not None:
+                progress(min(start + _EMBED_BATCH, len(missing)), len(missing))
+        return known
+
+    def write(self, tx: Any, memory_id: int, chash: str, blob: bytes, now: float) -> None:
+        """Store one embedding inside the caller's transaction."""
+        embedder = self.embedder()
+        tx.execute(
+            "INSERT OR REPLACE INTO embeddings (memory_id, model_id, dim, content_hash, vector,"
+            " created_at) VALUES (?, ?, ?, ?, ?, ?)",
+            (memory_id, str(embedder.model_id), int(embedder.dim), chash, blob, now),
+        )
+
+    def backlog(self) -> list[tuple[int, str]]:
+        """Live memories without a vector of the active model: (id, content)."""
+        return [
+            (int(i), c)
+            for i, c in self._store.query(
+                "SELECT m.id, m.content FROM memories m WHERE m.deleted_at IS NULL AND NOT EXISTS"
+                " (SELECT 1 FROM embeddings e WHERE e.memory_id = m.id AND e.model_id = ?)"
+                " ORDER BY m.id",
+                (self.model_id,),
+            )
+        ]
+
+    # ------------------------------------------------------------------ the index
+
+    def index_path(self) -> Path:
+        slug = re.sub(r"[^A-Za-z0-9._-]+", "-", self.model_id)[:60]
+        digest = hashlib.sha256(self.model_id.encode()).hexdigest()[:8]
+        return Path(f"{self._store.path}.vectors-{slug}-{digest}")
+
+    def _state_path(self) -> Path:
+        return Path(f"{self.index_path()}.state")
+
+    @contextlib.contextmanager
+    def _write_lock(self) -> Iterator[None]:
+        lock_path = Path(f"{self.index_path()}.lock")
+        with open(lock_path, "a+b") as f:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+    def _wanted(self) -> tuple[int, float]:
+        """(last embeddings rowid, last deletion time) in SQLite now: two index lookups,
+        cheap enough to run before every search. Rows of other models move the first
+        too; syncing then appends nothing and only moves the state forward."""
+        seq = self._store.query("SELECT COALESCE(MAX(rowid), 0) FROM embeddings")[0][0]
+        deleted = self._store.query(
+            "SELECT COALESCE(MAX(deleted_at), 0) FROM memories WHERE deleted_at IS NOT NULL"
+        )[0][0]
+        return int(seq), float(deleted)
+
+    def _read_state(self) -> dict[str, Any] | None:
+        try:
+            state = json.loads(self._state_path().read_text())
+        except (OSError, ValueError):
+            return None
+        return state if isinstance(state, dict) else None
+
+    def _write_state(self, state: dict[str, Any]) -> None:
+        tmp = Path(f"{self._state_path()}.tmp")
+        tmp.write_text(json.dumps(state))
+        os.replace(tmp, self._state_path())
+
+    def index(self) -> Any:
+        """The vector index of the active model, in step with SQLite (synced if not)."""
+        from cortex.vectors import VectorIndex
+
+        wanted = self._wanted()
+        if self._index is not None and self._index_state == wanted:
+            return self._index
+        with self._lock:
+            state = self._read_state()
+            if (
+                self._index is not None
+                and state is not None
+                and (state.get("seq"), state.get("deleted")) == wanted
+            ):
+                self._index.refresh()  # another process synced it: see its rows
+                self._index_state = wanted
+                return self._index
+            if self._store.read_only:
+                fresh = state is not None and (state.get("seq"), state.get("deleted")) == wanted
+                if not fresh:
+                    raise IndexFormatError(
+                        f"the vector index of {self._store.path} is behind the database and the"
+                        " database is open read-only; open it writable once or run"
+                        " `cortex reindex`"
+                    )
+            else:
+                self._sync(wanted)
+            if self._index is not None:
+                self._index.close()
+            try:
+                self._index = VectorIndex.open(self.index_path())
+            except IndexFormatError:
+                if self._store.read_only:
+                    raise
+                self._sync(wanted, rebuild=True)
+                self._index = VectorIndex.open(self.index_path())
+            self._index_state = wanted
+            return self._index
+
+    def _sync(self, wanted: tuple[int, float], *, rebuild: bool = False) -> None:
+        """Bring the index file up to `wanted` (under the writer lock), rebuilding it from
+        SQLite when it is missing, damaged, of another model or out of step with its state."""
+        from cortex.vectors import VectorIndex
+
+        embedder = self.embedder()
+        model, dim = str(embedder.model_id), int(embedder.dim)
+        path = self.index_path()
+        with self._write_lock():
+            state = self._read_state()
+            writer = None
+            if not rebuild and state is not None and path.exists():
+                try:
+                    writer = VectorIndex.open(path, writable=True)
+                    if (
+                        writer.model_id != model
+                        or writer.dim != dim
+                        or writer.rows != state.get("rows")
+                    ):
+                        writer.close()
+                        writer = None
+                except (IndexFormatError, CortexError):
+                    writer = None
+            if writer is None:
+                writer = VectorIndex.create(path, dim, model)
+                state = {"seq": 0, "deleted": 0.0, "rows": 0}
+            assert state is not None
+            try:
+                seq = int(state.get("seq", 0))
+                for rowid_batch in self._embedding_batches(model, dim, seq):
+                    ids, vecs, last = rowid_batch
+                    writer.append(ids, vecs)
+                    seq = last
+                deleted_since = float(state.get("deleted", 0.0))
+                gone = [
+                    int(i)
+                    for (i,) in self._store.query(
+                        "SELECT id FROM memories WHERE deleted_at IS NOT NULL AND deleted_at > ?",
+                        (deleted_since,),
+                    )
+                ]
+                if gone:
+                    writer.mask(np.asarray(gone, dtype=np.int64))
+                writer.sync()
+                self._write_state(
+                    {"seq": max(seq, wanted[0]), "deleted": wanted[1], "rows": writer.rows}
+                )
+            finally:
+                writer.close()
+
+    def _embedding_batches(
+        self, model: str, dim: int, after: int
+    ) -> Iterator[tuple[np.ndarray, np.ndarray, int]]:
+        last = after
+        while True:
+            rows = self._store.query(
+                "SELECT rowid, memory_id, vector FROM embeddings WHERE model_id = ? AND rowid > ?"
+                " ORDER BY rowid LIMIT 5000",
+                (model, last),
+            )
+            if not rows:
+                return
+            ids = np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows))
+            vecs = np.frombuffer(b"".join(r[2] for r in rows), dtype="<f4").reshape(-1, dim)
+            last = int(rows[-1][0])
+            yield ids, np.ascontiguousarray(vecs, dtype=np.float32), last
+
+    def rebuild(self) -> int:
+        """Rebuild the vector index of the active model from SQLite; returns its live rows."""
+        with self._lock:
+            if self._index is not None:
+                self._index.close()
+                self._index = None
+            wanted = self._wanted()
+            self._sync(wanted, rebuild=True)
+            self._index_state = None
+        return len(self.index())
+
+    def close(self) -> None:
+        if self._index is not None:
+            self._index.close()
+            self._index = None
+
+    # ------------------------------------------------------------------ search
+
+    def search(self, text: str, opts: Options, pool: int) -> list[SemHit]:
+        """Up to `pool` memories by cosine similarity to `text`, at least
+        `opts.min_similarity`, under `opts`'s filters, best first."""
+        embedder = self.embedder()
+        query = np.asarray(embedder.embed(text), dtype=np.float32)
+        if query.shape != (embedder.dim,) or not np.isfinite(query).all():
+            raise EmbeddingError("the embedder returned an unusable query vector")
+        index = self.index()
+        if len(index) == 0:
+            return []
+        predicate, params = filters.where(opts)
+        if _has_filters(opts):
+            allowed = np.fromiter(
+                (
+                    r[0]
+                    for r in self._store.query(
+                        f"SELECT m.id FROM memories m WHERE {predicate} ORDER BY m.id", params
+                    )
+                ),
+                dtype=np.int64,
+            )
+            if len(allowed) == 0:
+                return []
+            ids, scores = index.search(query, min(pool, len(allowed)), allowed=allowed)
+        else:
+            ids, scores = index.search(query, min(pool + OVERFETCH, len(index)))
+        keep = scores >= opts.min_similarity
+        ids, scores = ids[keep], scores[keep]
+        if len(ids) == 0:
+            return []
+        marks = ",".join("?" * len(ids))
+        meta = {
+            int(i): (c, f)
+            for i, c, f in self._store.query(
+                f"SELECT m.id, m.created_at, m.confidence FROM memories m"
+                f" WHERE m.id IN ({marks}) AND {predicate}",
+                [*ids.tolist(), *params],
+            )
+        }
+        hits = [
+            SemHit(int(i), float(s), *meta[int(i)])
+            for i, s in zip(ids, scores, strict=True)
+            if int(i) in meta
+        ]
+        return hits[:pool]
