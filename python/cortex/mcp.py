@@ -1,0 +1,547 @@
+"""`cortex mcp`: the memory tools an AI agent calls, served over stdio with the MCP SDK.
+
+Four tools — ``memory_search``, ``memory_add``, ``memory_timeline``, ``memory_get`` — over
+one :class:`~cortex.Engine` opened for the server's life. Each answer's structured content
+is exactly what the Python API returns (``Results.to_dict()``, ``Memory.to_dict()``,
+``Timeline.to_dict()``), the same JSON ``cortex search --json`` prints, so an agent, a
+script and a person at the command line read the same ids, order and scores.
+
+Arguments are the API's keyword arguments and reach cortex as the client sent them: an
+argument left out takes the API's default, one sent (``null`` included, as None) is
+validated by cortex itself. So a bad one comes back as a tool error (``isError``) carrying
+the one-line message the API raises, word for word, and the server goes on serving.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import sys
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, NotRequired
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import Field, PlainValidator, WithJsonSchema
+from typing_extensions import TypedDict
+
+import cortex
+from cortex.errors import CortexError, InvalidOptionError
+from cortex.options import MAX_LIMIT, Fusion, Mode, OrderBy
+from cortex.paths import default_db
+
+__all__ = ["build_server", "main", "serve"]
+
+# --------------------------------------------------------------------------- answers
+# The shapes of the structured content, published as each tool's output schema. They
+# mirror the `to_dict()` methods of cortex.result and cortex.recall (the SDK checks every
+# answer against them, so a drift fails loudly in the tests rather than at a client).
+
+
+class SessionData(TypedDict):
+    id: str
+    project: str | None
+    started_at: str | None
+    ended_at: str | None
+    summary: str | None
+
+
+class SupersededByData(TypedDict):
+    id: int
+    content: str
+    created_at: str | None
+
+
+class MemoryData(TypedDict):
+    id: int
+    content: str
+    project: str | None
+    source_path: str | None
+    chunk_index: int | None
+    sector: str | None
+    tier: str | None
+    scope: str | None
+    category: str | None
+    salience: float
+    confidence: float
+    created_at: str | None
+    updated_at: str | None
+    valid_until: str | None
+    superseded_by: int | None
+    deleted_at: str | None
+    last_accessed: str | None
+    access_count: int
+    metadata: dict[str, Any]
+
+
+class FactData(TypedDict):
+    id: int
+    memory_id: int
+    type: str
+    content: str
+    confidence: float
+    decay_rate: float
+    last_reinforced: str | None
+    effective_confidence: float
+
+
+class ResultData(TypedDict):
+    id: int
+    score: float
+    bm25_score: float
+    semantic_score: float
+    effective_confidence: float
+    match_type: str
+    snippet: str
+    source_session: SessionData | None
+    is_superseded: bool
+    superseded_by: SupersededByData | None
+    related_memory_count: int
+    memory: MemoryData
+    facts: list[FactData]
+    explain: NotRequired[dict[str, float]]
+
+
+class SearchData(TypedDict):
+    """Results, best first, and how the search ran (mode, notices, rewritten query)."""
+
+    query: str | None
+    mode: str
+    rewritten: str | None
+    notices: list[str]
+    hidden: int
+    results: list[ResultData]
+
+
+class TimelineData(TypedDict):
+    """The memories of the anchor's project just before and after it, oldest first."""
+
+    anchor: MemoryData
+    before: list[MemoryData]
+    after: list[MemoryData]
+    sessions: dict[str, SessionData]
+
+
+# --------------------------------------------------------------------------- arguments
+
+
+def _as_given(value: object) -> object:
+    return value
+
+
+class _Omitted:
+    """The value of a parameter the client left out (it then takes the API's default)."""
+
+    def __repr__(self) -> str:
+        return "<omitted>"
+
+
+_OMITTED: Any = _Omitted()
+
+#: The default of every optional parameter. A factory, so that the published schema shows
+#: no default (the descriptions say what it is) and `null` stays distinct from "left out".
+_OPTIONAL: Any = Field(default_factory=lambda: _OMITTED)
+
+#: Hands a value to the tool unconverted: cortex, not pydantic, validates arguments, so the
+#: caller reads cortex's one-line message rather than a pydantic report, and the API and
+#: the MCP tool accept and refuse exactly the same values.
+_GIVEN = PlainValidator(_as_given)
+
+if TYPE_CHECKING:  # what a tool body works with: the value sent, None, or _OMITTED
+    Text = str | None
+    Integer = int | None
+    Number = float | None
+    Flag = bool | None
+    Object = dict[str, Any] | None
+else:
+    # At run time a text parameter is annotated with exactly `str`: that spares it the
+    # SDK's JSON-decoding of string arguments, which for `str | None` would turn the query
+    # "null" into None (no query at all) and a project named "[1]" into a list.
+    Text = Annotated[str, _GIVEN]
+    Integer = Annotated[int, _GIVEN]
+    Number = Annotated[float, _GIVEN]
+    Flag = Annotated[bool, _GIVEN]
+    Object = Annotated[dict[str, Any], _GIVEN]
+
+
+def _doc(kind: str | list[str], description: str, **extra: Any) -> WithJsonSchema:
+    """The published JSON schema of one parameter: its type, what it does, its domain."""
+    return WithJsonSchema({"type": kind, "description": description, **extra})
+
+
+def _choices(enum: type[Mode] | type[Fusion] | type[OrderBy]) -> list[str]:
+    return [str(member) for member in enum]
+
+
+def _given(**values: object) -> dict[str, object]:
+    """The arguments the client sent, as the API's keyword arguments.
+
+    A JSON null is passed on as None, which is what the API makes of None: no filter for
+    `project`, an error for `limit`, so a NaN that a client's JSON encoder turned into
+    null is refused rather than quietly replaced by the default.
+    """
+    return {name: value for name, value in values.items() if value is not _OMITTED}
+
+
+def _when(name: str, value: object) -> object:
+    """An ISO 8601 date over JSON becomes the datetime the API takes; cortex checks the rest."""
+    if value is _OMITTED or not isinstance(value, str):
+        return value
+    try:
+        return datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidOptionError(
+            f"{name} must be an ISO 8601 date such as 2026-01-31 or epoch seconds, not {value!r}"
+        ) from None
+
+
+# --------------------------------------------------------------------------- results
+
+
+def _answer(data: Mapping[str, Any]) -> CallToolResult:
+    """Structured content, and the same JSON as text for clients that read only text."""
+    text = json.dumps(data, ensure_ascii=False)
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
+
+
+def _refusal(message: str) -> CallToolResult:
+    """A tool error: the model reads `message` and can correct its call."""
+    return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
+
+
+def _run(work: Callable[[], Mapping[str, Any]]) -> CallToolResult:
+    """Run one tool body; a deliberate cortex error becomes a tool error with its message.
+
+    Anything else is a bug: it propagates, the SDK logs its traceback on stderr and answers
+    "Error executing tool ..." (still a tool error, still a live server).
+    """
+    try:
+        return _answer(work())
+    except CortexError as exc:
+        return _refusal(str(exc))
+
+
+# --------------------------------------------------------------------------- server
+
+
+class _CortexServer(MCPServer):
+    """An MCPServer that names unknown and missing arguments in one line.
+
+    The SDK drops unknown arguments silently — a misspelt ``projct`` would search every
+    project — and reports a missing one as a multi-line pydantic error.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._signatures: dict[str, tuple[list[str], list[str]]] = {}
+
+    def register(self, fn: Callable[..., Any], annotations: ToolAnnotations) -> None:
+        """Add `fn` as a tool named after it, described by its docstring."""
+        params = inspect.signature(fn).parameters.values()
+        names = [p.name for p in params]
+        required = [p.name for p in params if p.default is inspect.Parameter.empty]
+        self._signatures[fn.__name__] = (names, required)
+        description = " ".join((fn.__doc__ or "").split())
+        self.add_tool(fn, description=description, annotations=annotations, structured_output=True)
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> Any:
+        signature = self._signatures.get(name)
+        if signature is not None:
+            names, required = signature
+            unknown = sorted(set(arguments) - set(names))
+            if unknown:
+                return _refusal(
+                    f"{name} has no argument {', '.join(map(repr, unknown))}; "
+                    f"its arguments are {', '.join(names)}"
+                )
+            missing = [n for n in required if arguments.get(n) is None]
+            if missing:
+                return _refusal(f"{name} needs {', '.join(map(repr, missing))}")
+        return await super().call_tool(name, arguments, context)
+
+
+def build_server(engine: cortex.Engine) -> MCPServer:
+    """The MCP server of `engine`'s memories, not yet running (tests drive it in-process)."""
+    server = _CortexServer(
+        "cortex",
+        version=cortex.__version__,
+        instructions=(
+            "Long-term memory. Call memory_search before answering from recollection "
+            '(FTS5 syntax works: deploy*, "blue green", a OR b, a NOT b); store a '
+            "durable lesson, decision or fact with memory_add; read one memory in full "
+            "with memory_get and what happened around it with memory_timeline."
+        ),
+        log_level="WARNING",
+    )
+
+    def memory_search(
+        query: Annotated[
+            Text,
+            _doc(
+                "string",
+                'What to look for: words, or FTS5 syntax (deploy*, "blue green", a OR b, '
+                "a NOT b, NEAR(a b)). Leave it out to list the memories that pass the "
+                "filters, newest first.",
+            ),
+        ] = _OPTIONAL,
+        mode: Annotated[
+            Text,
+            _doc(
+                "string",
+                "keyword (BM25), semantic (embeddings) or hybrid (both fused; "
+                "keyword only when no model is installed)",
+                enum=_choices(Mode),
+            ),
+        ] = _OPTIONAL,
+        limit: Annotated[
+            Integer,
+            _doc("integer", "How many results at most (default 20).", minimum=1, maximum=MAX_LIMIT),
+        ] = _OPTIONAL,
+        project: Annotated[Text, _doc("string", "Only this project's memories.")] = _OPTIONAL,
+        scope: Annotated[
+            Text, _doc("string", "Only this scope; a trailing * matches a prefix (project:hydra*).")
+        ] = _OPTIONAL,
+        category: Annotated[Text, _doc("string", "Only this category.")] = _OPTIONAL,
+        session: Annotated[
+            Text, _doc("string", "Only memories linked to this session.")
+        ] = _OPTIONAL,
+        sector: Annotated[Text, _doc("string", "Only this sector.")] = _OPTIONAL,
+        tier: Annotated[Text, _doc("string", "Only this tier.")] = _OPTIONAL,
+        source_prefix: Annotated[
+            Text, _doc("string", "Only memories whose source path starts with this.")
+        ] = _OPTIONAL,
+        created_since: Annotated[
+            Text, _doc("string", "Only memories created at or after this ISO 8601 date.")
+        ] = _OPTIONAL,
+        created_until: Annotated[
+            Text, _doc("string", "Only memories created at or before this ISO 8601 date.")
+        ] = _OPTIONAL,
+        include_superseded: Annotated[
+            Flag, _doc("boolean", "Include memories a newer one replaced (default false).")
+        ] = _OPTIONAL,
+        token_budget: Annotated[
+            Integer,
+            _doc(
+                "integer",
+                "Stop adding results once their estimated tokens would pass this.",
+                minimum=1,
+            ),
+        ] = _OPTIONAL,
+        order_by: Annotated[
+            Text,
+            _doc("string", "relevance (default), recency or confidence.", enum=_choices(OrderBy)),
+        ] = _OPTIONAL,
+        min_score: Annotated[
+            Number,
+            _doc("number", "Leave out results whose final score is lower (default 0).", minimum=0),
+        ] = _OPTIONAL,
+        min_confidence: Annotated[
+            Number,
+            _doc(
+                "number",
+                "Leave out memories whose effective confidence is lower (default 0.1).",
+                minimum=0,
+                maximum=1,
+            ),
+        ] = _OPTIONAL,
+        alpha: Annotated[
+            Number,
+            _doc(
+                "number",
+                "Hybrid weight of semantic against keyword: 0 keyword only, "
+                "1 semantic only (default 0.5).",
+                minimum=0,
+                maximum=1,
+            ),
+        ] = _OPTIONAL,
+        fusion: Annotated[
+            Text,
+            _doc(
+                "string",
+                "How hybrid mode fuses the two lists (default rrf).",
+                enum=_choices(Fusion),
+            ),
+        ] = _OPTIONAL,
+        recency_weight: Annotated[
+            Number,
+            _doc(
+                "number",
+                "Recency boost w in 1 + w / (1 + age in days); 0 turns it off (default 0.1).",
+                minimum=0,
+            ),
+        ] = _OPTIONAL,
+        explain: Annotated[
+            Flag, _doc("boolean", "Add every part of each score to the results.")
+        ] = _OPTIONAL,
+        record: Annotated[
+            Flag,
+            _doc(
+                "boolean",
+                "Record this recall (log, access count, salience boost), as the "
+                "API does (default true); false leaves the database untouched.",
+            ),
+        ] = _OPTIONAL,
+        session_id: Annotated[
+            Text, _doc("string", "The session this search is recorded under.")
+        ] = _OPTIONAL,
+    ) -> Annotated[CallToolResult, SearchData]:
+        """Search the memories by keyword, meaning or both; best first, each with its
+        content, snippet, every part of its score, source session and superseded status."""
+        changes = _given(
+            mode=mode,
+            limit=limit,
+            project=project,
+            scope=scope,
+            category=category,
+            session=session,
+            sector=sector,
+            tier=tier,
+            source_prefix=source_prefix,
+            created_since=created_since,
+            created_until=created_until,
+            include_superseded=include_superseded,
+            token_budget=token_budget,
+            order_by=order_by,
+            min_score=min_score,
+            min_confidence=min_confidence,
+            alpha=alpha,
+            fusion=fusion,
+            recency_weight=recency_weight,
+            explain=explain,
+            record=record,
+            session_id=session_id,
+        )
+        text = None if query is _OMITTED else query
+        return _run(lambda: engine.search(text, **changes).to_dict())
+
+    def memory_add(
+        content: Annotated[Text, _doc("string", "The memory's text.")],
+        project: Annotated[Text, _doc("string", "The project it belongs to.")] = _OPTIONAL,
+        session: Annotated[
+            Text, _doc("string", "The session it was learned in (linked as 'created').")
+        ] = _OPTIONAL,
+        scope: Annotated[Text, _doc("string", "A scope, such as project:hydra/api.")] = _OPTIONAL,
+        category: Annotated[
+            Text, _doc("string", "A category, such as decision, lesson or fact.")
+        ] = _OPTIONAL,
+        sector: Annotated[Text, _doc("string", "A sector.")] = _OPTIONAL,
+        tier: Annotated[Text, _doc("string", "A tier.")] = _OPTIONAL,
+        salience: Annotated[
+            Number, _doc("number", "How important, 0 to 1 (default 0.5).", minimum=0, maximum=1)
+        ] = _OPTIONAL,
+        confidence: Annotated[
+            Number, _doc("number", "How sure, 0 to 1 (default 1).", minimum=0, maximum=1)
+        ] = _OPTIONAL,
+        created_at: Annotated[
+            Text,
+            _doc(
+                ["string", "number"],
+                "When it was learned: ISO 8601 or epoch seconds (default now).",
+            ),
+        ] = _OPTIONAL,
+        metadata: Annotated[Object, _doc("object", "Any JSON object kept with it.")] = _OPTIONAL,
+        source_path: Annotated[Text, _doc("string", "The file it came from.")] = _OPTIONAL,
+    ) -> Annotated[CallToolResult, MemoryData]:
+        """Store one memory (embedded when a model is installed) and return it as stored."""
+
+        def work() -> dict[str, Any]:
+            fields = _given(
+                project=project,
+                session=session,
+                scope=scope,
+                category=category,
+                sector=sector,
+                tier=tier,
+                salience=salience,
+                confidence=confidence,
+                created_at=_when("created_at", created_at),
+                metadata=metadata,
+                source_path=source_path,
+            )
+            return engine.get(engine.add(content, **fields)).to_dict()
+
+        return _run(work)
+
+    def memory_timeline(
+        anchor_id: Annotated[Integer, _doc("integer", "The memory to look around.")],
+        before: Annotated[
+            Integer,
+            _doc("integer", "How many earlier memories (default 5).", minimum=0, maximum=1000),
+        ] = _OPTIONAL,
+        after: Annotated[
+            Integer,
+            _doc("integer", "How many later memories (default 5).", minimum=0, maximum=1000),
+        ] = _OPTIONAL,
+    ) -> Annotated[CallToolResult, TimelineData]:
+        """The memories of the anchor's project just before and after it in time, oldest
+        first, with the sessions they belong to."""
+        counts = _given(before=before, after=after)
+        return _run(lambda: engine.timeline(anchor_id, **counts).to_dict())
+
+    def memory_get(
+        id: Annotated[Integer, _doc("integer", "The memory's id.")],
+    ) -> Annotated[CallToolResult, MemoryData]:
+        """One memory in full: content, project, scope, dates, superseded_by, metadata."""
+        return _run(lambda: engine.get(id).to_dict())
+
+    reads = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+    server.register(
+        memory_search,
+        # Not read-only: a search records its recall unless record=false.
+        ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False),
+    )
+    server.register(
+        memory_add,
+        ToolAnnotations(
+            read_only_hint=False,
+            destructive_hint=False,
+            idempotent_hint=False,
+            open_world_hint=False,
+        ),
+    )
+    server.register(memory_timeline, reads)
+    server.register(memory_get, reads)
+    return server
+
+
+def serve(db_path: Path, *, embedder: Any = "auto") -> None:
+    """Open the database at `db_path` (creating it) and serve it over stdio until the
+    client closes stdin. One Engine serves every call: the model loads once."""
+    with cortex.open(db_path, embedder=embedder) as engine:
+        build_server(engine).run("stdio")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`cortex mcp [--db PATH]`; returns the exit code (1 and one line for a cortex error)."""
+    parser = argparse.ArgumentParser(
+        prog="cortex mcp",
+        description="Serve the cortex memory tools to an MCP client over stdio.",
+    )
+    parser.add_argument(
+        "--db", help="the database file (default: $CORTEX_DB or the per-user cortex.db)"
+    )
+    args = parser.parse_args(argv)
+    db = Path(args.db).expanduser() if args.db else default_db()
+    if sys.stdin.isatty():  # a person ran it: say what it waits for (stdout is the protocol's)
+        print(
+            f"cortex mcp: serving {db} over stdio; an MCP client starts this command "
+            "(see docs/mcp.md). Ctrl-C stops it.",
+            file=sys.stderr,
+        )
+    try:
+        serve(db)
+    except CortexError as exc:
+        print(f"cortex: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
