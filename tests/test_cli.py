@@ -49,10 +49,11 @@ def test_cli_json_matches_the_api(tmp_path: Path) -> None:
             "staging NOT rollback",
         ]
         expected = {
-            q: [(r.memory.id, r.score) for r in engine.search(q, mode="keyword")] for q in queries
+            q: [(r.memory.id, r.score) for r in engine.search(q, mode="keyword", record=False)]
+            for q in queries
         }
     for q in queries:
-        out = run_cli("--db", str(db), "search", q, "--mode", "keyword", "--json")
+        out = run_cli("--db", str(db), "search", q, "--mode", "keyword", "--json", "--no-record")
         got = [(r["id"], r["score"]) for r in json.loads(out.out)["results"]]
         assert [i for i, _ in got] == [i for i, _ in expected[q]], q
         for (_, a), (_, b) in zip(got, expected[q], strict=True):

@@ -83,7 +83,8 @@ CASES: list[tuple[str | None, dict[str, Any]]] = [
     (None, {"project": "atlas", "order_by": "recency", "limit": 3}),
     ("deploy", {"fusion": "linear", "alpha": 0.3, "min_score": 0.0001}),
 ]
-SAME = {"record": False, "recency_weight": 0}
+# Clock-free: the recency boost and the decay of dated notes move with time between runs.
+SAME = {"record": False, "recency_weight": 0, "half_life_days": 0}
 
 
 # --------------------------------------------------------------------------- helpers
@@ -94,7 +95,8 @@ def _build(db: Path) -> None:
         records = [{**m, "created_at": EPOCH + n * DAY} for n, m in enumerate(MEMORIES)]
         ids = engine.add_many(records)
         engine.supersede(ids[2], ids[1])  # the automatic-staging note was replaced
-        engine.add_fact(ids[4], "ttl", "tokens live 15 minutes", confidence=0.9)
+        # decay_rate 0: a decaying fact would move the score with the clock between runs
+        engine.add_fact(ids[4], "ttl", "tokens live 15 minutes", confidence=0.9, decay_rate=0.0)
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ import shutil
 import sys
 import time
 import types
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO, Union, get_args, get_origin, get_type_hints
@@ -56,6 +56,12 @@ _OPTION_HELP = {
     "created_since": "only memories created at or after this ISO date",
     "created_until": "only memories created at or before this ISO date",
     "include_superseded": "include memories that a newer one superseded",
+    "half_life_days": "half-life of the decay of memories from dated notes (0: off)",
+    "salience_weight": "boost 1 + w * (salience - 0.5)",
+    "sector_weights": 'JSON object of sector weights, e.g. {"episodic": 0.8} ({} turns them off)',
+    "record": "log the recall, count the access and reinforce the results",
+    "reinforce": "salience added to each returned memory",
+    "explain": "print every factor of every score",
 }
 _CHOICES: dict[str, type] = {"mode": Mode, "fusion": Fusion, "order_by": OrderBy}
 
@@ -194,12 +200,24 @@ def _dump(data: object, out: TextIO) -> None:
 # --------------------------------------------------------------------------- parser
 
 
+def _json_object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON ({exc.msg})") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError('expected a JSON object such as {"episodic": 0.5}')
+    return value
+
+
 def _option_type(name: str, hint: Any) -> tuple[Any, bool]:
     """(argparse type, is-bool) for an Options field."""
     if get_origin(hint) in (Union, types.UnionType):
         hint = next(a for a in get_args(hint) if a is not type(None))
     if hint is bool:
         return None, True
+    if get_origin(hint) in (Mapping, dict) or hint in (Mapping, dict):
+        return _json_object, False
     if name in _CHOICES:
         return str, False
     if hint is datetime:

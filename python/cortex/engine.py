@@ -16,11 +16,19 @@ from cortex.errors import EmbeddingError, InvalidOptionError, QueryError, Storag
 from cortex.ingest import ImportReport, import_path
 from cortex.options import Fusion, Mode, Options, OrderBy
 from cortex.ranking import (
+    DEFAULT_FACT_DECAY,
+    FACT_DECAY_RATES,
+    RANK_COLUMNS,
+    SECTOR_WEIGHTS,
     Candidate,
+    RankInfo,
     effective_confidence,
     estimate_tokens,
     fact_confidence,
+    is_dated,
     recency_factor,
+    salience_factor,
+    temporal_decay,
 )
 from cortex.result import Fact, MatchType, Memory, Result, Results, from_epoch
 from cortex.semantic import Semantic, SemHit
@@ -233,11 +241,15 @@ class Engine:
         content: str,
         *,
         confidence: float = 1.0,
-        decay_rate: float = 0.0,
+        decay_rate: float | None = None,
         last_reinforced: datetime | float | None = None,
     ) -> int:
-        """Attach a fact to a memory; its confidence decays at `decay_rate` per day."""
+        """Attach a fact to a memory. Its confidence decays at `decay_rate` per day from
+        `last_reinforced` on; without a rate, the default of its type applies
+        (:data:`cortex.ranking.FACT_DECAY_RATES`: identities never fade, states in weeks)."""
         self._store.get(memory_id)
+        if decay_rate is None:
+            decay_rate = FACT_DECAY_RATES.get(type, DEFAULT_FACT_DECAY)
         now = time.time()
         reinforced = _epoch(last_reinforced)
         with self._store.transaction() as tx:
@@ -287,6 +299,9 @@ class Engine:
                     raise EmbeddingError(f"semantic search is unavailable: {reason}")
                 notices.append(f"semantic search unavailable, keyword results only: {reason}")
                 use_sem, use_kw, mode = False, True, Mode.KEYWORD
+        if mode is Mode.HYBRID and not (use_kw and use_sem):
+            # alpha 0 or 1: one retriever only, so the search is that mode (same floor too)
+            mode = Mode.KEYWORD if use_kw else Mode.SEMANTIC
         kw = keyword.search(self._store, query, opts, pool) if use_kw else None
         if kw is not None:
             notices.extend(kw.notices)
@@ -322,14 +337,14 @@ class Engine:
         by_id: dict[int, Candidate] = {}
         for h in kw_hits:
             by_id[h.memory_id] = Candidate(
-                h.memory_id, h.created_at, h.confidence, bm25=h.score, base=h.score,
+                h.memory_id, h.info, bm25=h.score, base=h.score,
                 match_type=MatchType.BM25,
             )  # fmt: skip
         for s in sem_hits:
             c = by_id.get(s.memory_id)
             if c is None:
                 by_id[s.memory_id] = Candidate(
-                    s.memory_id, s.created_at, s.confidence, semantic=s.score, base=s.score,
+                    s.memory_id, s.info, semantic=s.score, base=s.score,
                     match_type=MatchType.SEMANTIC,
                 )  # fmt: skip
             else:
@@ -360,11 +375,11 @@ class Engine:
             else ("m.created_at DESC, m.id DESC")
         )
         rows = self._store.query(
-            f"SELECT m.id, m.created_at, m.confidence FROM memories m WHERE {predicate}"
+            f"SELECT m.id, {RANK_COLUMNS} FROM memories m WHERE {predicate}"
             f" ORDER BY {order} LIMIT ?",
             [*params, pool],
         )
-        candidates = [Candidate(int(i), c, f) for i, c, f in rows]
+        candidates = [Candidate(int(i), RankInfo(*rest)) for i, *rest in rows]
         ranked, hidden = self._rank(candidates, opts, now, browse=True)
         results = Results(
             self._finish(ranked, opts, now, MatchType.FILTER, None),
@@ -408,19 +423,24 @@ class Engine:
         facts = self._load_facts([c.memory_id for c in candidates])
         kept: list[Candidate] = []
         hidden = 0
+        sectors = opts.sector_weights if opts.sector_weights is not None else SECTOR_WEIGHTS
         for c in candidates:
+            info = c.info
             c.effective_confidence = effective_confidence(
-                c.confidence, [(f[4], f[5], f[6]) for f in facts.get(c.memory_id, ())], now
+                info.confidence, [(f[4], f[5], f[6]) for f in facts.get(c.memory_id, ())], now
             )
             if browse:
                 c.score = 0.0
             else:
-                c.recency = (
-                    recency_factor(c.created_at, now, opts.recency_weight)
-                    if opts.recency_weight
-                    else 1.0
+                if opts.recency_weight:
+                    c.recency = recency_factor(info.created_at, now, opts.recency_weight)
+                if opts.half_life_days and is_dated(info.source_path):
+                    c.decay = temporal_decay(info.created_at, now, opts.half_life_days)
+                c.salience = salience_factor(info.salience, opts.salience_weight)
+                c.sector = sectors.get(info.sector, 1.0) if info.sector else 1.0
+                c.score = (
+                    c.base * c.recency * c.decay * c.salience * c.sector * c.effective_confidence
                 )
-                c.score = c.base * c.recency * c.effective_confidence
             if c.effective_confidence < opts.min_confidence or (not browse and c.score < threshold):
                 hidden += 1
                 continue

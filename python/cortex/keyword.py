@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from cortex import filters
 from cortex.errors import QueryError, StorageError
 from cortex.options import Options, OrderBy
+from cortex.ranking import RANK_COLUMNS, RankInfo
 from cortex.store import Store, _is_cjk, has_cjk
 
 __all__ = [
@@ -59,8 +60,7 @@ class Hit:
     memory_id: int
     score: float  # in [0, 1)
     raw: float  # -bm25 for FTS tiers, the number of matched terms for LIKE
-    created_at: float  # what ranking needs of the memory, read in the same statement
-    confidence: float
+    info: RankInfo  # what ranking needs of the memory, read in the same statement
 
 
 @dataclass(slots=True)
@@ -146,12 +146,12 @@ def _fts(
     """Run one MATCH against `table` (a fixed name, never user text) under the filters."""
     predicate, params = filters.where(opts)
     sql = (
-        f"SELECT m.id, bm25({table}) AS r, m.created_at, m.confidence"
+        f"SELECT m.id, bm25({table}) AS r, {RANK_COLUMNS}"
         f" FROM {table} JOIN memories m ON m.id = {table}.rowid"
         f" WHERE {table} MATCH ? AND {predicate}{extra} ORDER BY {_order_sql(opts)} LIMIT ?"
     )
     rows = store.conn.execute(sql, [expression, *params, pool]).fetchall()
-    return [Hit(int(i), bm25_to_score(r), -r, c, f) for i, r, c, f in rows]
+    return [Hit(int(i), bm25_to_score(r), -r, RankInfo(*rest)) for i, r, *rest in rows]
 
 
 def search_fts(store: Store, query: str, opts: Options | None = None, pool: int = 20) -> list[Hit]:
@@ -292,7 +292,7 @@ def _cjk(store: Store, text: str, opts: Options, pool: int) -> KeywordResult:
         expression = " AND ".join(quote(t) for t in long_terms)
         predicate, params = filters.where(opts)
         sql = (
-            "SELECT m.id, bm25(memories_trigram) AS r, m.created_at, m.confidence"
+            f"SELECT m.id, bm25(memories_trigram) AS r, {RANK_COLUMNS}"
             " FROM memories_trigram"
             " JOIN memories m ON m.id = memories_trigram.rowid"
             f" WHERE memories_trigram MATCH ? AND {predicate}{extra}"
@@ -301,19 +301,19 @@ def _cjk(store: Store, text: str, opts: Options, pool: int) -> KeywordResult:
         rows = store.conn.execute(
             sql, [expression, *params, *(_like_param(t) for t in short_terms), pool]
         ).fetchall()
-        hits = [Hit(int(i), bm25_to_score(r), -r, c, f) for i, r, c, f in rows]
+        hits = [Hit(int(i), bm25_to_score(r), -r, RankInfo(*rest)) for i, r, *rest in rows]
         ran = " AND ".join([expression, *(f"LIKE {quote('%' + t + '%')}" for t in short_terms)])
         return KeywordResult(hits, "trigram" if hits else "none", None, ran, [], terms)
     # Every term is shorter than a trigram: all of them must occur, as substrings.
     predicate, params = filters.where(opts)
     sql = (
-        "SELECT m.id, m.created_at, m.confidence FROM memories m"
+        f"SELECT m.id, {RANK_COLUMNS} FROM memories m"
         f" WHERE m.has_cjk = 1 AND {predicate}{extra}"
         f" ORDER BY {_order_sql(opts, None)} LIMIT ?"
     )
     rows = store.conn.execute(sql, [*params, *(_like_param(t) for t in short_terms), pool])
     n = len(terms)
-    hits = [Hit(int(i), n / (n + 1), float(n), c, f) for i, c, f in rows.fetchall()]
+    hits = [Hit(int(i), n / (n + 1), float(n), RankInfo(*rest)) for i, *rest in rows.fetchall()]
     return KeywordResult(hits, "like" if hits else "none", None, None, [], terms)
 
 
@@ -326,7 +326,7 @@ def _like(store: Store, text: str, opts: Options, pool: int) -> KeywordResult:
     any_term = " OR ".join("m.content LIKE ? ESCAPE '\\'" for _ in terms)
     order = _order_sql(opts, "n DESC")
     sql = (
-        f"SELECT m.id, {matched} AS n, m.created_at, m.confidence FROM memories m"
+        f"SELECT m.id, {matched} AS n, {RANK_COLUMNS} FROM memories m"
         f" WHERE ({any_term}) AND {predicate} ORDER BY {order} LIMIT ?"
     )
     likes = [_like_param(t) for t in terms]
@@ -335,7 +335,7 @@ def _like(store: Store, text: str, opts: Options, pool: int) -> KeywordResult:
     except sqlite3.DatabaseError as exc:
         raise StorageError(f"{store.path}: {exc}") from None
     total = len(terms)
-    hits = [Hit(int(i), n / (total + 1), float(n), c, f) for i, n, c, f in rows]
+    hits = [Hit(int(i), n / (total + 1), float(n), RankInfo(*rest)) for i, n, *rest in rows]
     return KeywordResult(hits, "like" if hits else "none", None, None, [], terms)
 
 

@@ -363,7 +363,7 @@ def build_server(engine: cortex.Engine) -> MCPServer:
             Text,
             _doc(
                 "string",
-                "How hybrid mode fuses the two lists (default rrf).",
+                "How hybrid mode fuses the two lists (default linear).",
                 enum=_choices(Fusion),
             ),
         ] = _OPTIONAL,
@@ -372,6 +372,15 @@ def build_server(engine: cortex.Engine) -> MCPServer:
             _doc(
                 "number",
                 "Recency boost w in 1 + w / (1 + age in days); 0 turns it off (default 0.1).",
+                minimum=0,
+            ),
+        ] = _OPTIONAL,
+        half_life_days: Annotated[
+            Number,
+            _doc(
+                "number",
+                "Half-life in days of the decay of memories from dated notes (YYYY-MM-DD.md);"
+                " 0 turns it off (default 30).",
                 minimum=0,
             ),
         ] = _OPTIONAL,
@@ -412,6 +421,7 @@ def build_server(engine: cortex.Engine) -> MCPServer:
             alpha=alpha,
             fusion=fusion,
             recency_weight=recency_weight,
+            half_life_days=half_life_days,
             explain=explain,
             record=record,
             session_id=session_id,

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
+from types import MappingProxyType
 
 from cortex.errors import InvalidOptionError
 
@@ -116,6 +118,12 @@ class Options:
     ever comes from another project when one is given. `scope` and `source_prefix` match by
     prefix when `scope` ends with ``*`` (``"project:hydra*"``) and always for `source_prefix`.
 
+    Boosts multiply the retriever's score: recency ``1 + recency_weight / (1 + days)``;
+    temporal decay ``exp(-ln2 / half_life_days * age)`` for memories of dated notes
+    (``YYYY-MM-DD.md``; 0 turns it off); salience ``1 + salience_weight * (salience - 0.5)``;
+    the sector's weight (``sector_weights``, default seed 000's; ``{}`` turns it off); and
+    the effective confidence. `min_score` applies after all of them.
+
     `record` writes, after the ranking is fixed, a recall_log row per result, the access
     count, and reinforces each returned memory's salience by `reinforce` (seed 000: 0.02);
     a read-only engine never records. `explain` fills ``Result.explain`` with every part
@@ -149,6 +157,10 @@ class Options:
     created_since: datetime | None = None
     created_until: datetime | None = None
     include_superseded: bool = False
+
+    half_life_days: float = 30.0
+    salience_weight: float = 0.2
+    sector_weights: Mapping[str, float] | None = None
 
     record: bool = True
     reinforce: float = 0.02
@@ -197,6 +209,21 @@ class Options:
         s(self, "created_since", _when("created_since", self.created_since))
         s(self, "created_until", _when("created_until", self.created_until))
         s(self, "reinforce", _number("reinforce", self.reinforce, lo=0.0, hi=1.0))
+        s(self, "half_life_days", _number("half_life_days", self.half_life_days, lo=0.0))
+        s(self, "salience_weight", _number("salience_weight", self.salience_weight, lo=0.0, hi=2.0))
+        if self.sector_weights is not None:
+            if not isinstance(self.sector_weights, Mapping):
+                raise InvalidOptionError("sector_weights must be a mapping of sector -> weight")
+            s(
+                self,
+                "sector_weights",
+                MappingProxyType(
+                    {
+                        str(k): float(_number(f"sector_weights[{k!r}]", v, lo=0.0))  # type: ignore[arg-type]
+                        for k, v in self.sector_weights.items()
+                    }
+                ),
+            )
         for name in ("include_facts", "include_superseded", "record", "explain"):
             if not isinstance(getattr(self, name), bool):
                 raise InvalidOptionError(f"{name} must be True or False")

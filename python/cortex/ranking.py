@@ -7,18 +7,88 @@ shown by ``explain``.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 __all__ = [
+    "DEFAULT_FACT_DECAY",
+    "FACT_DECAY_RATES",
+    "RANK_COLUMNS",
+    "SECTOR_WEIGHTS",
     "Candidate",
+    "RankInfo",
     "effective_confidence",
     "estimate_tokens",
     "fact_confidence",
+    "is_dated",
     "recency_factor",
+    "salience_factor",
+    "temporal_decay",
 ]
 
 DAY = 86_400.0
+LN2 = math.log(2.0)
+
+#: What ranking needs of a memory, selected by every retriever in its own statement.
+RANK_COLUMNS = "m.created_at, m.confidence, m.salience, m.sector, m.source_path"
+
+#: Seed 000's sector weights: insights and facts up, events down. A memory without a
+#: sector (or of another sector) keeps 1.0.
+SECTOR_WEIGHTS: dict[str, float] = {
+    "reflective": 1.2,
+    "semantic": 1.1,
+    "procedural": 1.0,
+    "emotional": 0.9,
+    "episodic": 0.8,
+}
+
+#: Default daily decay rates of fact confidence by fact type (used when a fact is added
+#: without a rate): identities do not fade, states and times fade within weeks.
+FACT_DECAY_RATES: dict[str, float] = {
+    "identity": 0.0,
+    "config": 0.002,
+    "rule": 0.002,
+    "preference": 0.003,
+    "relationship": 0.003,
+    "decision": 0.005,
+    "location": 0.005,
+    "kv": 0.005,
+    "state": 0.02,
+    "temporal": 0.05,
+}
+DEFAULT_FACT_DECAY = 0.01
+
+_DATED = re.compile(r"(?:^|[/\\])(\d{4})-(\d{2})-(\d{2})\.(?:md|markdown)$")
+
+
+@dataclass(frozen=True, slots=True)
+class RankInfo:
+    """The columns of RANK_COLUMNS, in that order."""
+
+    created_at: float
+    confidence: float
+    salience: float
+    sector: str | None
+    source_path: str | None
+
+
+def is_dated(source_path: str | None) -> bool:
+    """Whether a memory comes from a dated note (``2026-11-18.md`` in any folder)."""
+    return bool(source_path) and _DATED.search(source_path) is not None  # type: ignore[arg-type]
+
+
+def temporal_decay(created_at: float, now: float, half_life_days: float) -> float:
+    """Seed 001's ``exp(-ln2 / half_life * age_days)`` (1.0 when the half-life is 0)."""
+    if half_life_days <= 0:
+        return 1.0
+    age = max(0.0, (now - created_at) / DAY)
+    return math.exp(-LN2 / half_life_days * age)
+
+
+def salience_factor(salience: float, weight: float) -> float:
+    """``1 + w * (salience - 0.5)``: neutral at the default salience 0.5."""
+    return 1.0 + weight * (salience - 0.5)
 
 
 def recency_factor(created_at: float, now: float, weight: float) -> float:
@@ -55,23 +125,34 @@ class Candidate:
     """A memory on its way through the pipeline, with every part of its score."""
 
     memory_id: int
-    created_at: float
-    confidence: float
+    info: RankInfo
     bm25: float = 0.0
     semantic: float = 0.0
     base: float = 0.0  # the retriever's (or fusion's) score before boosts
     recency: float = 1.0
+    decay: float = 1.0
+    salience: float = 1.0
+    sector: float = 1.0
     effective_confidence: float = 1.0
     score: float = 0.0
     match_type: str | None = None
 
+    @property
+    def created_at(self) -> float:
+        return self.info.created_at
+
     def explain(self) -> dict[str, float]:
-        """Every factor of `score`: ``score = base * recency * effective_confidence``."""
+        """Every factor of `score`:
+        ``score = base * recency * temporal_decay * salience * sector * effective_confidence``.
+        """
         return {
             "bm25": self.bm25,
             "semantic": self.semantic,
             "base": self.base,
             "recency_boost": self.recency,
+            "temporal_decay": self.decay,
+            "salience_boost": self.salience,
+            "sector_weight": self.sector,
             "effective_confidence": self.effective_confidence,
             "score": self.score,
         }

@@ -31,6 +31,7 @@ import numpy as np
 from cortex import filters
 from cortex.errors import CortexError, EmbeddingError, IndexFormatError
 from cortex.options import Options
+from cortex.ranking import RANK_COLUMNS, RankInfo
 from cortex.store import Store, content_hash
 
 __all__ = ["SemHit", "Semantic"]
@@ -45,8 +46,7 @@ _EMBED_BATCH = 64
 class SemHit:
     memory_id: int
     score: float  # cosine similarity
-    created_at: float
-    confidence: float
+    info: RankInfo
 
 
 def _has_filters(opts: Options) -> bool:
@@ -370,15 +370,15 @@ class Semantic:
             return []
         marks = ",".join("?" * len(ids))
         meta = {
-            int(i): (c, f)
-            for i, c, f in self._store.query(
-                f"SELECT m.id, m.created_at, m.confidence FROM memories m"
+            int(i): RankInfo(*rest)
+            for i, *rest in self._store.query(
+                f"SELECT m.id, {RANK_COLUMNS} FROM memories m"
                 f" WHERE m.id IN ({marks}) AND {predicate}",
                 [*ids.tolist(), *params],
             )
         }
         hits = [
-            SemHit(int(i), float(s), *meta[int(i)])
+            SemHit(int(i), float(s), meta[int(i)])
             for i, s in zip(ids, scores, strict=True)
             if int(i) in meta
         ]
