@@ -87,11 +87,15 @@ class Progress:
         self.enabled = self.stream.isatty() and not os.environ.get("CORTEX_NO_PROGRESS")
         self.started = time.monotonic()
         self.last = 0.0
+        self.done = 0
 
     def __call__(self, done: int, total: int, item: object = None) -> None:
         if not self.enabled:
             return
         now = time.monotonic()
+        if done < self.done:  # a new run of the same bar (the next file): restart the rate
+            self.started = now
+        self.done = done
         if done < total and now - self.last < 0.1:
             return
         self.last = now
@@ -386,7 +390,11 @@ def _cmd_import(args: argparse.Namespace, out: TextIO) -> int:
         for path in args.paths:
             progress = Progress(f"importing {path}")
             report = engine.import_path(
-                path, project=args.project, session=args.session, progress=progress
+                path,
+                project=args.project,
+                session=args.session,
+                progress=progress,
+                embed_progress=Progress("embedding"),
             )
             reports.append({"path": path, **report.to_dict()})
             for where, error in report.errors:

@@ -12,7 +12,13 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from cortex import filters, fusion, keyword, recall
-from cortex.errors import EmbeddingError, InvalidOptionError, QueryError, StorageError
+from cortex.errors import (
+    EmbeddingError,
+    IndexFormatError,
+    InvalidOptionError,
+    QueryError,
+    StorageError,
+)
 from cortex.ingest import ImportReport, import_path
 from cortex.options import Fusion, Mode, Options, OrderBy
 from cortex.ranking import (
@@ -170,18 +176,21 @@ class Engine:
         project: str | None = None,
         session: str | None = None,
         progress: Callable[[int, int, Path], None] | None = None,
+        embed_progress: Callable[[int, int], None] | None = None,
     ) -> ImportReport:
         """Import a Markdown/JSON/JSONL file or a folder of them (see :mod:`cortex.ingest`).
 
         Memories are embedded on the way in when a model is installed; without one they are
         imported all the same (found by keyword) and ``report.not_embedded`` says why.
+        `progress` reports files done; `embed_progress` the texts of the current file
+        embedded (one large JSONL file is minutes of embedding).
         """
         reason = self._semantic.unavailable()
         embedded = 0
 
         def embed(chunks: list[MemoryInput]) -> Any:
             nonlocal embedded
-            hook = self._embedding_hook(chunks)
+            hook = self._embedding_hook(chunks, embed_progress)
             embedded += len(chunks)
             return hook
 
@@ -305,7 +314,16 @@ class Engine:
         kw = keyword.search(self._store, query, opts, pool) if use_kw else None
         if kw is not None:
             notices.extend(kw.notices)
-        sem = self._semantic.search(text, opts, pool) if use_sem and text else []
+        sem: list[SemHit] = []
+        if use_sem and text:
+            try:
+                sem = self._semantic.search(text, opts, pool)
+            except (IndexFormatError, EmbeddingError) as exc:
+                if mode is Mode.SEMANTIC or kw is None:
+                    raise
+                # hybrid: the keyword half still answers; say why the other half did not
+                notices.append(f"semantic search failed, keyword results only: {exc}")
+                mode, use_sem = Mode.KEYWORD, False
         candidates = self._fuse(kw.hits if kw is not None else [], sem, opts, use_kw, use_sem)
         ranked, hidden = self._rank(candidates, opts, now, threshold=opts.threshold(mode))
         default_type = MatchType.SEMANTIC if mode is Mode.SEMANTIC else MatchType.BM25
