@@ -268,6 +268,10 @@ def enrichment(store: Store, memories: Sequence[Memory]) -> Enrichment:
         for m in memories:
             if m.superseded_by is not None and m.superseded_by in newer:
                 n = newer[m.superseded_by]
+                if n.project != m.project:
+                    # A project is a wall: another project's text never shows in this
+                    # one's results (`memory.superseded_by` still holds the id).
+                    continue
                 by[m.id] = SupersededBy(n.id, n.content[:200], n.created_at)
     related: dict[int, int] = {}
     if ids:

@@ -243,15 +243,45 @@ class Semantic:
                 self._sync(wanted)
             if self._index is not None:
                 self._index.close()
+                self._index = None
             try:
-                self._index = VectorIndex.open(self.index_path())
+                index = VectorIndex.open(self.index_path())
+                self._verify(index)
             except IndexFormatError:
                 if self._store.read_only:
                     raise
                 self._sync(wanted, rebuild=True)
-                self._index = VectorIndex.open(self.index_path())
+                index = VectorIndex.open(self.index_path())
+            self._index = index
             self._index_state = wanted
             return self._index
+
+    def _verify(self, index: Any, sample: int = 32) -> None:
+        """Spot-check rows of the index against the embeddings in SQLite (the file's
+        checksums cover its header and count, not its rows): a file scribbled over, or
+        another database's index, fails here and is rebuilt instead of answering wrong."""
+        ids, rows = index.sample(sample)
+        if len(ids) == 0:
+            return
+        marks = ",".join("?" * len(ids))
+        stored = {
+            int(i): np.frombuffer(blob, dtype="<f4")
+            for i, blob in self._store.query(
+                f"SELECT memory_id, vector FROM embeddings WHERE model_id = ?"
+                f" AND memory_id IN ({marks})",
+                [self.model_id, *ids.tolist()],
+            )
+        }
+        for memory_id, row in zip(ids.tolist(), rows, strict=True):
+            vec = stored.get(memory_id)
+            if vec is None or vec.shape != row.shape:
+                raise IndexFormatError(f"{index.path}: row of memory {memory_id} has no source")
+            norm = float(np.linalg.norm(vec))
+            if not np.isfinite(row).all() or not np.allclose(row, vec / norm, atol=1e-4):
+                raise IndexFormatError(
+                    f"{index.path}: the row of memory {memory_id} does not match its embedding;"
+                    " rebuild the index (`cortex reindex`)"
+                )
 
     def _sync(self, wanted: tuple[int, float], *, rebuild: bool = False) -> None:
         """Bring the index file up to `wanted` (under the writer lock), rebuilding it from
@@ -338,7 +368,7 @@ class Semantic:
 
     # ------------------------------------------------------------------ search
 
-    def search(self, text: str, opts: Options, pool: int) -> list[SemHit]:
+    def search(self, text: str, opts: Options, pool: int, _retried: bool = False) -> list[SemHit]:
         """Up to `pool` memories by cosine similarity to `text`, at least
         `opts.min_similarity`, under `opts`'s filters, best first."""
         embedder = self.embedder()
@@ -364,6 +394,16 @@ class Semantic:
             ids, scores = index.search(query, min(pool, len(allowed)), allowed=allowed)
         else:
             ids, scores = index.search(query, min(pool + OVERFETCH, len(index)))
+        if len(scores) and (not np.isfinite(scores).all() or np.abs(scores).max() > 1.001):
+            # Not a cosine: a damaged row the spot check did not sample. Rebuild once.
+            if self._store.read_only or _retried:
+                worst = float(np.abs(scores).max())
+                raise IndexFormatError(
+                    f"{self.index_path()}: damaged rows (a score of {worst:.3g});"
+                    " rebuild the index (`cortex reindex`)"
+                )
+            self.rebuild()
+            return self.search(text, opts, pool, _retried=True)
         keep = scores >= opts.min_similarity
         ids, scores = ids[keep], scores[keep]
         if len(ids) == 0:

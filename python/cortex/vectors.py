@@ -344,6 +344,18 @@ class VectorIndex:
             self._view.count = self._index.rows  # never see more than the native handle
         return self._view
 
+    def sample(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """Up to `n` live rows, evenly spaced over the file: (memory ids, rows as a float32
+        copy). For spot checks of the rows against their source (the checksums cover the
+        header and the row count, not the rows)."""
+        view = self._file()
+        ids, live = view.ids_and_live()
+        rows = np.flatnonzero(live)
+        if len(rows) == 0:
+            return np.zeros(0, dtype=np.int64), np.zeros((0, self.dim), dtype=np.float32)
+        pick = rows[np.unique(np.linspace(0, len(rows) - 1, min(n, len(rows))).astype(int))]
+        return ids[pick].copy(), np.array(view.matrix()[pick], dtype=np.float32)
+
     # ------------------------------------------------------------ writing
 
     def append(self, ids: Any, vectors: np.ndarray) -> None:
