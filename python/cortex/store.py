@@ -14,6 +14,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -40,9 +41,22 @@ EXACT_TOKENIZER = "unicode61 remove_diacritics 2"
 MAX_CONTENT_CHARS = 1_000_000
 
 
+# The same ranges as _is_cjk, as one character class: re scans in C, ~100x faster than a
+# Python loop over every character (which was 71 % of add_many's time on English text).
+_CJK = re.compile(
+    "[\u3040-\u30ff"  # hiragana, katakana
+    "\u3400-\u4dbf"  # CJK extension A
+    "\u4e00-\u9fff"  # CJK unified ideographs
+    "\uac00-\ud7af"  # hangul syllables
+    "\u1100-\u11ff"  # hangul jamo
+    "\uf900-\ufaff"  # CJK compatibility ideographs
+    "\U00020000-\U0002fa1f]"  # CJK extensions B-F, compatibility supplement
+)
+
+
 def has_cjk(text: str) -> bool:
     """True when `text` holds a Chinese, Japanese or Korean character."""
-    return any(_is_cjk(ch) for ch in text)
+    return _CJK.search(text) is not None
 
 
 def _is_cjk(ch: str) -> bool:
