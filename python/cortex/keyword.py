@@ -140,11 +140,35 @@ def _order_sql(opts: Options, rank: str | None = "r") -> str:
     return relevance
 
 
+#: How many FTS5 matches, best by BM25, the relevance-ordered statement reads before it
+#: joins and filters them, as a multiple of the pool. Sorting every match through the join
+#: cost 1.6x more at 100k memories (benches/e2e.md); when the filters leave fewer than
+#: the pool of these, the statement runs again over every match, so nothing is lost.
+PREFILTER = 4
+
+
 def _fts(
     store: Store, table: str, expression: str, opts: Options, pool: int, extra: str = ""
 ) -> list[Hit]:
     """Run one MATCH against `table` (a fixed name, never user text) under the filters."""
     predicate, params = filters.where(opts)
+    if opts.order_by is OrderBy.RELEVANCE and not extra:
+        # The FTS top first (ordered by the same key as the final order: bm25, then id),
+        # then the join and the filters over those rows only.
+        inner = pool * PREFILTER
+        sql = (
+            f"WITH f AS (SELECT rowid, bm25({table}) AS r FROM {table} WHERE {table} MATCH ?"
+            "  ORDER BY r, rowid LIMIT ?)"
+            f" SELECT m.id, f.r, {RANK_COLUMNS}, (SELECT COUNT(*) FROM f)"
+            f" FROM f JOIN memories m ON m.id = f.rowid WHERE {predicate}"
+            " ORDER BY f.r, m.id LIMIT ?"
+        )
+        rows = store.conn.execute(sql, [expression, inner, *params, pool]).fetchall()
+        # Complete when the pool is full, or when the FTS top held every match.
+        if len(rows) == pool or (rows and rows[0][-1] < inner):
+            return [Hit(int(i), bm25_to_score(r), -r, RankInfo(*rest[:-1])) for i, r, *rest in rows]
+        if not rows and _matches(store, table, expression, inner) < inner:
+            return []
     sql = (
         f"SELECT m.id, bm25({table}) AS r, {RANK_COLUMNS}"
         f" FROM {table} JOIN memories m ON m.id = {table}.rowid"
@@ -152,6 +176,12 @@ def _fts(
     )
     rows = store.conn.execute(sql, [expression, *params, pool]).fetchall()
     return [Hit(int(i), bm25_to_score(r), -r, RankInfo(*rest)) for i, r, *rest in rows]
+
+
+def _matches(store: Store, table: str, expression: str, cap: int) -> int:
+    """How many rows match, counting no further than `cap` (cheap: no scoring)."""
+    sql = f"SELECT COUNT(*) FROM (SELECT 1 FROM {table} WHERE {table} MATCH ? LIMIT ?)"
+    return int(store.conn.execute(sql, [expression, cap]).fetchone()[0])
 
 
 def search_fts(store: Store, query: str, opts: Options | None = None, pool: int = 20) -> list[Hit]:
