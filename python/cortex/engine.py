@@ -154,15 +154,7 @@ class Engine:
 
         def on_write(tx: Any, memory_id: int, item: MemoryInput, changed: bool) -> None:
             chash = content_hash(item.content)
-            if changed:
-                self._semantic.write(tx, memory_id, chash, vectors[chash], now)
-            else:  # kept: store a vector only if it has none of this model yet
-                tx.execute(
-                    "INSERT OR IGNORE INTO embeddings (memory_id, model_id, dim, content_hash,"
-                    " vector, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-                    (memory_id, self._semantic.model_id, len(vectors[chash]) // 4, chash,
-                     vectors[chash], now),
-                )  # fmt: skip
+            self._semantic.write(tx, memory_id, chash, vectors[chash], now, replace=changed)
 
         return on_write
 

@@ -151,11 +151,15 @@ class Semantic:
                 progress(min(start + _EMBED_BATCH, len(missing)), len(missing))
         return known
 
-    def write(self, tx: Any, memory_id: int, chash: str, blob: bytes, now: float) -> None:
-        """Store one embedding inside the caller's transaction."""
+    def write(
+        self, tx: Any, memory_id: int, chash: str, blob: bytes, now: float, *, replace: bool = True
+    ) -> None:
+        """Store one embedding inside the caller's transaction; with ``replace=False`` only
+        when the memory has no vector of this model yet (a kept, unchanged memory)."""
         embedder = self.embedder()
+        verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
         tx.execute(
-            "INSERT OR REPLACE INTO embeddings (memory_id, model_id, dim, content_hash, vector,"
+            f"{verb} INTO embeddings (memory_id, model_id, dim, content_hash, vector,"
             " created_at) VALUES (?, ?, ?, ?, ?, ?)",
             (memory_id, str(embedder.model_id), int(embedder.dim), chash, blob, now),
         )
