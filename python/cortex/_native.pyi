@@ -6,7 +6,15 @@ from typing import final
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["NativeIndex", "__version__", "default_threads", "linear", "rrf", "simd_level"]
+__all__ = [
+    "KeywordIndex",
+    "NativeIndex",
+    "__version__",
+    "default_threads",
+    "linear",
+    "rrf",
+    "simd_level",
+]
 
 __version__: str
 
@@ -69,3 +77,26 @@ class NativeIndex:
         threads: int | None = None,
         candidates: int | None = None,
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]: ...
+
+@final
+class KeywordIndex:
+    def __init__(self) -> None: ...
+    def add(self, ids: npt.NDArray[np.int64], texts: list[str]) -> None: ...
+    def remove(self, ids: npt.NDArray[np.int64]) -> int: ...
+    def __len__(self) -> int: ...
+    def __contains__(self, memory_id: int, /) -> bool: ...
+    @property
+    def total_tokens(self) -> int: ...
+    def df(self, term: str) -> int: ...
+    def memory_bytes(self) -> int: ...
+    @staticmethod
+    def tokenize(text: str) -> list[str]: ...
+    @staticmethod
+    def query_terms(words: list[str]) -> list[str] | None: ...
+    def search(
+        self,
+        terms: list[str],
+        k: int,
+        require_all: bool = False,
+        allowed: npt.NDArray[np.int64] | None = None,
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]: ...

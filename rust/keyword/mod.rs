@@ -1,0 +1,11 @@
+//! Keyword search in memory: FTS5's tokenizer, Porter stemmer and BM25, reproduced so
+//! that the top-k and the scores equal those of SQLite FTS5 (`porter unicode61
+//! remove_diacritics 2`, `bm25()`), for queries of quoted terms joined by AND or OR.
+//! Pure Rust, no pyo3; `py_keyword.rs` wraps it.
+pub mod index;
+pub mod porter;
+pub mod tokenize;
+mod unicode61_tables;
+
+pub use index::{Hit, Index};
+pub use tokenize::Tokenizer;

@@ -1,0 +1,254 @@
+//! Thin pyo3 wrapper of the in-memory keyword index (`crate::keyword`): validate and
+//! copy arguments with the GIL held, tokenize and search with it released.
+use std::sync::RwLock;
+
+use numpy::{PyArray1, PyArrayMethods};
+use pyo3::prelude::*;
+use pyo3::types::{PyList, PyString};
+
+use crate::errors::{Error, Result};
+use crate::keyword::{tokenize, Index};
+
+/// Threads that tokenize one `add` (when it holds enough text to pay for a second).
+const ADD_THREADS: usize = 2;
+
+fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type()
+        .name()
+        .map_or_else(|_| "?".to_owned(), |n| n.to_string())
+}
+
+/// Copy a 1-d int64 array out (contiguous or not).
+fn i64_array(obj: &Bound<'_, PyAny>, name: &str) -> Result<Vec<i64>> {
+    let a = obj.cast::<PyArray1<i64>>().map_err(|_| {
+        Error::Type(format!(
+            "{name} must be a 1-d numpy int64 array, got {}; use np.asarray({name}, dtype=np.int64)",
+            type_name(obj)
+        ))
+    })?;
+    let ro = a
+        .try_readonly()
+        .map_err(|_| Error::Invalid(format!("{name} is being written to")))?;
+    Ok(ro.as_array().iter().copied().collect())
+}
+
+/// Copy a list of str out.
+fn str_list(obj: &Bound<'_, PyAny>, name: &str) -> Result<Vec<String>> {
+    let list = obj.cast::<PyList>().map_err(|_| {
+        Error::Type(format!(
+            "{name} must be a list of str, got {}",
+            type_name(obj)
+        ))
+    })?;
+    list.iter()
+        .enumerate()
+        .map(|(i, item)| {
+            let s = item.cast::<PyString>().map_err(|_| {
+                Error::Type(format!(
+                    "{name}[{i}] must be a str, got {}",
+                    type_name(&item)
+                ))
+            })?;
+            s.to_str()
+                .map(str::to_owned)
+                .map_err(|e| Error::Invalid(format!("{name}[{i}] is not valid Unicode: {e}")))
+        })
+        .collect()
+}
+
+/// The one index term of each query word, or the first word that has not exactly one.
+fn query_terms_of(words: &[String]) -> std::result::Result<Vec<Vec<u8>>, (usize, usize)> {
+    let mut tok = tokenize::Tokenizer::new();
+    words
+        .iter()
+        .enumerate()
+        .map(|(i, w)| {
+            let mut t = tok.terms(w);
+            if t.len() == 1 {
+                Ok(t.pop().unwrap_or_default())
+            } else {
+                Err((i, t.len()))
+            }
+        })
+        .collect()
+}
+
+fn lossy(t: &[u8]) -> String {
+    String::from_utf8_lossy(t).into_owned()
+}
+
+type Pair<'py> = (Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<f64>>);
+
+/// In-memory BM25 keyword index that ranks exactly as SQLite FTS5 does with
+/// `tokenize='porter unicode61 remove_diacritics 2'` and `bm25()`, for queries of
+/// quoted terms joined by AND or OR.
+#[pyclass(module = "cortex._native", frozen)]
+pub struct KeywordIndex {
+    inner: RwLock<Index>,
+}
+
+impl KeywordIndex {
+    fn read<T>(&self, f: impl FnOnce(&Index) -> T) -> Result<T> {
+        let g = self
+            .inner
+            .read()
+            .map_err(|_| Error::State("keyword index lock poisoned".into()))?;
+        Ok(f(&g))
+    }
+    fn write<T>(&self, f: impl FnOnce(&mut Index) -> T) -> Result<T> {
+        let mut g = self
+            .inner
+            .write()
+            .map_err(|_| Error::State("keyword index lock poisoned".into()))?;
+        Ok(f(&mut g))
+    }
+}
+
+#[pymethods]
+impl KeywordIndex {
+    #[new]
+    fn new() -> Self {
+        KeywordIndex {
+            inner: RwLock::new(Index::new()),
+        }
+    }
+
+    /// Insert documents: `ids` int64 (n,), `texts` a list of n str. An id already
+    /// present is replaced (its old postings stop counting); of an id given twice, the
+    /// last text wins. Tokenizes with the GIL released.
+    fn add(
+        &self,
+        py: Python<'_>,
+        ids: &Bound<'_, PyAny>,
+        texts: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let ids = i64_array(ids, "ids")?;
+        let texts = str_list(texts, "texts")?;
+        if ids.len() != texts.len() {
+            return Err(Error::Invalid(format!(
+                "{} ids for {} texts; pass one id per text",
+                ids.len(),
+                texts.len()
+            ))
+            .into());
+        }
+        py.detach(|| {
+            let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+            self.write(|ix| ix.add(&ids, &refs, ADD_THREADS))
+        })?;
+        Ok(())
+    }
+
+    /// Remove documents; returns how many were live. Unknown ids are ignored.
+    fn remove(&self, py: Python<'_>, ids: &Bound<'_, PyAny>) -> PyResult<usize> {
+        let ids = i64_array(ids, "ids")?;
+        Ok(py.detach(|| self.write(|ix| ix.remove(&ids)))?)
+    }
+
+    fn __len__(&self) -> PyResult<usize> {
+        Ok(self.read(Index::len)?)
+    }
+
+    fn __contains__(&self, memory_id: i64) -> PyResult<bool> {
+        Ok(self.read(|ix| ix.contains(memory_id))?)
+    }
+
+    /// Tokens of all live documents (FTS5's per-column total).
+    #[getter]
+    fn total_tokens(&self) -> PyResult<u64> {
+        Ok(self.read(Index::total_tokens)?)
+    }
+
+    /// Live documents holding `term`, an index term (already stemmed).
+    fn df(&self, term: &str) -> PyResult<u32> {
+        Ok(self.read(|ix| ix.df(term.as_bytes()))?)
+    }
+
+    /// Approximate heap use in bytes.
+    fn memory_bytes(&self) -> PyResult<usize> {
+        Ok(self.read(Index::memory_bytes)?)
+    }
+
+    /// The index terms of `text`, in order, exactly as FTS5 `porter unicode61
+    /// remove_diacritics 2` indexes them.
+    #[staticmethod]
+    fn tokenize(py: Python<'_>, text: &str) -> Vec<String> {
+        let text = text.to_owned();
+        py.detach(|| tokenize::terms(&text).iter().map(|t| lossy(t)).collect())
+    }
+
+    /// The index term of each query word, or None when a word has no token or more
+    /// than one (FTS5 would read that quoted word as a phrase; search it with FTS5).
+    #[staticmethod]
+    fn query_terms(words: &Bound<'_, PyAny>) -> PyResult<Option<Vec<String>>> {
+        let words = str_list(words, "words")?;
+        Ok(query_terms_of(&words)
+            .ok()
+            .map(|t| t.iter().map(|x| lossy(x)).collect()))
+    }
+
+    /// Top `k` (memory ids int64, BM25 scores float64 = -FTS5 bm25()), best first, ties
+    /// to the lower id, of the live documents that hold any of `terms` (every one with
+    /// `require_all`). `terms`: query words as typed (tokenized and stemmed here; each
+    /// must give exactly one index term, else ValueError: run the query on FTS5).
+    /// A repeated term counts once per occurrence, as in FTS5. `allowed`: sorted int64
+    /// memory ids the result is restricted to; the statistics stay those of all docs.
+    #[pyo3(signature = (terms, k, require_all = false, allowed = None))]
+    fn search<'py>(
+        &self,
+        py: Python<'py>,
+        terms: &Bound<'py, PyAny>,
+        k: i64,
+        require_all: bool,
+        allowed: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Pair<'py>> {
+        if k <= 0 {
+            return Err(Error::Invalid(format!("k must be >= 1, got {k}")).into());
+        }
+        let k = usize::try_from(k).unwrap_or(usize::MAX);
+        let words = str_list(terms, "terms")?;
+        if words.is_empty() {
+            return Err(
+                Error::Invalid("terms is empty; pass at least one query word".into()).into(),
+            );
+        }
+        let allowed = allowed.map(|a| i64_array(a, "allowed")).transpose()?;
+        if let Some(a) = &allowed {
+            if let Some(i) = a.windows(2).position(|w| w[0] > w[1]) {
+                return Err(Error::Invalid(format!(
+                    "allowed must be sorted ascending (allowed[{i}] = {} > allowed[{}] = {}); use np.unique(allowed)",
+                    a[i],
+                    i + 1,
+                    a[i + 1]
+                ))
+                .into());
+            }
+        }
+        let phrases = query_terms_of(&words).map_err(|(i, n)| {
+            Error::Invalid(format!(
+                "query word {:?} gives {n} index terms, not one; FTS5 reads it as {}: run this query on FTS5",
+                words[i],
+                if n == 0 { "nothing" } else { "a phrase" }
+            ))
+        })?;
+        let hits = py.detach(|| {
+            let refs: Vec<&[u8]> = phrases.iter().map(Vec::as_slice).collect();
+            self.read(|ix| ix.search(&refs, k, require_all, allowed.as_deref()))
+        })?;
+        let ids: Vec<i64> = hits.iter().map(|h| h.id).collect();
+        let scores: Vec<f64> = hits.iter().map(|h| h.score).collect();
+        Ok((PyArray1::from_vec(py, ids), PyArray1::from_vec(py, scores)))
+    }
+
+    fn __repr__(&self) -> String {
+        self.read(|ix| {
+            format!(
+                "KeywordIndex(docs={}, terms={}, tokens={})",
+                ix.len(),
+                ix.vocabulary(),
+                ix.total_tokens()
+            )
+        })
+        .unwrap_or_else(|_| "KeywordIndex(poisoned)".to_owned())
+    }
+}
