@@ -252,13 +252,15 @@ def rss_now_mb() -> float:
 class Cortex:
     name = "cortex"
 
-    def __init__(self, work: Path, real, known: dict[str, np.ndarray]) -> None:
+    def __init__(
+        self, work: Path, real, known: dict[str, np.ndarray], keyword_index: str = "auto"
+    ) -> None:
         import cortex
 
         self.cortex = cortex
         self.emb = CachedEmbedder(real, known)
         self.path = work / "cortex.db"
-        self.engine = cortex.open(self.path, embedder=self.emb)
+        self.engine = cortex.open(self.path, embedder=self.emb, keyword_index=keyword_index)
         self.ids: dict[int, int] = {}  # memory id -> row in the corpus
 
     def ingest(self, texts: list[str], batch: int) -> None:
@@ -511,16 +513,26 @@ def measure(args: argparse.Namespace) -> dict:
         qvecs.append(real.embed(q))
         embed_s.append(time.perf_counter() - t0)
     runners = {}
+    out_extra: dict = {}
     for system in args.systems:
         work = store_dir(args.workdir, args.size, system)
         if not work.exists():
             continue
         if system == "cortex":
+            t0 = time.perf_counter()
             c = Cortex(work, real, {})
+            c.engine.keyword_index.wait()  # "auto" builds it in the background from open
+            out_extra["keyword_index_build_s"] = time.perf_counter() - t0
+            out_extra["keyword_index_ready"] = c.engine.keyword_index.ready()
             rows = np.load(work / "rows.npy")
             c.ids = {int(m): int(rows[m]) for m in range(len(rows))}
             runners["cortex"] = c.search
             runners["cortex, record=False"] = lambda q, v, c=c: c.search(q, v, record=False)
+            fts_only = Cortex(work, real, {}, keyword_index="off")
+            fts_only.ids = c.ids
+            runners["cortex, record=False, keyword_index=off"] = lambda q, v, c=fts_only: c.search(
+                q, v, record=False
+            )
         elif system == "fts5+sqlite-vec":
             r = FtsVec(work, real)
             runners["fts5+sqlite-vec"] = r.search
@@ -536,7 +548,7 @@ def measure(args: argparse.Namespace) -> dict:
     for q, v in zip(queries[:5], qvecs[:5], strict=True):  # warm caches, not timed
         for n in names:
             runners[n](q, v)
-    out: dict = {"memories": args.size, "queries": len(queries)}
+    out: dict = {"memories": args.size, "queries": len(queries), **out_extra}
     out["embed_query_p50_ms"], out["embed_query_p99_ms"] = percentiles(embed_s)
     nx = min(len(queries), args.queries_extra)
     for label, qs, vs in (

@@ -362,7 +362,7 @@ def _cmd_add(args: argparse.Namespace, out: TextIO) -> int:
             created = datetime.fromisoformat(args.created_at.replace("Z", "+00:00"))
         except ValueError:
             raise UsageError(f"--created-at {args.created_at!r} is not an ISO 8601 date") from None
-    with cortex.open(_db_path(args)) as engine:
+    with cortex.open(_db_path(args), keyword_index="off") as engine:
         memory_id = engine.add(
             content,
             project=args.project,
@@ -386,7 +386,7 @@ def _cmd_add(args: argparse.Namespace, out: TextIO) -> int:
 def _cmd_import(args: argparse.Namespace, out: TextIO) -> int:
     failed = False
     reports = []
-    with cortex.open(_db_path(args)) as engine:
+    with cortex.open(_db_path(args), keyword_index="off") as engine:
         for path in args.paths:
             progress = Progress(f"importing {path}")
             report = engine.import_path(
@@ -430,7 +430,9 @@ def _search_options(args: argparse.Namespace) -> Options:
 
 def _cmd_search(args: argparse.Namespace, out: TextIO) -> int:
     options = _search_options(args)
-    with cortex.open(_db_path(args), read_only=not _db_path(args).exists()) as engine:
+    with cortex.open(
+        _db_path(args), read_only=not _db_path(args).exists(), keyword_index="off"
+    ) as engine:
         results = engine.search(args.query, options)
     for notice in results.notices:
         print(f"cortex: {notice}", file=sys.stderr)
@@ -442,7 +444,7 @@ def _cmd_search(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _cmd_show(args: argparse.Namespace, out: TextIO) -> int:
-    with cortex.open(_db_path(args), read_only=True, embedder=None) as engine:
+    with cortex.open(_db_path(args), read_only=True, embedder=None, keyword_index="off") as engine:
         memory = engine.get(args.id)
     if args.json:
         _dump(memory.to_dict(), out)
@@ -457,7 +459,7 @@ def _cmd_show(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _cmd_stats(args: argparse.Namespace, out: TextIO) -> int:
-    with cortex.open(_db_path(args), read_only=True, embedder=None) as engine:
+    with cortex.open(_db_path(args), read_only=True, embedder=None, keyword_index="off") as engine:
         stats = engine.stats()
     if args.json:
         _dump(stats, out)
@@ -478,7 +480,7 @@ def _cmd_stats(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _cmd_timeline(args: argparse.Namespace, out: TextIO) -> int:
-    with cortex.open(_db_path(args), read_only=True, embedder=None) as engine:
+    with cortex.open(_db_path(args), read_only=True, embedder=None, keyword_index="off") as engine:
         tl = engine.timeline(args.id, args.before, args.after)
     if args.json:
         _dump(tl.to_dict(), out)
@@ -494,7 +496,7 @@ def _cmd_timeline(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _cmd_reindex(args: argparse.Namespace, out: TextIO) -> int:
-    with cortex.open(_db_path(args)) as engine:
+    with cortex.open(_db_path(args), keyword_index="off") as engine:
         done = engine.reindex(progress=Progress("embedding"))
     if args.json:
         _dump(done, out)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -20,6 +22,7 @@ from cortex.errors import (
     StorageError,
 )
 from cortex.ingest import ImportReport, import_path
+from cortex.keyword_index import KeywordIndexer
 from cortex.options import Fusion, Mode, Options, OrderBy
 from cortex.ranking import (
     DEFAULT_FACT_DECAY,
@@ -69,9 +72,12 @@ class Engine:
     SQLite connection); use it as a context manager or call :meth:`close`.
     """
 
-    def __init__(self, store: Store, embedder: Any = "auto") -> None:
+    def __init__(self, store: Store, embedder: Any = "auto", keyword_index: str = "auto") -> None:
         self._store = store
         self._semantic = Semantic(store, embedder)
+        self._keyword_index = KeywordIndexer(store, keyword_index)
+        self._executor: ThreadPoolExecutor | None = None
+        self._executor_lock = threading.Lock()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -83,7 +89,24 @@ class Engine:
     def store(self) -> Store:
         return self._store
 
+    @property
+    def keyword_index(self) -> KeywordIndexer:
+        """The in-memory keyword index (see :mod:`cortex.keyword_index`)."""
+        return self._keyword_index
+
+    def _worker(self) -> ThreadPoolExecutor:
+        """One thread for the semantic leg of hybrid searches, started on first use."""
+        if self._executor is None:
+            with self._executor_lock:
+                if self._executor is None:
+                    self._executor = ThreadPoolExecutor(1, thread_name_prefix="cortex-semantic")
+        return self._executor
+
     def close(self) -> None:
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None
+        self._keyword_index.close()
         self._semantic.close()
         self._store.close()
 
@@ -196,6 +219,7 @@ class Engine:
         )
         report.embedded = embedded
         report.not_embedded = reason
+        self._store.after_bulk_write()
         return report
 
     def reindex(self, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
@@ -303,13 +327,33 @@ class Engine:
         if mode is Mode.HYBRID and not (use_kw and use_sem):
             # alpha 0 or 1: one retriever only, so the search is that mode (same floor too)
             mode = Mode.KEYWORD if use_kw else Mode.SEMANTIC
-        kw = keyword.search(self._store, query, opts, pool) if use_kw else None
+        # Hybrid: the semantic leg (query embedding, vector scan: both release the GIL) runs
+        # on the engine's worker thread while this thread runs the keyword leg.
+        pending = (
+            self._worker().submit(self._semantic.search, text, opts, pool)
+            if use_sem and text and use_kw
+            else None
+        )
+        try:
+            kw = (
+                keyword.search(self._store, query, opts, pool, native=self._keyword_index)
+                if use_kw
+                else None
+            )
+        except BaseException:
+            if pending is not None and not pending.cancel():
+                wait([pending])  # do not leave it running against a store being closed
+            raise
         if kw is not None:
             notices.extend(kw.notices)
         sem: list[SemHit] = []
         if use_sem and text:
             try:
-                sem = self._semantic.search(text, opts, pool)
+                sem = (
+                    pending.result()
+                    if pending is not None
+                    else self._semantic.search(text, opts, pool)
+                )
             except (IndexFormatError, EmbeddingError) as exc:
                 if mode is Mode.SEMANTIC or kw is None:
                     raise
@@ -583,12 +627,26 @@ class Engine:
 
 
 def open(
-    path: str | os.PathLike[str], *, read_only: bool = False, embedder: Any = "auto"
+    path: str | os.PathLike[str],
+    *,
+    read_only: bool = False,
+    embedder: Any = "auto",
+    keyword_index: str = "auto",
 ) -> Engine:
     """Open (creating it unless `read_only`) the cortex database at `path`.
 
     `embedder`: "auto" (the default model, loaded when first needed; without one, searches
     run keyword-only and say so), None (keyword only), or any object with `embed`,
     `embed_batch`, `model_id` and `dim` (see :class:`cortex.embed.Embedder`).
+
+    `keyword_index`: "auto" (an in-memory twin of the FTS5 index answers plain-text
+    keyword queries once built in the background, for databases of 20,000 memories or
+    more), "on" (built at the first search, which waits for it) or "off" (FTS5 only).
+    Results are the same either way; see :mod:`cortex.keyword_index`.
     """
-    return Engine(Store.open(path, read_only=read_only), embedder)
+    store = Store.open(path, read_only=read_only)
+    try:
+        return Engine(store, embedder, keyword_index)
+    except BaseException:
+        store.close()
+        raise

@@ -23,12 +23,16 @@ from __future__ import annotations
 import re
 import sqlite3
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from cortex import filters
 from cortex.errors import QueryError, StorageError
 from cortex.options import Options, OrderBy
 from cortex.ranking import RANK_COLUMNS, RankInfo
 from cortex.store import Store, _is_cjk, has_cjk
+
+if TYPE_CHECKING:
+    from cortex.keyword_index import KeywordIndexer
 
 __all__ = [
     "MAX_QUERY_CHARS",
@@ -190,11 +194,18 @@ def search_fts(store: Store, query: str, opts: Options | None = None, pool: int 
 
 
 def search(
-    store: Store, query: str, opts: Options, pool: int, *, stemmed: bool = True
+    store: Store,
+    query: str,
+    opts: Options,
+    pool: int,
+    *,
+    stemmed: bool = True,
+    native: KeywordIndexer | None = None,
 ) -> KeywordResult:
     """Up to `pool` keyword hits for `query` under `opts`'s filters, best first.
 
     `stemmed=False` runs word queries on the unstemmed index too (for measurements).
+    `native` answers the plain-text tiers from memory when it can (same hits as FTS5).
     """
     text = clean(query)
     if not text:
@@ -203,7 +214,8 @@ def search(
         if has_cjk(text):
             result = _cjk(store, text, opts, pool)
         else:
-            result = _latin(store, text, opts, pool, "memories_fts" if stemmed else EXACT)
+            words = "memories_fts" if stemmed else EXACT
+            result = _latin(store, text, opts, pool, words, native if stemmed else None)
     except sqlite3.OperationalError as exc:
         if "no such module" not in str(exc) and "no such table" not in str(exc):
             raise StorageError(f"{store.path}: {exc}") from None
@@ -224,8 +236,11 @@ def search(
 EXACT = "memories_exact"
 
 
-def _latin(store: Store, text: str, opts: Options, pool: int, words: str) -> KeywordResult:
-    """Tier 1. `words` is the index of word queries; prefix queries use the unstemmed one."""
+def _latin(
+    store: Store, text: str, opts: Options, pool: int, words: str, native: KeywordIndexer | None
+) -> KeywordResult:
+    """Tier 1. `words` is the index of word queries; prefix queries use the unstemmed one.
+    `native` (the in-memory twin of `words`) runs the plain-text AND and OR when it can."""
     terms = _terms(text)
     if _SYNTAX.search(text):
         try:
@@ -249,12 +264,12 @@ def _latin(store: Store, text: str, opts: Options, pool: int, words: str) -> Key
     terms = [t for t in terms if t not in STOPWORDS] or terms
     quoted = [quote(t) for t in terms]
     expression = " ".join(quoted)
-    hits = _fts(store, words, expression, opts, pool)
+    hits = _plain(store, words, native, terms, expression, opts, pool, require_all=True)
     if hits or len(terms) == 1:
         tier_expr = expression
     else:
         tier_expr = " OR ".join(quoted)
-        hits = _fts(store, words, tier_expr, opts, pool)
+        hits = _plain(store, words, native, terms, tier_expr, opts, pool, require_all=False)
     if hits:
         return KeywordResult(hits, "fts", tier_expr, tier_expr, notices, terms)
     prefix_expr = " OR ".join(q + "*" for q in quoted)
@@ -262,6 +277,68 @@ def _latin(store: Store, text: str, opts: Options, pool: int, words: str) -> Key
     return KeywordResult(
         hits, "prefix" if hits else "none", prefix_expr, prefix_expr, notices, terms
     )
+
+
+#: Beyond this many in-memory hits, a filter that rejects most of them is left to FTS5.
+NATIVE_MAX_FETCH = 4096
+
+
+def _plain(
+    store: Store,
+    words: str,
+    native: KeywordIndexer | None,
+    terms: list[str],
+    expression: str,
+    opts: Options,
+    pool: int,
+    *,
+    require_all: bool,
+) -> list[Hit]:
+    """One plain-text tier: from the in-memory index when it can answer, else FTS5."""
+    if native is not None and opts.order_by is OrderBy.RELEVANCE:
+        hits = _native(store, native, terms, opts, pool, require_all)
+        if hits is not None:
+            return hits
+    return _fts(store, words, expression, opts, pool)
+
+
+def _native(
+    store: Store,
+    native: KeywordIndexer,
+    terms: list[str],
+    opts: Options,
+    pool: int,
+    require_all: bool,
+) -> list[Hit] | None:
+    """The BM25 top of the in-memory index, then the filters in SQLite over those rows
+    only, fetching deeper while the filters leave the pool short; None = ask FTS5."""
+    predicate, params = filters.where(opts)
+    fetch = pool * PREFILTER
+    while fetch <= NATIVE_MAX_FETCH:
+        found = native.search(terms, fetch, require_all=require_all)
+        if found is None:
+            return None
+        ids, bm25 = found
+        if len(ids) == 0:
+            return []
+        marks = ",".join("?" * len(ids))
+        info = {
+            int(i): RankInfo(*rest)
+            for i, *rest in store.conn.execute(
+                f"SELECT m.id, {RANK_COLUMNS} FROM memories m WHERE m.id IN ({marks})"
+                f" AND {predicate}",
+                [*ids.tolist(), *params],
+            )
+        }
+        hits = [
+            Hit(i, bm25_to_score(-r), r, info[i])
+            for i, r in zip(ids.tolist(), bm25.tolist(), strict=True)
+            if i in info
+        ]
+        if len(hits) >= pool or len(ids) < fetch:
+            return hits[:pool]
+        fetch *= 8
+    return None
 
 
 def _is_query_error(message: str) -> bool:

@@ -227,10 +227,34 @@ CREATE TABLE embeddings (
 CREATE INDEX embeddings_model_hash ON embeddings(model_id, content_hash);
 """
 
+# Version 2: a log of the memories whose indexed text changed (inserted, content edited,
+# deleted or undeleted), so that an index kept outside SQLite (the in-memory keyword
+# index, cortex.keyword_index) catches up by reading only what changed since it last
+# looked. These triggers only append to the log; the order between them and the FTS
+# triggers of the same event does not matter.
+_SCHEMA_V2 = """
+CREATE TABLE memory_changes (
+    seq       INTEGER PRIMARY KEY AUTOINCREMENT,
+    memory_id INTEGER NOT NULL
+);
+CREATE TRIGGER memories_log_ai AFTER INSERT ON memories BEGIN
+    INSERT INTO memory_changes(memory_id) VALUES (new.id);
+END;
+CREATE TRIGGER memories_log_ad AFTER DELETE ON memories BEGIN
+    INSERT INTO memory_changes(memory_id) VALUES (old.id);
+END;
+CREATE TRIGGER memories_log_au AFTER UPDATE OF content, deleted_at ON memories
+WHEN old.content IS NOT new.content OR old.deleted_at IS NOT new.deleted_at BEGIN
+    INSERT INTO memory_changes(memory_id) VALUES (new.id);
+END;
+"""
+
 # Forward migrations: MIGRATIONS[i] takes a database at schema version i to i + 1. A
 # migration never edits an earlier entry; a new schema is a new entry at the end.
-MIGRATIONS: tuple[str, ...] = (_SCHEMA_V1,)
+MIGRATIONS: tuple[str, ...] = (_SCHEMA_V1, _SCHEMA_V2)
 SCHEMA_VERSION = len(MIGRATIONS)
+#: Entries of memory_changes kept by the housekeeping after a bulk import.
+CHANGES_KEPT = 100_000
 
 _MEMORY_COLUMNS = (
     "id, project_id, content, source_path, chunk_index, sector, tier, scope, category, "
@@ -408,6 +432,9 @@ class Store:
                 if mode.lower() != "wal":
                     raise StorageError(f"{self.path}: cannot switch to WAL mode (got {mode})")
                 conn.execute("PRAGMA synchronous = NORMAL")
+                # After a checkpoint, cut the WAL back to 64 MiB: without a limit it keeps
+                # the size of the largest transaction forever (145 MB after a 1M import).
+                conn.execute("PRAGMA journal_size_limit = 67108864")
             conn.execute("PRAGMA foreign_keys = ON")
             conn.execute("PRAGMA temp_store = MEMORY")
             conn.execute("PRAGMA cache_size = -65536")
@@ -512,6 +539,20 @@ class Store:
                     "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                     (str(target),),
                 )
+
+    def after_bulk_write(self, keep_changes: int = CHANGES_KEPT) -> None:
+        """Housekeeping after a large import: drop all but the last `keep_changes` entries
+        of the change log (an in-memory index further behind rebuilds instead of replaying)
+        and checkpoint the WAL so that it shrinks back to its size limit."""
+        if self.read_only:
+            return
+        with self.transaction() as tx:
+            tx.execute(
+                "DELETE FROM memory_changes WHERE seq <= (SELECT MAX(seq) FROM memory_changes) - ?",
+                (keep_changes,),
+            )
+        with suppress(sqlite3.Error):  # busy readers only make the checkpoint partial
+            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
 
     def schema_version(self) -> int:
         row = self.query("SELECT value FROM meta WHERE key = 'schema_version'")

@@ -1,0 +1,274 @@
+"""The in-memory keyword index: FTS5's BM25 for plain-text queries, without FTS5's scan.
+
+FTS5 scores every memory that holds any of the query's terms before it can sort them, so a
+plain-text OR of eight words costs ~100 ms at 100k memories and over a second at 1M: it
+was the slowest part of a hybrid search (benches/e2e.md). `cortex._native.KeywordIndex`
+holds the same postings in memory, tokenized exactly as ``memories_fts`` tokenizes
+(``porter unicode61 remove_diacritics 2``), and returns the same top-k with the same BM25
+scores in milliseconds (tests/test_keyword_native.py holds it to FTS5 on SciFact).
+
+It answers the plain-text tiers of the keyword cascade (AND, then OR) ordered by
+relevance; FTS5 syntax, prefix, CJK and LIKE queries, and other orders, stay with SQLite.
+
+The index is derived data, never written to disk: built from SQLite, then kept in step
+by reading the ``memory_changes`` log (schema version 2), which triggers append to in the
+same transaction as every change of indexed text. Before each search the index reads
+``MAX(seq)`` (one index lookup) and replays what changed since; a log pruned past the
+index's position makes it rebuild. Replaying is idempotent, so a change that lands
+between reading the log position and reading the rows is simply applied twice.
+
+Policies (``cortex.open(..., keyword_index=...)``):
+
+- ``"auto"`` (default): when the database holds at least :data:`AUTO_MIN` memories, build
+  in a background thread from the moment the engine opens; FTS5 answers until it is ready
+  (and while a large backlog of changes is rebuilt the same way).
+- ``"on"``: build at the first search that needs it, and wait for it (benchmarks, tests).
+- ``"off"``: FTS5 only (the CLI's one-shot commands: building costs more than one query).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from typing import Any
+
+import numpy as np
+
+from cortex.errors import CortexError, IndexFormatError, InvalidOptionError, StorageError
+from cortex.store import Store
+
+__all__ = ["AUTO_MIN", "POLICIES", "KeywordIndexer"]
+
+#: Below this many memories FTS5 answers in a few ms; "auto" does not build an index.
+AUTO_MIN = 20_000
+#: Changes replayed inside a search; a longer backlog is rebuilt in the background ("auto").
+SYNC_BACKLOG = 20_000
+POLICIES = ("auto", "on", "off")
+_BATCH = 20_000
+
+
+class KeywordIndexer:
+    """The in-memory keyword index of one Engine, and the policy for building it."""
+
+    def __init__(self, store: Store, policy: str = "auto") -> None:
+        if policy not in POLICIES:
+            raise InvalidOptionError(
+                f"keyword_index must be one of {', '.join(POLICIES)}, not {policy!r}"
+            )
+        self._store = store
+        self._policy = policy
+        self._lock = threading.Lock()  # guards _index and _seq; held while searching
+        self._index: Any = None
+        self._seq = 0
+        self._worker: threading.Thread | None = None
+        self._closed = False
+        self.error: str | None = None  # why the index is not available, if it failed
+        if policy == "auto" and self._size() >= AUTO_MIN:
+            self._start_background()
+
+    @property
+    def policy(self) -> str:
+        return self._policy
+
+    def ready(self) -> bool:
+        """Whether a search now would use the index (built, and not rebuilding)."""
+        return self._index is not None
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for a background build; returns whether the index is ready."""
+        worker = self._worker
+        if worker is not None:
+            worker.join(timeout)
+        return self.ready()
+
+    def close(self) -> None:
+        self._closed = True
+        worker = self._worker
+        if worker is not None and worker is not threading.current_thread():
+            worker.join()
+        with self._lock:
+            self._index = None
+
+    # ------------------------------------------------------------------ searching
+
+    def search(
+        self, terms: list[str], k: int, *, require_all: bool
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """(memory ids, BM25 > 0) of the top `k` memories holding all (`require_all`) or
+        any of `terms`, best first; None when FTS5 must answer instead (no index yet, or a
+        term FTS5 would read as a phrase of several tokens)."""
+        if self._policy == "off" or self._closed:
+            return None
+        try:
+            from cortex._native import KeywordIndex
+        except ImportError:
+            return None
+        if KeywordIndex.query_terms(terms) is None:  # a word of several tokens: a phrase
+            return None
+        with self._lock:
+            if not self._current():
+                return None
+            return self._index.search(terms, k, require_all=require_all)  # type: ignore[no-any-return]
+
+    def _current(self) -> bool:
+        """Bring the index up to the log under the lock; False when it cannot answer now."""
+        if self._index is None:
+            if self._policy == "on" and self.error is None:
+                self._index, self._seq = self._build_or_fail()
+            elif self._policy == "auto" and self._worker is None and self._size() >= AUTO_MIN:
+                self._start_background()
+            if self._index is None:
+                return False
+        top, oldest = self._log_bounds()
+        if top == self._seq:
+            return True
+        if self._seq + 1 < oldest or (self._policy == "auto" and top - self._seq > SYNC_BACKLOG):
+            # The log no longer reaches back to the index, or the backlog is long.
+            self._index = None
+            if self._policy == "on":
+                self._index, self._seq = self._build_or_fail()
+                return self._index is not None
+            self._start_background()
+            return False
+        self._replay(self._index, self._seq, top)
+        self._seq = top
+        return True
+
+    # ------------------------------------------------------------------ building
+
+    def _size(self) -> int:
+        try:
+            return int(self._store.query("SELECT COALESCE(MAX(id), 0) FROM memories")[0][0])
+        except CortexError:
+            return 0
+
+    def _log_bounds(self) -> tuple[int, int]:
+        top, oldest = self._store.query(
+            "SELECT COALESCE(MAX(seq), 0), COALESCE(MIN(seq), 0) FROM memory_changes"
+        )[0]
+        return int(top), int(oldest)
+
+    def _build(self) -> tuple[Any, int]:
+        """A fresh index of every live memory, and the log position it reflects (read
+        first: whatever changes while the rows are read is replayed afterwards)."""
+        from cortex._native import KeywordIndex
+
+        seq, _ = self._log_bounds()
+        index = KeywordIndex()
+        last = 0
+        while not self._closed:
+            rows = self._store.query(
+                "SELECT id, content FROM memories WHERE deleted_at IS NULL AND id > ?"
+                " ORDER BY id LIMIT ?",
+                (last, _BATCH),
+            )
+            if not rows:
+                break
+            index.add(np.fromiter((r[0] for r in rows), np.int64, len(rows)), [r[1] for r in rows])
+            last = int(rows[-1][0])
+        return index, seq
+
+    def _build_or_fail(self) -> tuple[Any, int]:
+        try:
+            index, seq = self._build()
+            top, _ = self._log_bounds()
+            self._replay(index, seq, top)
+            self._check(index, top)
+            return index, top
+        except (CortexError, ImportError, MemoryError) as exc:
+            self.error = f"the in-memory keyword index is not used ({exc})"
+            return None, 0
+
+    def _check(self, index: Any, seq: int) -> None:
+        """Compare the index with FTS5's own totals (rows, tokens) at log position `seq`:
+        a tokenizer that disagrees with this SQLite's FTS5 in any document changes the
+        token count, and then FTS5 keeps answering. Skipped when a write lands meanwhile
+        (the totals would be of another moment)."""
+        conn = self._store.conn
+        try:
+            conn.execute("BEGIN")
+            try:
+                top = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM memory_changes").fetchone()
+                row = conn.execute("SELECT block FROM memories_fts_data WHERE id = 1").fetchone()
+            finally:
+                conn.execute("COMMIT")
+        except sqlite3.DatabaseError as exc:
+            raise StorageError(f"{self._store.path}: {exc}") from None
+        if top[0] != seq:
+            return
+        rows, tokens = _fts5_totals(row[0]) if row else (0, 0)
+        if (rows, tokens) != (len(index), index.total_tokens):
+            raise IndexFormatError(
+                f"it counts {len(index)} memories and {index.total_tokens} tokens where FTS5"
+                f" counts {rows} and {tokens}; FTS5 answers every keyword search"
+            )
+
+    def _replay(self, index: Any, after: int, upto: int) -> None:
+        changed = [
+            int(i)
+            for (i,) in self._store.query(
+                "SELECT DISTINCT memory_id FROM memory_changes WHERE seq > ? AND seq <= ?",
+                (after, upto),
+            )
+        ]
+        live_ids: list[int] = []
+        texts: list[str] = []
+        for start in range(0, len(changed), 500):
+            part = changed[start : start + 500]
+            marks = ",".join("?" * len(part))
+            for i, content in self._store.query(
+                f"SELECT id, content FROM memories WHERE id IN ({marks}) AND deleted_at IS NULL",
+                part,
+            ):
+                live_ids.append(int(i))
+                texts.append(content)
+        gone = set(changed) - set(live_ids)
+        if gone:
+            index.remove(np.fromiter(sorted(gone), np.int64, len(gone)))
+        if live_ids:
+            index.add(np.asarray(live_ids, dtype=np.int64), texts)
+
+    def _start_background(self) -> None:
+        if self._worker is not None and self._worker.is_alive():
+            return
+
+        def run() -> None:
+            built, seq = self._build_or_fail()
+            if built is None or self._closed:
+                return
+            with self._lock:  # what changed since the build, then it answers
+                if self._closed:
+                    return
+                try:
+                    top, _ = self._log_bounds()
+                    self._replay(built, seq, top)
+                except CortexError as exc:
+                    self.error = f"the in-memory keyword index could not catch up ({exc})"
+                    return
+                self._index, self._seq = built, top
+
+        self._worker = threading.Thread(target=run, name="cortex-keyword-index", daemon=True)
+        self._worker.start()
+
+
+def _fts5_totals(block: bytes) -> tuple[int, int]:
+    """(rows, tokens) of FTS5's averages record (``<table>_data`` id 1): the row count,
+    then the token count of each column, as SQLite varints (we have one column)."""
+    values: list[int] = []
+    i = 0
+    try:
+        while len(values) < 2:
+            value = 0
+            for n in range(9):
+                byte = block[i]
+                i += 1
+                if n == 8:
+                    value = (value << 8) | byte
+                    break
+                value = (value << 7) | (byte & 0x7F)
+                if byte < 0x80:
+                    break
+            values.append(value)
+    except IndexError:  # a truncated record: report nothing, so the check fails
+        return (-1, -1)
+    return values[0], values[1]

@@ -1,0 +1,213 @@
+"""The in-memory keyword index inside the Engine: the same results as FTS5 alone, kept in
+step with every kind of write, never leaking across a filter (cortex.keyword_index)."""
+
+from __future__ import annotations
+
+import random
+import threading
+
+import pytest
+
+import cortex
+from cortex import keyword_index
+from cortex.errors import InvalidOptionError
+from cortex.options import Options
+
+WORDS = (
+    "deploy",
+    "deployment",
+    "server",
+    "database",
+    "index",
+    "query",
+    "latency",
+    "cache",
+    "memory",
+    "vector",
+    "search",
+    "token",
+    "session",
+    "agent",
+    "project",
+    "config",
+    "error",
+    "retry",
+    "timeout",
+    "backup",
+    "restore",
+    "schema",
+    "migration",
+    "replica",
+    "shard",
+    "cluster",
+    "network",
+    "packet",
+    "route",
+    "proxy",
+    "kernel",
+    "thread",
+)
+
+
+def _text(rng: random.Random) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 25)))
+
+
+def _pair(tmp_path, name: str = "kw.db"):
+    """The same database opened twice: with the in-memory index, and FTS5 only."""
+    path = tmp_path / name
+    native = cortex.open(path, embedder=None, keyword_index="on")
+    fts = cortex.open(path, embedder=None, keyword_index="off")
+    return native, fts
+
+
+def _same(native, fts, query: str, **opts) -> None:
+    a = native.search(query, Options(mode="keyword", limit=30, record=False, **opts))
+    b = fts.search(query, Options(mode="keyword", limit=30, record=False, **opts))
+    assert [r.memory.id for r in a] == [r.memory.id for r in b], query
+    for x, y in zip(a, b, strict=True):  # the BM25 part; the boosts depend on the clock
+        assert x.bm25_score == pytest.approx(y.bm25_score, rel=1e-12, abs=1e-15)
+    assert a.rewritten == b.rewritten
+
+
+def _queries(rng: random.Random, n: int) -> list[str]:
+    return [" ".join(rng.sample(WORDS, rng.randint(1, 6))) for _ in range(n)]
+
+
+def test_policy_is_checked(tmp_path):
+    with pytest.raises(InvalidOptionError, match="keyword_index"):
+        cortex.open(tmp_path / "x.db", keyword_index="fast")
+
+
+def test_same_results_as_fts5_and_the_index_is_used(tmp_path):
+    rng = random.Random(1)
+    native, fts = _pair(tmp_path)
+    with native, fts:
+        native.add_many([{"content": _text(rng)} for _ in range(800)])
+        for q in _queries(rng, 60):
+            _same(native, fts, q)
+        assert native.keyword_index.ready()
+        assert not fts.keyword_index.ready()
+
+
+def test_kept_in_step_with_updates_deletes_and_other_processes_writes(tmp_path):
+    rng = random.Random(2)
+    native, fts = _pair(tmp_path)
+    with native, fts:
+        ids = native.add_many([{"content": _text(rng)} for _ in range(300)])
+        queries = _queries(rng, 25)
+        for q in queries:
+            _same(native, fts, q)
+        # writes through the other engine (another process would look the same: the log)
+        for i in rng.sample(ids, 40):
+            fts.update(i, content=_text(rng))
+        for i in rng.sample(ids, 30):
+            fts.delete(i)
+        fts.add_many([{"content": _text(rng)} for _ in range(50)])
+        for q in queries:
+            _same(native, fts, q)
+        # a memory with a word no other memory has: found at once, gone at once
+        new = fts.add("zyzzyva deployment")
+        assert [r.memory.id for r in native.search("zyzzyva", mode="keyword")] == [new]
+        fts.delete(new)
+        assert list(native.search("zyzzyva", mode="keyword")) == []
+
+
+def test_filters_never_leak_and_match_fts5(tmp_path):
+    rng = random.Random(3)
+    native, fts = _pair(tmp_path)
+    with native, fts:
+        for project in ("alpha", "beta", "gamma"):
+            native.add_many([{"content": _text(rng), "project": project} for _ in range(200)])
+        for q in _queries(rng, 30):
+            for project in ("alpha", "beta"):
+                _same(native, fts, q, project=project)
+                got = native.search(q, Options(mode="keyword", project=project, limit=50))
+                assert all(r.memory.project == project for r in got)
+
+
+def test_a_pruned_log_makes_it_rebuild(tmp_path):
+    rng = random.Random(4)
+    native, fts = _pair(tmp_path)
+    with native, fts:
+        native.add_many([{"content": _text(rng)} for _ in range(100)])
+        _same(native, fts, "deploy server")
+        fts.add_many([{"content": _text(rng)} for _ in range(100)])
+        fts.store.after_bulk_write(keep_changes=10)  # the log no longer reaches back
+        for q in _queries(rng, 10):
+            _same(native, fts, q)
+
+
+def test_phrases_and_syntax_still_go_to_fts5(tmp_path):
+    native, fts = _pair(tmp_path)
+    with native, fts:
+        native.add_many(
+            [{"content": "snake_case names"}, {"content": "snake case names"}, {"content": "x"}]
+        )
+        for q in ("snake_case", '"snake case"', "snake OR case", "sna*", "names"):
+            _same(native, fts, q)
+
+
+def test_auto_builds_in_the_background_only_for_large_stores(tmp_path, monkeypatch):
+    monkeypatch.setattr(keyword_index, "AUTO_MIN", 50)
+    rng = random.Random(5)
+    path = tmp_path / "auto.db"
+    with cortex.open(path, embedder=None, keyword_index="auto") as small:
+        small.add_many([{"content": _text(rng)} for _ in range(20)])
+        small.search("deploy", mode="keyword")
+        assert not small.keyword_index.wait(5)
+        small.add_many([{"content": _text(rng)} for _ in range(100)])
+    with (
+        cortex.open(path, embedder=None, keyword_index="auto") as big,
+        cortex.open(path, embedder=None, keyword_index="off") as fts,
+    ):
+        assert big.keyword_index.wait(30)
+        for q in _queries(rng, 10):
+            _same(big, fts, q)
+
+
+def test_searches_and_writes_from_threads(tmp_path):
+    rng = random.Random(6)
+    native, fts = _pair(tmp_path)
+    errors: list[BaseException] = []
+    with native, fts:
+        native.add_many([{"content": _text(rng)} for _ in range(200)])
+
+        def writer() -> None:
+            r = random.Random(7)
+            try:
+                for _ in range(40):
+                    native.add(_text(r))
+            except BaseException as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+
+        def searcher(seed: int) -> None:
+            r = random.Random(seed)
+            try:
+                for q in _queries(r, 40):
+                    native.search(q, mode="keyword", record=False)
+            except BaseException as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=writer)] + [
+            threading.Thread(target=searcher, args=(s,)) for s in (8, 9)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors
+        for q in _queries(rng, 15):
+            _same(native, fts, q)
+
+
+def test_disagreeing_with_fts5s_totals_leaves_fts5_answering(tmp_path, monkeypatch):
+    rng = random.Random(10)
+    native, fts = _pair(tmp_path)
+    with native, fts:
+        native.add_many([{"content": _text(rng)} for _ in range(50)])
+        real = keyword_index._fts5_totals
+        monkeypatch.setattr(keyword_index, "_fts5_totals", lambda b: (real(b)[0], 1))
+        _same(native, fts, "deploy server")
+        assert not native.keyword_index.ready()
+        assert "FTS5 counts 50 and 1" in (native.keyword_index.error or "")
