@@ -143,8 +143,11 @@ class KeywordIndexer:
             return 0
 
     def _log_bounds(self) -> tuple[int, int]:
+        # Two subqueries: SQLite reads MIN or MAX alone off the rowid b-tree's ends, but
+        # scans the whole table for both in one SELECT.
         top, oldest = self._store.query(
-            "SELECT COALESCE(MAX(seq), 0), COALESCE(MIN(seq), 0) FROM memory_changes"
+            "SELECT COALESCE((SELECT MAX(seq) FROM memory_changes), 0),"
+            " COALESCE((SELECT MIN(seq) FROM memory_changes), 0)"
         )[0]
         return int(top), int(oldest)
 
