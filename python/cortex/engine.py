@@ -406,8 +406,6 @@ class Engine:
                 c.match_type = MatchType.HYBRID
         if not (use_kw and use_sem):
             return list(by_id.values())
-        kw_ids = np.fromiter((h.memory_id for h in kw_hits), dtype=np.int64, count=len(kw_hits))
-        sem_ids = np.fromiter((s.memory_id for s in sem_hits), dtype=np.int64, count=len(sem_hits))
         if opts.fusion is Fusion.LINEAR:
             # Seed 001: a weighted sum of the absolute scores (cosine, mapped BM25), so the
             # fused score means the same thing in every query and a threshold holds.
