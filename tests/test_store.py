@@ -171,3 +171,34 @@ def test_two_stores_on_one_file_see_each_other(db_path: Path) -> None:
     finally:
         a.close()
         b.close()
+
+
+def test_a_version_1_file_is_read_read_only_and_migrated_when_opened_writable(
+    db_path: Path,
+) -> None:
+    from cortex.store import EXACT_TOKENIZER, MIGRATIONS, STEMMED_TOKENIZER, _statements
+
+    conn = sqlite3.connect(db_path)
+    conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)")
+    script = MIGRATIONS[0].replace("{stemmed}", STEMMED_TOKENIZER)
+    for statement in _statements(script.replace("{exact}", EXACT_TOKENIZER)):
+        conn.execute(statement)
+    conn.execute("INSERT INTO meta VALUES ('schema_version', '1')")
+    conn.execute(
+        "INSERT INTO memories (content, content_hash, created_at, updated_at)"
+        " VALUES ('a version one memory', 'h', 0, 0)"
+    )
+    conn.commit()
+    conn.close()
+    with cortex.open(db_path, read_only=True, embedder=None, keyword_index="on") as e:
+        assert e.store.schema_version() == 1
+        assert [r.memory.content for r in e.search("version", mode="keyword")] == [
+            "a version one memory"
+        ]
+        assert e.keyword_index.policy == "off"  # no change log to follow writes with
+    with cortex.open(db_path, embedder=None, keyword_index="on") as e:
+        assert e.store.schema_version() == SCHEMA_VERSION
+        new = e.add("another version memory")
+        got = {r.memory.id for r in e.search("version", mode="keyword")}
+        assert new in got and len(got) == 2
+        assert e.keyword_index.ready()

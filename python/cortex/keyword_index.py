@@ -56,7 +56,8 @@ class KeywordIndexer:
                 f"keyword_index must be one of {', '.join(POLICIES)}, not {policy!r}"
             )
         self._store = store
-        self._policy = policy
+        # Without the change log (an older file opened read-only) it could not follow writes.
+        self._policy = policy if store.schema_version() >= 2 else "off"
         self._lock = threading.Lock()  # guards _index and _seq; held while searching
         self._index: Any = None
         self._seq = 0

@@ -515,6 +515,11 @@ class Store:
             )
         if version == SCHEMA_VERSION:
             return
+        if self.read_only and version >= 1:
+            # Every later version only added to version 1, which reads need: searching an
+            # older file read-only works (without what the additions serve, such as the
+            # change log of the in-memory keyword index) until it is opened writable.
+            return
         if self.read_only:
             raise StorageError(
                 f"{self.path} needs a schema upgrade ({version} -> {SCHEMA_VERSION}); "
