@@ -593,6 +593,12 @@ def versions() -> dict[str, str]:
     import sqlite3
 
     out["sqlite (cortex)"] = sqlite3.sqlite_version
+    git = subprocess.run(
+        ["git", "-C", str(Path(__file__).parent), "describe", "--always", "--dirty"],
+        capture_output=True,
+        text=True,
+    )
+    out["cortex commit"] = git.stdout.strip() or "unknown"
     try:
         import apsw
 
