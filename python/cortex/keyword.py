@@ -281,10 +281,9 @@ def _latin(
     )
 
 
-#: In-memory hits read beyond the pool at first (superseded memories drop out in SQLite),
-#: then PREFILTER times more while the filters leave the pool short; beyond
-#: NATIVE_MAX_FETCH, a filter that rejects most of them is left to FTS5.
-NATIVE_OVERFETCH = 32
+#: The in-memory index is asked for the pool, then PREFILTER times more while the filters
+#: (or superseded memories) leave it short; beyond NATIVE_MAX_FETCH hits, a filter that
+#: rejects most of them is left to FTS5.
 NATIVE_MAX_FETCH = 8192
 
 
@@ -318,7 +317,7 @@ def _native(
     """The BM25 top of the in-memory index, then the filters in SQLite over those rows
     only, fetching deeper while the filters leave the pool short; None = ask FTS5."""
     predicate, params = filters.where(opts)
-    fetch = pool + NATIVE_OVERFETCH
+    fetch = pool
     while fetch <= NATIVE_MAX_FETCH:
         found = native.search(terms, fetch, require_all=require_all)
         if found is None:
