@@ -211,3 +211,21 @@ def test_disagreeing_with_fts5s_totals_leaves_fts5_answering(tmp_path, monkeypat
         _same(native, fts, "deploy server")
         assert not native.keyword_index.ready()
         assert "FTS5 counts 50 and 1" in (native.keyword_index.error or "")
+
+
+def test_odd_unicode_queries_agree_with_fts5(tmp_path):
+    rng = random.Random(11)
+    alphabet = (
+        "abcdefghijklmnopqrstuvwxyz0123456789_-'’.  éèêëÉßﬁæøåÅñçÇαβγΣσςЖжЁё"
+        "\u0301\u0308\u200d\u00a0😀👍🏽日本語한국"
+    )
+    native, fts = _pair(tmp_path)
+    with native, fts:
+        texts = [
+            "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 60))) for _ in range(300)
+        ]
+        native.add_many([{"content": t} for t in texts if t.strip()])
+        for _ in range(150):
+            query = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 20)))
+            if query.strip():
+                _same(native, fts, query)
