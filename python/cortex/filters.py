@@ -8,11 +8,16 @@ literal.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from cortex.options import Options
+from cortex.ranking import RANK_COLUMNS, RankInfo
 
-__all__ = ["where"]
+if TYPE_CHECKING:
+    from cortex.store import Store
+
+__all__ = ["admitted", "where"]
 
 
 def _prefix(column: str, prefix: str, clauses: list[str], params: list[Any]) -> None:
@@ -62,3 +67,20 @@ def where(opts: Options, *, alias: str = "m") -> tuple[str, list[Any]]:
         )
         params.append(opts.session)
     return " AND ".join(clauses), params
+
+
+def admitted(store: Store, ids: Sequence[int], opts: Options) -> dict[int, RankInfo]:
+    """The memories among `ids` that pass `opts`'s filters, with what ranking needs of
+    them: how a retriever that found ids outside SQLite (the vector and in-memory keyword
+    indexes) applies the filters."""
+    if not ids:
+        return {}
+    predicate, params = where(opts)
+    marks = ",".join("?" * len(ids))
+    return {
+        int(i): RankInfo(*rest)
+        for i, *rest in store.query(
+            f"SELECT m.id, {RANK_COLUMNS} FROM memories m WHERE m.id IN ({marks}) AND {predicate}",
+            [*ids, *params],
+        )
+    }

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 from cortex import filters
 from cortex.errors import QueryError, StorageError
-from cortex.options import Options, OrderBy
+from cortex.options import Mode, Options, OrderBy
 from cortex.ranking import RANK_COLUMNS, RankInfo
 from cortex.store import Store, _is_cjk, has_cjk
 
@@ -192,7 +192,7 @@ def _matches(store: Store, table: str, expression: str, cap: int) -> int:
 
 def search_fts(store: Store, query: str, opts: Options | None = None, pool: int = 20) -> list[Hit]:
     """Seed 000's `searchFTS`: the keyword tiers alone; an empty query finds nothing."""
-    return search(store, query, opts or Options(mode="keyword"), pool).hits
+    return search(store, query, opts or Options(mode=Mode.KEYWORD), pool).hits
 
 
 def search(
@@ -316,7 +316,6 @@ def _native(
 ) -> list[Hit] | None:
     """The BM25 top of the in-memory index, then the filters in SQLite over those rows
     only, fetching deeper while the filters leave the pool short; None = ask FTS5."""
-    predicate, params = filters.where(opts)
     fetch = pool
     while fetch <= NATIVE_MAX_FETCH:
         found = native.search(terms, fetch, require_all=require_all)
@@ -325,15 +324,7 @@ def _native(
         ids, bm25 = found
         if len(ids) == 0:
             return []
-        marks = ",".join("?" * len(ids))
-        info = {
-            int(i): RankInfo(*rest)
-            for i, *rest in store.conn.execute(
-                f"SELECT m.id, {RANK_COLUMNS} FROM memories m WHERE m.id IN ({marks})"
-                f" AND {predicate}",
-                [*ids.tolist(), *params],
-            )
-        }
+        info = filters.admitted(store, ids.tolist(), opts)
         hits = [
             Hit(i, bm25_to_score(-r), r, info[i])
             for i, r in zip(ids.tolist(), bm25.tolist(), strict=True)
@@ -422,9 +413,11 @@ def _cjk(store: Store, text: str, opts: Options, pool: int) -> KeywordResult:
         f" WHERE m.has_cjk = 1 AND {predicate}{extra}"
         f" ORDER BY {_order_sql(opts, None)} LIMIT ?"
     )
-    rows = store.conn.execute(sql, [*params, *(_like_param(t) for t in short_terms), pool])
+    found = store.conn.execute(
+        sql, [*params, *(_like_param(t) for t in short_terms), pool]
+    ).fetchall()
     n = len(terms)
-    hits = [Hit(int(i), n / (n + 1), float(n), RankInfo(*rest)) for i, *rest in rows.fetchall()]
+    hits = [Hit(int(i), n / (n + 1), float(n), RankInfo(*rest)) for i, *rest in found]
     return KeywordResult(hits, "like" if hits else "none", None, None, [], terms)
 
 

@@ -31,7 +31,7 @@ import numpy as np
 from cortex import filters
 from cortex.errors import CortexError, EmbeddingError, IndexFormatError
 from cortex.options import Options
-from cortex.ranking import RANK_COLUMNS, RankInfo
+from cortex.ranking import RankInfo
 from cortex.store import Store, content_hash
 
 __all__ = ["SemHit", "Semantic"]
@@ -414,15 +414,7 @@ class Semantic:
         ids, scores = ids[keep], scores[keep]
         if len(ids) == 0:
             return []
-        marks = ",".join("?" * len(ids))
-        meta = {
-            int(i): RankInfo(*rest)
-            for i, *rest in self._store.query(
-                f"SELECT m.id, {RANK_COLUMNS} FROM memories m"
-                f" WHERE m.id IN ({marks}) AND {predicate}",
-                [*ids.tolist(), *params],
-            )
-        }
+        meta = filters.admitted(self._store, ids.tolist(), opts)
         hits = [
             SemHit(int(i), float(s), meta[int(i)])
             for i, s in zip(ids, scores, strict=True)
