@@ -11,6 +11,10 @@ cortex.embed; nothing is downloaded)::
 
     python benches/bench_topk.py --quality DIR
 
+Quality on one file of real rows (rows of zeros skipped; the last 1000 are the queries)::
+
+    python benches/bench_topk.py --real /tmp/cortex-bench/partial.npy
+
 Peers: numpy ``M @ q`` + ``argpartition`` (seed 001's method) and ``Q @ M.T`` for
 batches, faiss-cpu ``IndexFlatIP``, usearch exact search (``usearch.index.search``
 with ``exact=True``). They are optional: a peer that is not installed is skipped
@@ -25,6 +29,7 @@ import datetime as dt
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -164,8 +169,10 @@ def run_speed(args: argparse.Namespace) -> list[dict[str, Any]]:
                 limits.unregister()
         vi.close()
         if not args.keep:
-            for suffix in ("", ".ids", ".q8"):
+            for suffix in ("", ".ids", ".q8", ".sum"):
                 Path(str(path) + suffix).unlink(missing_ok=True)
+    if not args.dir and not args.keep:
+        shutil.rmtree(tmp, ignore_errors=True)
     return rows
 
 
@@ -217,18 +224,17 @@ def bench_one(args: argparse.Namespace, c: Case, rows: list[dict[str, Any]]) -> 
         lambda r: r[0],
     )
     single(
-        "cortex int8 + f32 rescore",
+        "cortex exact, int8 bound",
         lambda q: vi.search(q, k, threads=threads, quantized=True),
         lambda r: r[0],
     )
-    got_f = np.array([vi.search(q, k, threads=threads, allowed=allowed)[0] for q in queries])
-    add(
-        "single",
-        "cortex exact, allowed=1%",
-        median_ms(lambda q: vi.search(q, k, threads=threads, allowed=allowed), queries),
-        got_f,
-        want_f,
-    )
+    for label, quantized in (("f32", False), ("int8 bound", True)):
+
+        def filtered(q: np.ndarray, quantized: bool = quantized) -> Any:
+            return vi.search(q, k, threads=threads, allowed=allowed, quantized=quantized)
+
+        got_f = np.array([filtered(q)[0] for q in queries])
+        add("single", f"cortex allowed=1%, {label}", median_ms(filtered, queries), got_f, want_f)
 
     # ---- batch (the slow peers run once at 1M: each run takes tens of seconds)
     reps = args.batch_repeats
@@ -254,7 +260,7 @@ def bench_one(args: argparse.Namespace, c: Case, rows: list[dict[str, Any]]) -> 
         reps,
     )
     batch_of(
-        "cortex int8 + f32 rescore",
+        "cortex exact, int8 bound",
         lambda: vi.search_batch(batch, k, threads=threads, quantized=True),
         lambda r: r[0],
         reps,
@@ -275,13 +281,14 @@ def ratios(rows: list[dict[str, Any]]) -> list[str]:
         for t in sorted({r["threads"] for r in rows}):
             npy = get(n, t, "single", "numpy gemv+argpartition")
             ex = get(n, t, "single", "cortex exact f32")
-            q8 = get(n, t, "single", "cortex int8 + f32 rescore")
-            fl = get(n, t, "single", "cortex exact, allowed=1%")
+            q8 = get(n, t, "single", "cortex exact, int8 bound")
+            fl = get(n, t, "single", "cortex allowed=1%, int8 bound")
+            fl32 = get(n, t, "single", "cortex allowed=1%, f32")
             fa = get(n, t, "single", "faiss IndexFlatIP")
             us = get(n, t, "single", "usearch exact")
             gemm = get(n, t, "batch", "numpy GEMM+argpartition")
             bex = get(n, t, "batch", "cortex exact f32")
-            bq8 = get(n, t, "batch", "cortex int8 + f32 rescore")
+            bq8 = get(n, t, "batch", "cortex exact, int8 bound")
             line = f"N={n} threads={t}:"
             if npy and ex:
                 line += f" exact vs numpy {npy / ex:.2f}x;"
@@ -290,13 +297,17 @@ def ratios(rows: list[dict[str, Any]]) -> list[str]:
             if us and ex:
                 line += f" vs usearch {us / ex:.2f}x;"
             if npy and q8:
-                line += f" int8 vs numpy {npy / q8:.2f}x;"
+                line += f" int8 bound vs numpy {npy / q8:.2f}x;"
             if ex and fl:
-                line += f" 1% filter vs unfiltered exact {ex / fl:.1f}x;"
+                line += f" 1% filter (int8 bound) vs unfiltered f32 scan {ex / fl:.1f}x;"
+            if q8 and fl:
+                line += f" vs unfiltered int8 bound {q8 / fl:.1f}x;"
+            if ex and fl32:
+                line += f" 1% filter (f32) vs unfiltered f32 scan {ex / fl32:.1f}x;"
             if gemm and bex:
                 line += f" batch exact vs GEMM {bex / gemm:.2f}x;"
             if gemm and bq8:
-                line += f" batch int8 vs GEMM {bq8 / gemm:.2f}x;"
+                line += f" batch int8 bound vs GEMM {bq8 / gemm:.2f}x;"
             out.append(line)
     return out
 
@@ -307,16 +318,41 @@ def ratios(rows: list[dict[str, Any]]) -> list[str]:
 def run_quality(args: argparse.Namespace) -> dict[str, Any]:
     """recall@k and top-1 agreement of the int8 scan against exact f32 on real vectors,
     for several candidate counts, beside what f16 and 1-bit copies would give."""
-    d = Path(args.quality)
-    corpus = np.load(d / "corpus.npy").astype(np.float32)
-    queries = np.load(d / "queries.npy").astype(np.float32)
+    if args.real:
+        # One file of embedded rows (rows of zeros are not embedded yet): the
+        # last `--real-queries` non-zero rows are the queries, the rest the corpus.
+        allrows = np.load(args.real, mmap_mode="r")
+        nonzero = np.flatnonzero(np.any(allrows != 0, axis=1))
+        filled = int(nonzero[-1]) + 1 if len(nonzero) else 0
+        data = np.asarray(allrows[:filled], dtype=np.float32)
+        data = data[np.any(data != 0, axis=1)]
+        cut = len(data) - args.real_queries
+        corpus, queries = data[:cut], data[cut:]
+    else:
+        d = Path(args.quality)
+        corpus = np.load(d / "corpus.npy").astype(np.float32)
+        queries = np.load(d / "queries.npy").astype(np.float32)
     n, dim = corpus.shape
     k = args.k
     tmp = Path(tempfile.mkdtemp(prefix="cortex-quality-"))
     vi = VectorIndex.create(tmp / "q.cvx", dim, "all-MiniLM-L6-v2")
     vi.append(np.arange(n), corpus)
     exact_ids, _ = vi.search_batch(queries, k, quantized=False)
+    t = time.perf_counter()
+    exact_scores_f32 = vi.search_batch(queries, k, quantized=False)[1]
+    f32_seconds = time.perf_counter() - t
     res: dict[str, Any] = {"n": n, "dim": dim, "queries": len(queries), "k": k, "int8": {}}
+    t = time.perf_counter()
+    bound_ids, bound_scores = vi.search_batch(queries, k, quantized=True)
+    res["int8 bound (exact)"] = {
+        "recall": recall(bound_ids, exact_ids),
+        "top1": float(np.mean(bound_ids[:, 0] == exact_ids[:, 0])),
+        "identical ids and scores": bool(
+            np.array_equal(bound_ids, exact_ids) and np.array_equal(bound_scores, exact_scores_f32)
+        ),
+        "seconds": time.perf_counter() - t,
+        "f32 scan seconds": f32_seconds,
+    }
     for c in (k, 2 * k, 4 * k, 50, 100, 200):
         got, _ = vi.search_batch(queries, k, quantized=True, candidates=c)
         res["int8"][c] = {
@@ -348,6 +384,7 @@ def run_quality(args: argparse.Namespace) -> dict[str, Any]:
                 "top1": float(np.mean(top[:, 0] == exact_ids[:, 0])),
             }
     vi.close()
+    shutil.rmtree(tmp, ignore_errors=True)
     return res
 
 
@@ -365,10 +402,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--keep", action="store_true", help="keep the index files")
     p.add_argument("--json", help="write the results to this file")
     p.add_argument("--quality", metavar="DIR", help="measure int8 quality on DIR/*.npy instead")
+    p.add_argument("--real", metavar="NPY", help="measure int8 quality on one file of real rows")
+    p.add_argument("--real-queries", type=int, default=1000, help="held-out rows used as queries")
     args = p.parse_args(argv)
     info = machine()
     print(json.dumps(info), file=sys.stderr)
-    if args.quality:
+    if args.quality or args.real:
         out: dict[str, Any] = {"machine": info, "quality": run_quality(args)}
         print(json.dumps(out["quality"], indent=1))
     else:

@@ -128,7 +128,7 @@ def _index_files(db: Path) -> tuple[Path, Path]:
     found = [
         p
         for p in db.parent.glob(f"{db.name}.vectors-*")
-        if not p.name.endswith((".state", ".lock", ".ids", ".q8", ".tmp"))
+        if not p.name.endswith((".state", ".lock", ".ids", ".q8", ".sum", ".tmp"))
     ]
     assert len(found) == 1, found
     return found[0], Path(f"{found[0]}.state")

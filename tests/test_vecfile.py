@@ -21,7 +21,7 @@ def make(path, n=20, dim=8):
     vi = VectorIndex.create(path, dim, "fuzz-model")
     vi.append(np.arange(n), rng.standard_normal((n, dim)).astype(np.float32))
     vi.close()
-    return [str(path), str(path) + ".ids", str(path) + ".q8"]
+    return [str(path), str(path) + ".ids", str(path) + ".q8", str(path) + ".sum"]
 
 
 def read(path):
@@ -40,7 +40,7 @@ def open_and_search(path, backend):
         vi.close()
 
 
-@pytest.mark.parametrize("which", [0, 1, 2])
+@pytest.mark.parametrize("which", [0, 1, 2, 3])
 def test_every_truncation_is_an_index_format_error_or_the_whole_index(tmp_path, which):
     files = make(tmp_path / "v.cvx")
     with open(files[which], "rb") as f:
@@ -98,7 +98,7 @@ def test_regression_cases(tmp_path):
         + good[528:],
         # count and its check disagree (a torn or corrupt write)
         "torn count": good[:512] + (5).to_bytes(8, "little") + good[520:],
-        "wrong version": good[:8] + (2).to_bytes(4, "little") + good[12:],
+        "wrong version": good[:8] + (9).to_bytes(4, "little") + good[12:],
         "wrong magic": b"SQLite format 3\0" + good[16:],
         "empty file": b"",
     }
@@ -171,4 +171,51 @@ def test_a_second_process_shares_the_pages(tmp_path):
     assert delta["Pss"] < 0.6 * size, delta  # the child pays half: the pages are shared
     assert private < 0.2 * size, delta
     assert delta["Anonymous"] < 0.2 * size, delta
+    vi.close()
+
+
+def _rewrite_version(path, version):
+    """Set the main header's version and fix its checksum (an intact file of another
+    version, as an older cortex wrote it)."""
+    data = bytearray(read(path))
+    data[8:12] = version.to_bytes(4, "little")
+    h = 0xCBF29CE484222325
+    for b in data[:504]:
+        h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    data[504:512] = h.to_bytes(8, "little")
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+def test_a_version_one_file_without_checksums_is_refused_with_the_fix(tmp_path):
+    files = make(tmp_path / "v.cvx")
+    _rewrite_version(files[0], 1)
+    for backend in ("native", "numpy"):
+        with pytest.raises(IndexFormatError, match=r"format version 1.*rebuild"):
+            open_and_search(files[0], backend)
+
+
+@pytest.mark.parametrize("row", [0, 4095, 4096, 5000])
+def test_verify_names_the_block_of_a_flipped_byte(tmp_path, row):
+    dim = 8
+    path = tmp_path / "v.cvx"
+    vi = VectorIndex.create(path, dim, "m")
+    rng = np.random.default_rng(1)
+    for start in (0, 3000, 4500):  # appends that straddle a block boundary
+        n = {0: 3000, 3000: 1500, 4500: 600}[start]
+        vi.append(np.arange(start, start + n), rng.standard_normal((n, dim)).astype(np.float32))
+    vi.verify()
+    vi.close()
+    data = bytearray(read(path))
+    data[4096 + row * dim * 4 + 2] ^= 0x01
+    with open(path, "wb") as f:
+        f.write(data)
+    block = row // 4096
+    try:
+        vi = VectorIndex.open(path)
+    except IndexFormatError as err:  # opening checks the last block
+        assert block == 1 and "checksum block 1" in str(err)
+        return
+    with pytest.raises(IndexFormatError, match=f"checksum block {block}"):
+        vi.verify()
     vi.close()

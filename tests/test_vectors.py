@@ -150,6 +150,32 @@ def test_thread_counts_and_the_quantized_path_give_the_exact_answer(tmp_path):
     np.testing.assert_array_equal(b_exact[1], b_quant[1])
 
 
+def test_the_int8_screen_is_exact_on_near_ties_duplicates_and_filters(tmp_path):
+    """quantized=True returns the f32 scan's ids and scores bit for bit, also where the
+    int8 scores cannot tell rows apart (near-duplicates, exact duplicates, masked rows)."""
+    dim, n = 64, 30_000
+    rng = np.random.default_rng(11)
+    base = unit_rows(1, dim, 3)[0]
+    rows = base + 1e-4 * rng.standard_normal((n, dim)).astype(np.float32)
+    rows[::7] = rows[0]  # exact duplicates: equal scores, lower row first
+    vi = VectorIndex.create(tmp_path / "v.cvx", dim, "m")
+    vi.append(np.arange(n), rows.astype(np.float32))
+    vi.mask(np.arange(0, n, 11))
+    allowed = rng.choice(n, size=400, replace=False)
+    for q in [base, *unit_rows(3, dim, 5)]:
+        q = np.ascontiguousarray(q, dtype=np.float32)
+        for k in (1, 10, 500):
+            want = vi.search(q, k, quantized=False)
+            assert_same(vi.search(q, k, quantized=True), want, atol=0)
+            want_f = vi.search(q, k, quantized=False, allowed=allowed)
+            assert_same(vi.search(q, k, quantized=True, allowed=allowed), want_f, atol=0)
+    qs = np.ascontiguousarray(np.vstack([base, unit_rows(4, dim, 6)]), dtype=np.float32)
+    b_exact = vi.search_batch(qs, 20, quantized=False)
+    b_quant = vi.search_batch(qs, 20, quantized=True)
+    np.testing.assert_array_equal(b_exact[0], b_quant[0])
+    np.testing.assert_array_equal(b_exact[1], b_quant[1])
+
+
 def test_cortex_threads_sets_the_default(monkeypatch):
     monkeypatch.setenv("CORTEX_THREADS", "1")
     assert _native.default_threads() == 1

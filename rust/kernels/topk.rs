@@ -1,4 +1,15 @@
-//! Exact and quantized top-k over row-major f32 rows.
+//! Exact top-k over row-major f32 rows, by the plain f32 scan ([`exact`],
+//! [`exact_subset`]: the reference) or through the int8 copy ([`screened`]).
+//! Each function takes one query or a batch (`queries.len() = m * dim`).
+//!
+//! The screen: every row gets an int8 score `a` and an interval `a ± slack`
+//! that provably holds its f32 score (quant.rs). Per query it keeps the k best
+//! lower bounds; their smallest, `t`, is a score that k live rows reach, so a
+//! row whose upper bound is below `t` cannot be in the top k. The rows left
+//! are rescored with the same f32 kernel as the scan and ranked the same way,
+//! so the result is the scan's: same rows, same scores, same order (tested
+//! against it on random and adversarial data). With more threads each keeps
+//! its own bounds; the final `t` is the k-th best over all of them.
 //!
 //! Order is total and deterministic: a higher score first, and on equal scores
 //! the lower row first. Rows whose score is NaN (only possible with a corrupt
@@ -135,39 +146,56 @@ fn par_ranges<T: Send>(
     })
 }
 
-/// Exact top-k of `q` over every row of `rows` (`n * dim` values).
+/// Rows per batch block: 16 rows of 384 f32 (24 KiB) stay in L1 while every
+/// query passes over them.
+const BATCH_BLOCK: usize = 16;
+/// Records per block of the int8 batch scan: 64 records of 416 bytes (26 KiB)
+/// stay in L1 while the queries pass over them.
+const QUANT_BLOCK: usize = 64;
+
+/// Exact f32 top-k of each of `m` queries (`queries.len() == m * dim`) over
+/// every row: the plain scan, the reference of every other path. With more
+/// than one query the matrix is read once per batch (register tiles), not once
+/// per query; the scores are bit-identical either way.
 pub fn exact(
     isa: Isa,
     rows: &[f32],
-    q: &[f32],
+    queries: &[f32],
+    dim: usize,
     k: usize,
     live: &(dyn Fn(u32) -> bool + Sync),
     threads: usize,
-) -> Vec<Hit> {
-    let dim = q.len();
+) -> Vec<Vec<Hit>> {
     let n = rows.len() / dim;
-    let parts = par_ranges(n, threads, MIN_ROWS_PER_THREAD, |a, b| {
-        let mut top = TopK::new(k);
-        let mut buf = [0.0f32; BLOCK];
+    let m = queries.len() / dim;
+    if m == 0 {
+        return Vec::new();
+    }
+    let block = if m == 1 { BLOCK } else { BATCH_BLOCK };
+    let parts = par_ranges(n, threads, (MIN_ROWS_PER_THREAD / m).max(block), |a, b| {
+        let mut tops: Vec<TopK> = (0..m).map(|_| TopK::new(k)).collect();
+        let mut buf = vec![0.0f32; block * m];
         let mut start = a;
         while start < b {
-            let end = (start + BLOCK).min(b);
-            let out = &mut buf[..end - start];
-            simd::scores(isa, q, &rows[start * dim..end * dim], out);
-            for (i, s) in out.iter().enumerate() {
-                top.offer(
-                    Hit {
-                        score: *s,
-                        row: (start + i) as u32,
-                    },
-                    live,
-                );
+            let end = (start + block).min(b);
+            let out = &mut buf[..(end - start) * m];
+            let r = &rows[start * dim..end * dim];
+            if m == 1 {
+                simd::scores(isa, queries, r, out);
+            } else {
+                simd::scores_tile(isa, dim, r, queries, out);
+            }
+            for (i, scores) in out.chunks_exact(m).enumerate() {
+                let row = (start + i) as u32;
+                for (top, s) in tops.iter_mut().zip(scores) {
+                    top.offer(Hit { score: *s, row }, live);
+                }
             }
             start = end;
         }
-        top.into_sorted()
+        tops.into_iter().map(TopK::into_sorted).collect::<Vec<_>>()
     });
-    merge(parts, k)
+    transpose_merge(parts, m, k)
 }
 
 /// Exact top-k over the listed rows only (ascending, in range): the cost
@@ -201,101 +229,187 @@ pub fn exact_subset(
     merge(parts, k)
 }
 
-/// How many candidates the int8 scan hands to the f32 rescoring for a given k.
-/// Chosen by measurement on all-MiniLM-L6-v2 vectors (see benches/vectors.md).
-pub fn default_candidates(k: usize) -> usize {
-    k.saturating_mul(4).max(k.saturating_add(96))
+/// What the int8 scan hands to the f32 rescoring.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Keep {
+    /// Every row the error bound cannot rule out: the result is exactly the
+    /// f32 scan's (same rows, same scores, same order).
+    Bound,
+    /// The best `c` rows by int8 score (the older heuristic; kept to measure
+    /// it against the bound). Recall can fall below 1.
+    Candidates(usize),
 }
 
-/// Quantized top-k: the int8 copy (`q8`, covering rows `0..q8_rows`) is
-/// scanned for the best `candidates` rows by approximate score; those are
-/// rescored in f32 from `rows`, and rows not covered by the copy are scored
-/// exactly. The returned scores are exact f32 scores.
+/// A screen's result: (its lower bounds, (upper bound, row) of its candidates).
+type Screened = (Vec<f32>, Vec<(f32, u32)>);
+
+/// Can a row whose upper bound is `u` still enter when the threshold is `t`?
+/// Yes unless `u < t`; a NaN bound (damaged record) is kept, to be rescored.
+#[inline]
+fn kept(u: f32, t: f32) -> bool {
+    u.partial_cmp(&t) != Some(std::cmp::Ordering::Less)
+}
+
+/// An f32 lower bound in a min-heap (total order; NaN never enters).
+#[derive(Clone, Copy, PartialEq)]
+struct Low(f32);
+impl Eq for Low {}
+impl PartialOrd for Low {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Low {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        o.0.total_cmp(&self.0) // reversed: BinaryHeap's top is the smallest
+    }
+}
+
+/// The int8 screen of one query over part of the rows.
+enum Screen {
+    /// `lows`: the k best lower bounds of live rows so far; `t` the smallest of
+    /// them once there are k (else -inf); `cand`: (upper bound, row) of every
+    /// live row whose upper bound reached `t` when it was seen.
+    Bound {
+        k: usize,
+        lows: std::collections::BinaryHeap<Low>,
+        t: f32,
+        cand: Vec<(f32, u32)>,
+        cap: usize,
+    },
+    Fixed(TopK),
+}
+
+impl Screen {
+    fn new(keep: Keep, k: usize) -> Screen {
+        match keep {
+            Keep::Bound => Screen::Bound {
+                k,
+                lows: std::collections::BinaryHeap::with_capacity(k.min(1 << 16)),
+                t: f32::NEG_INFINITY,
+                cand: Vec::new(),
+                cap: 4096,
+            },
+            Keep::Candidates(c) => Screen::Fixed(TopK::new(c.max(k))),
+        }
+    }
+
+    /// Row `row` has int8 score `a` and the exact score lies in `a ± slack`.
+    #[inline]
+    fn offer(&mut self, row: u32, a: f32, slack: f32, live: &(dyn Fn(u32) -> bool + Sync)) {
+        match self {
+            Screen::Bound {
+                k,
+                lows,
+                t,
+                cand,
+                cap,
+            } => {
+                let u = a + slack;
+                // `u < t` is false for NaN: a damaged record is rescored.
+                if u < *t || !live(row) {
+                    return;
+                }
+                let l = a - slack;
+                if lows.len() < *k {
+                    if !l.is_nan() {
+                        lows.push(Low(l));
+                        if lows.len() == *k {
+                            *t = lows.peek().map_or(f32::NEG_INFINITY, |x| x.0);
+                        }
+                    }
+                } else if l > *t {
+                    lows.pop();
+                    lows.push(Low(l));
+                    *t = lows.peek().map_or(f32::NEG_INFINITY, |x| x.0);
+                }
+                cand.push((u, row));
+                if cand.len() >= *cap {
+                    let t = *t;
+                    cand.retain(|c| kept(c.0, t));
+                    *cap = (2 * cand.len()).max(4096);
+                }
+            }
+            Screen::Fixed(top) => top.offer(Hit { score: a, row }, live),
+        }
+    }
+
+    /// Rows whose upper bound is below this cannot enter (-inf: any can).
+    fn threshold(&self) -> f32 {
+        match self {
+            Screen::Bound { t, .. } => *t,
+            Screen::Fixed(_) => f32::NEG_INFINITY,
+        }
+    }
+
+    fn finish(self) -> Screened {
+        match self {
+            Screen::Bound { lows, cand, .. } => (lows.into_iter().map(|l| l.0).collect(), cand),
+            Screen::Fixed(top) => (
+                Vec::new(),
+                top.into_sorted()
+                    .into_iter()
+                    .map(|h| (h.score, h.row))
+                    .collect(),
+            ),
+        }
+    }
+}
+
+/// Rows of the parts' screens that the global threshold cannot rule out,
+/// ascending.
+fn survivors(keep: Keep, k: usize, parts: Vec<Screened>) -> Vec<u32> {
+    let mut rows: Vec<u32> = match keep {
+        Keep::Bound => {
+            let mut lows: Vec<f32> = parts.iter().flat_map(|p| p.0.iter().copied()).collect();
+            // The k-th best lower bound over all rows: k rows score at least it.
+            let t = if k > 0 && lows.len() >= k {
+                let (_, kth, _) = lows.select_nth_unstable_by(k - 1, |a, b| b.total_cmp(a));
+                *kth
+            } else {
+                f32::NEG_INFINITY
+            };
+            parts
+                .into_iter()
+                .flat_map(|p| p.1)
+                .filter(|c| kept(c.0, t))
+                .map(|c| c.1)
+                .collect()
+        }
+        Keep::Candidates(c) => {
+            let hits = parts
+                .into_iter()
+                .map(|p| {
+                    p.1.into_iter()
+                        .map(|(score, row)| Hit { score, row })
+                        .collect()
+                })
+                .collect();
+            merge(hits, c.max(k)).into_iter().map(|h| h.row).collect()
+        }
+    };
+    rows.sort_unstable();
+    rows
+}
+
+/// Top-k through the int8 copy: the copy (`q8`, covering rows `0..q8_rows`)
+/// is scanned for each query, the surviving rows (see [`Keep`]) are rescored
+/// in f32 from `rows`, and rows not covered by the copy are scored in f32.
+/// With `Keep::Bound` the result equals [`exact`] (or [`exact_subset`] with
+/// `subset`): returned scores are always the f32 scan's scores.
+///
+/// `subset`: only these rows (ascending, in range); for filtered searches the
+/// scattered int8 records (416 B at 384-d) are read instead of f32 rows (1.5 KiB).
 #[allow(clippy::too_many_arguments)]
-pub fn quantized(
+pub fn screened(
     isa: Isa,
     rows: &[f32],
     q8: &[u8],
-    q: &[f32],
-    k: usize,
-    candidates: usize,
-    live: &(dyn Fn(u32) -> bool + Sync),
-    threads: usize,
-) -> Vec<Hit> {
-    let dim = q.len();
-    let n = rows.len() / dim;
-    let stride = quant::record_len(dim);
-    let q8_rows = (q8.len() / stride).min(n);
-    let c = candidates.max(k);
-    let qq = QuantQuery::new(q);
-    let parts = par_ranges(q8_rows, threads, MIN_ROWS_PER_THREAD, |a, b| {
-        let mut top = TopK::new(c);
-        let mut buf = [0.0f32; BLOCK];
-        let mut start = a;
-        while start < b {
-            let end = (start + BLOCK).min(b);
-            let out = &mut buf[..end - start];
-            quant::scores(isa, &qq, &q8[start * stride..end * stride], out);
-            for (i, s) in out.iter().enumerate() {
-                top.offer(
-                    Hit {
-                        score: *s,
-                        row: (start + i) as u32,
-                    },
-                    live,
-                );
-            }
-            start = end;
-        }
-        top.into_sorted()
-    });
-    let mut cand: Vec<u32> = merge(parts, c).into_iter().map(|h| h.row).collect();
-    cand.sort_unstable();
-    let mut top = TopK::new(k);
-    for r in cand {
-        let r0 = r as usize * dim;
-        top.offer(
-            Hit {
-                score: simd::dot(isa, q, &rows[r0..r0 + dim]),
-                row: r,
-            },
-            live,
-        );
-    }
-    let mut parts = vec![top.into_sorted()];
-    if q8_rows < n {
-        let tail = exact(
-            isa,
-            &rows[q8_rows * dim..],
-            q,
-            k,
-            &|r| live(r + q8_rows as u32),
-            threads,
-        );
-        parts.push(
-            tail.into_iter()
-                .map(|h| Hit {
-                    score: h.score,
-                    row: h.row + q8_rows as u32,
-                })
-                .collect(),
-        );
-    }
-    merge(parts, k)
-}
-
-/// Rows per batch block: 16 rows of 384 f32 (24 KiB) stay in L1 while every
-/// query passes over them.
-const BATCH_BLOCK: usize = 16;
-
-/// Exact top-k of each of `m` queries (`queries.len() == m * dim`); the matrix
-/// is read once per batch, not once per query.
-pub fn exact_batch(
-    isa: Isa,
-    rows: &[f32],
     queries: &[f32],
     dim: usize,
     k: usize,
+    subset: Option<&[u32]>,
+    keep: Keep,
     live: &(dyn Fn(u32) -> bool + Sync),
     threads: usize,
 ) -> Vec<Vec<Hit>> {
@@ -304,129 +418,208 @@ pub fn exact_batch(
     if m == 0 {
         return Vec::new();
     }
-    let parts = par_ranges(
-        n,
-        threads,
-        (MIN_ROWS_PER_THREAD / m).max(BATCH_BLOCK),
-        |a, b| {
-            let mut tops: Vec<TopK> = (0..m).map(|_| TopK::new(k)).collect();
-            let mut buf = vec![0.0f32; BATCH_BLOCK * m];
-            let mut start = a;
-            while start < b {
-                let end = (start + BATCH_BLOCK).min(b);
-                let out = &mut buf[..(end - start) * m];
-                simd::scores_tile(isa, dim, &rows[start * dim..end * dim], queries, out);
-                for (i, scores) in out.chunks_exact(m).enumerate() {
-                    let row = (start + i) as u32;
-                    for (top, s) in tops.iter_mut().zip(scores) {
-                        top.offer(Hit { score: *s, row }, live);
-                    }
-                }
-                start = end;
-            }
-            tops.into_iter().map(TopK::into_sorted).collect::<Vec<_>>()
-        },
-    );
-    transpose_merge(parts, m, k)
-}
-
-/// Quantized top-k for a batch: int8 scan per query for candidates, f32 rescoring.
-#[allow(clippy::too_many_arguments)]
-pub fn quantized_batch(
-    isa: Isa,
-    rows: &[f32],
-    q8: &[u8],
-    queries: &[f32],
-    dim: usize,
-    k: usize,
-    candidates: usize,
-    live: &(dyn Fn(u32) -> bool + Sync),
-    threads: usize,
-) -> Vec<Vec<Hit>> {
-    let n = rows.len() / dim;
-    let m = queries.len() / dim;
     let stride = quant::record_len(dim);
     let q8_rows = (q8.len() / stride).min(n);
-    let c = candidates.max(k);
     let qqs: Vec<QuantQuery> = queries.chunks_exact(dim).map(QuantQuery::new).collect();
-    let parts = par_ranges(
-        q8_rows,
-        threads,
-        (MIN_ROWS_PER_THREAD / m.max(1)).max(64),
-        |a, b| {
-            let mut tops: Vec<TopK> = (0..m).map(|_| TopK::new(c)).collect();
-            // 64 int8 rows (25 KiB at 384-d) stay in L1 while the queries pass over them.
-            const QB: usize = 64;
-            let mut buf = [0.0f32; QB];
-            let mut start = a;
-            while start < b {
-                let end = (start + QB).min(b);
-                let recs = &q8[start * stride..end * stride];
-                for (qq, top) in qqs.iter().zip(tops.iter_mut()) {
-                    let out = &mut buf[..end - start];
-                    quant::scores(isa, qq, recs, out);
-                    for (i, s) in out.iter().enumerate() {
-                        top.offer(
-                            Hit {
-                                score: *s,
-                                row: (start + i) as u32,
-                            },
-                            live,
-                        );
+    // Split the rows: covered by the copy (screened) and past it (f32).
+    let (covered, tail): (Option<&[u32]>, Option<&[u32]>) = match subset {
+        Some(s) => {
+            let cut = s.partition_point(|r| (*r as usize) < q8_rows);
+            (Some(&s[..cut]), Some(&s[cut..]))
+        }
+        None => (None, None),
+    };
+    let len = covered.map_or(q8_rows, <[u32]>::len);
+    let min_part = if subset.is_some() {
+        MIN_ROWS_PER_THREAD / 4
+    } else {
+        (MIN_ROWS_PER_THREAD / m).max(QUANT_BLOCK)
+    };
+    let parts = par_ranges(len, threads, min_part, |a, b| {
+        let mut screens: Vec<Screen> = (0..m).map(|_| Screen::new(keep, k)).collect();
+        // Each screen's threshold, contiguous: most pairs stop at one compare.
+        let mut ts = vec![f32::NEG_INFINITY; m];
+        let qn: Vec<f32> = qqs.iter().map(|q| q.qnorm).collect();
+        let eq: Vec<f32> = qqs.iter().map(|q| q.err).collect();
+        let mg: Vec<f32> = qqs.iter().map(|q| q.margin).collect();
+        let mut buf = vec![0.0f32; QUANT_BLOCK.max(BLOCK) * m];
+        // Offer rows `first..first + nb` of a block (`row(i)` = row number of
+        // the i-th) to every screen; `scores[j * nb + i]` as `scores_tile` lays
+        // them out, `errs[i]` = the i-th record's (||e_x||, ||x||).
+        let offer_block = |screens: &mut [Screen],
+                           ts: &mut [f32],
+                           scores: &[f32],
+                           errs: &[(f32, f32)],
+                           row: &dyn Fn(usize) -> u32| {
+            let nb = errs.len();
+            for (j, s) in scores.chunks_exact(nb).enumerate() {
+                let (qn, eq, mg) = (qn[j], eq[j], mg[j]);
+                // Which rows may enter, 32 at a time, without branches (the
+                // compiler vectorises this loop); then only those are offered.
+                for i0 in (0..nb).step_by(32) {
+                    let i1 = (i0 + 32).min(nb);
+                    let t = ts[j];
+                    let mut mask = 0u32;
+                    for i in i0..i1 {
+                        let (ex, xn) = errs[i];
+                        let u = s[i] + (qn * ex + (eq * xn + mg));
+                        // Set for NaN too: a damaged record goes to the screen
+                        // (and is rescored).
+                        mask |= ((u >= t || u.is_nan()) as u32) << (i - i0);
+                    }
+                    while mask != 0 {
+                        let i = i0 + mask.trailing_zeros() as usize;
+                        mask &= mask - 1;
+                        let (ex, xn) = errs[i];
+                        let slack = qn * ex + (eq * xn + mg);
+                        let slack = if slack >= 0.0 { slack } else { f32::INFINITY };
+                        screens[j].offer(row(i), s[i], slack, live);
+                        ts[j] = screens[j].threshold();
                     }
                 }
-                start = end;
             }
-            tops.into_iter().map(TopK::into_sorted).collect::<Vec<_>>()
-        },
-    );
-    let cands = transpose_merge(parts, m, c);
-    let tail = if q8_rows < n {
-        let t = exact_batch(
-            isa,
-            &rows[q8_rows * dim..],
-            queries,
-            dim,
-            k,
-            &|r| live(r + q8_rows as u32),
-            threads,
-        );
-        Some(t)
-    } else {
-        None
-    };
-    cands
+        };
+        let mut errs: Vec<(f32, f32)> = Vec::with_capacity(BLOCK.max(QUANT_BLOCK));
+        match covered {
+            None => {
+                let block = if m == 1 { BLOCK } else { QUANT_BLOCK };
+                let mut start = a;
+                while start < b {
+                    let end = (start + block).min(b);
+                    let recs = &q8[start * stride..end * stride];
+                    let out = &mut buf[..(end - start) * m];
+                    if m == 1 {
+                        quant::scores(isa, &qqs[0], recs, out);
+                    } else {
+                        quant::scores_tile(isa, &qqs, recs, out);
+                    }
+                    errs.clear();
+                    errs.extend(
+                        recs.chunks_exact(stride)
+                            .map(|r| quant::record_errs(r, dim)),
+                    );
+                    offer_block(&mut screens, &mut ts, out, &errs, &|i| (start + i) as u32);
+                    start = end;
+                }
+            }
+            Some(list) => {
+                let part = &list[a..b];
+                for (j, &r) in part.iter().enumerate() {
+                    // Scattered records: ask for the one eight places ahead.
+                    if let Some(&next) = part.get(j + 8) {
+                        let at = next as usize * stride;
+                        prefetch_bytes(&q8[at..at + stride]);
+                    }
+                    let rec = &q8[r as usize * stride..(r as usize + 1) * stride];
+                    let out = &mut buf[..m];
+                    if m == 1 {
+                        quant::scores(isa, &qqs[0], rec, out);
+                    } else {
+                        quant::scores_tile(isa, &qqs, rec, out);
+                    }
+                    let e = [quant::record_errs(rec, dim)];
+                    offer_block(&mut screens, &mut ts, out, &e, &|_| r);
+                }
+            }
+        }
+        screens.into_iter().map(Screen::finish).collect::<Vec<_>>()
+    });
+    // Per query: the parts' screens, merged.
+    let mut per_query: Vec<Vec<Screened>> = (0..m).map(|_| Vec::new()).collect();
+    for part in parts {
+        for (j, s) in part.into_iter().enumerate() {
+            per_query[j].push(s);
+        }
+    }
+    let cands: Vec<Vec<u32>> = per_query
         .into_iter()
+        .map(|p| survivors(keep, k, p))
+        .collect();
+    // Rows past the copy: scored in f32.
+    let tail_hits: Option<Vec<Vec<Hit>>> = match tail {
+        Some(t) if !t.is_empty() => Some(
+            queries
+                .chunks_exact(dim)
+                .map(|q| exact_subset(isa, rows, q, k, t, live, threads))
+                .collect(),
+        ),
+        Some(_) => None,
+        None if q8_rows < n => Some(
+            exact(
+                isa,
+                &rows[q8_rows * dim..],
+                queries,
+                dim,
+                k,
+                &|r| live(r + q8_rows as u32),
+                threads,
+            )
+            .into_iter()
+            .map(|hits| {
+                hits.into_iter()
+                    .map(|h| Hit {
+                        score: h.score,
+                        row: h.row + q8_rows as u32,
+                    })
+                    .collect()
+            })
+            .collect(),
+        ),
+        None => None,
+    };
+    // Rescore the survivors in f32, queries in parallel.
+    let rescored = par_ranges(m, threads, 8, |a, b| {
+        (a..b)
+            .map(|j| {
+                let q = &queries[j * dim..(j + 1) * dim];
+                let cand = &cands[j];
+                let mut top = TopK::new(k);
+                for (i, &r) in cand.iter().enumerate() {
+                    if let Some(&next) = cand.get(i + 4) {
+                        let n0 = next as usize * dim;
+                        simd::prefetch(&rows[n0..n0 + dim]);
+                    }
+                    let r0 = r as usize * dim;
+                    top.offer(
+                        Hit {
+                            score: simd::dot(isa, q, &rows[r0..r0 + dim]),
+                            row: r,
+                        },
+                        live,
+                    );
+                }
+                top.into_sorted()
+            })
+            .collect::<Vec<_>>()
+    });
+    rescored
+        .into_iter()
+        .flatten()
         .enumerate()
-        .map(|(j, cand)| {
-            let q = &queries[j * dim..(j + 1) * dim];
-            let mut rs: Vec<u32> = cand.into_iter().map(|h| h.row).collect();
-            rs.sort_unstable();
-            let mut top = TopK::new(k);
-            for r in rs {
-                let r0 = r as usize * dim;
-                top.offer(
-                    Hit {
-                        score: simd::dot(isa, q, &rows[r0..r0 + dim]),
-                        row: r,
-                    },
-                    live,
-                );
-            }
-            let mut parts = vec![top.into_sorted()];
-            if let Some(t) = &tail {
-                parts.push(
-                    t[j].iter()
-                        .map(|h| Hit {
-                            score: h.score,
-                            row: h.row + q8_rows as u32,
-                        })
-                        .collect(),
-                );
-            }
-            merge(parts, k)
+        .map(|(j, hits)| match &tail_hits {
+            Some(t) => merge(vec![hits, t[j].clone()], k),
+            None => hits,
         })
         .collect()
+}
+
+/// Hint the CPU to bring `data` into cache (no effect where unsupported).
+#[inline]
+fn prefetch_bytes(data: &[u8]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        let p = data.as_ptr() as *const i8;
+        let mut off = 0;
+        while off < data.len() {
+            // SAFETY: prefetch is a hint that never faults; the address is inside
+            // `data` (SSE is part of the x86-64 baseline).
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(p.add(off)) };
+            off += 64;
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = data;
 }
 
 fn transpose_merge(parts: Vec<Vec<Vec<Hit>>>, m: usize, k: usize) -> Vec<Vec<Hit>> {
@@ -443,8 +636,9 @@ fn transpose_merge(parts: Vec<Vec<Vec<Hit>>>, m: usize, k: usize) -> Vec<Vec<Hit
 mod tests {
     use super::*;
     use crate::kernels::quant::{quantize_row, record_len};
+    use proptest::prelude::*;
 
-    fn unit_rows(n: usize, dim: usize, seed: u64) -> Vec<f32> {
+    pub(super) fn unit_rows(n: usize, dim: usize, seed: u64) -> Vec<f32> {
         let mut s = seed;
         let mut v: Vec<f32> = (0..n * dim)
             .map(|_| {
@@ -454,11 +648,26 @@ mod tests {
                 ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
             })
             .collect();
+        normalise(&mut v, dim);
+        v
+    }
+
+    fn normalise(v: &mut [f32], dim: usize) {
         for row in v.chunks_exact_mut(dim) {
             let norm = row.iter().map(|x| x * x).sum::<f32>().sqrt();
-            row.iter_mut().for_each(|x| *x /= norm);
+            if norm > 0.0 {
+                row.iter_mut().for_each(|x| *x /= norm);
+            }
         }
-        v
+    }
+
+    fn quantize(rows: &[f32], dim: usize, covered: usize) -> Vec<u8> {
+        let stride = record_len(dim);
+        let mut q8 = vec![0u8; covered * stride];
+        for (r, out) in rows.chunks_exact(dim).zip(q8.chunks_exact_mut(stride)) {
+            quantize_row(r, out);
+        }
+        q8
     }
 
     /// The reference: score everything in f64, sort, take k.
@@ -479,6 +688,10 @@ mod tests {
         all.into_iter().take(k).map(|x| x.1).collect()
     }
 
+    fn ids(h: &[Hit]) -> Vec<u32> {
+        h.iter().map(|h| h.row).collect()
+    }
+
     #[test]
     fn exact_matches_brute_force_for_every_isa_and_thread_count() {
         let (n, dim) = (40_000, 48);
@@ -488,11 +701,8 @@ mod tests {
         let want = brute(&rows, &q, 25, live);
         for isa in Isa::available() {
             for threads in [1, 2, 3] {
-                let got: Vec<u32> = exact(isa, &rows, &q, 25, &live, threads)
-                    .iter()
-                    .map(|h| h.row)
-                    .collect();
-                assert_eq!(got, want, "{isa:?} threads {threads}");
+                let got = exact(isa, &rows, &q, dim, 25, &live, threads);
+                assert_eq!(ids(&got[0]), want, "{isa:?} threads {threads}");
             }
         }
     }
@@ -506,57 +716,196 @@ mod tests {
         }
         let mut q = vec![0.0f32; dim];
         q[0] = 1.0;
+        let q8 = quantize(&rows, dim, 6);
         for isa in Isa::available() {
-            let hits = exact(isa, &rows, &q, 100, &|_| true, 2);
-            let got: Vec<u32> = hits.iter().map(|h| h.row).collect();
-            assert_eq!(got, vec![0, 2, 4, 1, 3, 5]);
+            let hits = exact(isa, &rows, &q, dim, 100, &|_| true, 2);
+            assert_eq!(ids(&hits[0]), vec![0, 2, 4, 1, 3, 5]);
+            let s = screened(
+                isa,
+                &rows,
+                &q8,
+                &q,
+                dim,
+                100,
+                None,
+                Keep::Bound,
+                &|_| true,
+                2,
+            );
+            assert_eq!(s, hits);
             let sub = exact_subset(isa, &rows, &q, 2, &[1, 2, 4, 5], &|_| true, 1);
-            assert_eq!(sub.iter().map(|h| h.row).collect::<Vec<_>>(), vec![2, 4]);
+            assert_eq!(ids(&sub), vec![2, 4]);
+            let s = screened(
+                isa,
+                &rows,
+                &q8,
+                &q,
+                dim,
+                2,
+                Some(&[1, 2, 4, 5]),
+                Keep::Bound,
+                &|_| true,
+                1,
+            );
+            assert_eq!(s, vec![sub]);
         }
     }
 
     #[test]
-    fn subset_and_batch_match_exact() {
+    fn subset_and_batch_match_brute_force() {
         let (n, dim) = (5_000, 40);
         let rows = unit_rows(n, dim, 3);
         let qs = unit_rows(7, dim, 4);
         let subset: Vec<u32> = (0..n as u32).filter(|r| r % 3 == 0).collect();
         for isa in Isa::available() {
-            let batch = exact_batch(isa, &rows, &qs, dim, 10, &|r| r != 17, 2);
+            let batch = exact(isa, &rows, &qs, dim, 10, &|r| r != 17, 2);
             for (j, q) in qs.chunks_exact(dim).enumerate() {
-                let want = brute(&rows, q, 10, |r| r != 17);
-                assert_eq!(batch[j].iter().map(|h| h.row).collect::<Vec<_>>(), want);
+                assert_eq!(ids(&batch[j]), brute(&rows, q, 10, |r| r != 17));
+                assert_eq!(batch[j], exact(isa, &rows, q, dim, 10, &|r| r != 17, 1)[0]);
                 let sub = exact_subset(isa, &rows, q, 10, &subset, &|_| true, 2);
-                assert_eq!(
-                    sub.iter().map(|h| h.row).collect::<Vec<_>>(),
-                    brute(&rows, q, 10, |r| r % 3 == 0)
-                );
+                assert_eq!(ids(&sub), brute(&rows, q, 10, |r| r % 3 == 0));
             }
         }
     }
 
     #[test]
-    fn quantized_returns_the_exact_top_k_on_random_data() {
-        let (n, dim) = (20_000, 64);
+    fn the_bound_prunes_at_384_dimensions_and_stays_exact() {
+        let (n, dim) = (20_000, 384);
         let rows = unit_rows(n, dim, 5);
-        let stride = record_len(dim);
-        // The copy covers only part of the rows: the tail is scored exactly.
-        let covered = 15_000;
-        let mut q8 = vec![0u8; covered * stride];
-        for r in 0..covered {
-            quantize_row(
-                &rows[r * dim..(r + 1) * dim],
-                &mut q8[r * stride..(r + 1) * stride],
-            );
-        }
+        let q8 = quantize(&rows, dim, 15_000); // the tail is scored in f32
         let qs = unit_rows(5, dim, 6);
-        for isa in Isa::available() {
-            let batch = quantized_batch(isa, &rows, &q8, &qs, dim, 10, 200, &|_| true, 2);
+        let isa = Isa::detect();
+        for q in qs.chunks_exact(dim) {
+            let qq = QuantQuery::new(q);
+            let mut s = Screen::new(Keep::Bound, 10);
+            let mut a = vec![0.0f32; 15_000];
+            quant::scores(isa, &qq, &q8, &mut a);
+            for (r, rec) in q8.chunks_exact(record_len(dim)).enumerate() {
+                s.offer(r as u32, a[r], qq.slack(rec), &|_| true);
+            }
+            let kept = survivors(Keep::Bound, 10, vec![s.finish()]);
+            assert!(kept.len() < 1_000, "{} of 15000 rows rescored", kept.len());
+        }
+        for threads in [1, 2] {
+            let want = exact(isa, &rows, &qs, dim, 10, &|r| r % 5 != 0, threads);
+            let got = screened(
+                isa,
+                &rows,
+                &q8,
+                &qs,
+                dim,
+                10,
+                None,
+                Keep::Bound,
+                &|r| r % 5 != 0,
+                threads,
+            );
+            assert_eq!(got, want);
             for (j, q) in qs.chunks_exact(dim).enumerate() {
-                let want = exact(isa, &rows, q, 10, &|_| true, 1);
-                let got = quantized(isa, &rows, &q8, q, 10, 200, &|_| true, 2);
-                assert_eq!(got, want, "{isa:?} query {j}");
-                assert_eq!(batch[j], want, "{isa:?} batch query {j}");
+                let one = screened(
+                    isa,
+                    &rows,
+                    &q8,
+                    q,
+                    dim,
+                    10,
+                    None,
+                    Keep::Bound,
+                    &|r| r % 5 != 0,
+                    threads,
+                );
+                assert_eq!(one[0], want[j]);
+                let heur = screened(
+                    isa,
+                    &rows,
+                    &q8,
+                    q,
+                    dim,
+                    10,
+                    None,
+                    Keep::Candidates(200),
+                    &|r| r % 5 != 0,
+                    threads,
+                );
+                assert_eq!(heur[0], want[j], "200 candidates of random 384-d rows");
+            }
+        }
+    }
+
+    /// Rows for the property tests: random, near-ties around one direction,
+    /// exact duplicates, or a few distinct values (massive ties).
+    fn adversarial(kind: u8, n: usize, dim: usize, seed: u64) -> Vec<f32> {
+        let mut v = unit_rows(n, dim, seed);
+        let base = unit_rows(1, dim, seed ^ 0xabc);
+        match kind % 4 {
+            0 => {}
+            1 => {
+                let eps = [1e-2f32, 1e-4, 1e-6][(seed % 3) as usize];
+                for row in v.chunks_exact_mut(dim) {
+                    for (x, b) in row.iter_mut().zip(&base) {
+                        *x = b + eps * *x;
+                    }
+                }
+            }
+            2 => {
+                for r in 0..n {
+                    let src = (r * 7 % 5).min(n - 1);
+                    let copy = v[src * dim..(src + 1) * dim].to_vec();
+                    v[r * dim..(r + 1) * dim].copy_from_slice(&copy);
+                }
+            }
+            _ => {
+                for (i, x) in v.iter_mut().enumerate() {
+                    *x = ((i % dim) % 3) as f32 - 1.0 + ((i / dim) % 2) as f32;
+                }
+            }
+        }
+        normalise(&mut v, dim);
+        v
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+
+        /// The bounded int8 screen returns exactly the f32 scan's answer: same
+        /// rows, same scores, same order, whatever the data, k, mask, subset,
+        /// coverage of the copy or thread count.
+        #[test]
+        fn bounded_screen_equals_the_f32_scan(
+            kind in 0u8..4,
+            n in 1usize..300,
+            dim in prop::sample::select(vec![1usize, 3, 8, 31, 33, 64, 384]),
+            k in 1usize..40,
+            k_all in any::<bool>(),
+            mask in 0u32..4,
+            covered_frac in 0usize..=4,
+            m in 1usize..5,
+            seed in any::<u64>(),
+            subset_mod in 0u32..4,
+        ) {
+            let rows = adversarial(kind, n, dim, seed);
+            let covered = n * covered_frac / 4;
+            let q8 = quantize(&rows, dim, covered);
+            let mut qs = unit_rows(m, dim, seed.wrapping_add(1));
+            if kind == 1 && m > 1 {
+                // A query equal to a row: its score ties its duplicates.
+                let row0 = rows[..dim].to_vec();
+                qs[dim..2 * dim].copy_from_slice(&row0);
+            }
+            let k = if k_all { n + 5 } else { k };
+            let live = move |r: u32| mask == 0 || r % (mask + 1) != 0;
+            let subset: Vec<u32> = (0..n as u32).filter(|r| subset_mod == 0 || r % (subset_mod + 1) == 1).collect();
+            for isa in Isa::available() {
+                for threads in [1usize, 2] {
+                    let want = exact(isa, &rows, &qs, dim, k, &live, threads);
+                    let got = screened(isa, &rows, &q8, &qs, dim, k, None, Keep::Bound, &live, threads);
+                    prop_assert_eq!(&got, &want);
+                    for (j, q) in qs.chunks_exact(dim).enumerate() {
+                        let want = exact_subset(isa, &rows, q, k, &subset, &live, threads);
+                        let got = screened(isa, &rows, &q8, q, dim, k, Some(&subset), Keep::Bound, &live, threads);
+                        prop_assert_eq!(&got[0], &want, "subset, query {}", j);
+                    }
+                }
             }
         }
     }
@@ -573,9 +922,7 @@ mod probe {
     #[ignore]
     fn probe_kernel_speed() {
         let (n, dim) = (100_000usize, 384usize);
-        let rows: Vec<f32> = (0..n * dim)
-            .map(|i| ((i * 7919) % 1000) as f32 / 1000.0 - 0.5)
-            .collect();
+        let rows = super::tests::unit_rows(n, dim, 11);
         let stride = record_len(dim);
         let mut q8 = vec![0u8; n * stride];
         for r in 0..n {
@@ -601,7 +948,7 @@ mod probe {
             std::hint::black_box(&o);
         });
         time("f32 exact top-10", &|| {
-            std::hint::black_box(exact(isa, &rows, &q, 10, &|_| true, 1));
+            std::hint::black_box(exact(isa, &rows, &q, dim, 10, &|_| true, 1));
         });
         let qq = QuantQuery::new(&q);
         time("int8 scores only", &|| {
@@ -610,7 +957,18 @@ mod probe {
             std::hint::black_box(&o);
         });
         time("int8 top-10", &|| {
-            std::hint::black_box(quantized(isa, &rows, &q8, &q, 10, 106, &|_| true, 1));
+            std::hint::black_box(screened(
+                isa,
+                &rows,
+                &q8,
+                &q,
+                dim,
+                10,
+                None,
+                Keep::Bound,
+                &|_| true,
+                1,
+            ));
         });
         // Compute rate: the same 1000 rows (in L2) scanned 100 times.
         let small = 1000;
@@ -628,7 +986,172 @@ mod probe {
                 std::hint::black_box(&o);
             }
         });
+        // Batch compute rate: 64 queries over 4096 records (in L2), tile vs per query.
+        let qqs: Vec<QuantQuery> = rows[..64 * dim]
+            .chunks_exact(dim)
+            .map(QuantQuery::new)
+            .collect();
+        let nr = 4096;
+        time("int8 tile 4096 rows x 64 queries", &|| {
+            let mut o = vec![0.0f32; 64 * 64];
+            for b in 0..nr / 64 {
+                quant::scores_tile(
+                    isa,
+                    &qqs,
+                    &q8[b * 64 * stride..(b + 1) * 64 * stride],
+                    &mut o,
+                );
+                std::hint::black_box(&o);
+            }
+        });
+        time("int8 per query 4096 rows x 64 queries", &|| {
+            let mut o = vec![0.0f32; 64];
+            for b in 0..nr / 64 {
+                for qq in &qqs {
+                    quant::scores(isa, qq, &q8[b * 64 * stride..(b + 1) * 64 * stride], &mut o);
+                    std::hint::black_box(&o);
+                }
+            }
+        });
+        let qs = &rows[..64 * dim];
+        time("f32 tile 4096 rows x 64 queries", &|| {
+            let mut o = vec![0.0f32; 16 * 64];
+            for b in 0..nr / 16 {
+                simd::scores_tile(
+                    isa,
+                    dim,
+                    &rows[b * 16 * dim..(b + 1) * 16 * dim],
+                    qs,
+                    &mut o,
+                );
+                std::hint::black_box(&o);
+            }
+        });
+        time("screened batch 64 queries, 100k rows", &|| {
+            std::hint::black_box(screened(
+                isa,
+                &rows,
+                &q8,
+                qs,
+                dim,
+                10,
+                None,
+                Keep::Bound,
+                &|_| true,
+                1,
+            ));
+        });
+        time("exact batch 64 queries, 100k rows", &|| {
+            std::hint::black_box(exact(isa, &rows, qs, dim, 10, &|_| true, 1));
+        });
         out[0] = 1.0;
         std::hint::black_box(&out);
+    }
+
+    #[test]
+    #[ignore]
+    fn probe_filtered_1m() {
+        let (n, dim) = (1_000_000usize, 384usize);
+        let rows = super::tests::unit_rows(n, dim, 3);
+        let stride = record_len(dim);
+        let mut q8 = vec![0u8; n * stride];
+        for (r, out) in rows.chunks_exact(dim).zip(q8.chunks_exact_mut(stride)) {
+            quantize_row(r, out);
+        }
+        let subset: Vec<u32> = (0..n as u32)
+            .filter(|r| r.wrapping_mul(2654435761) % 100 == 0)
+            .collect();
+        let q = super::tests::unit_rows(1, dim, 99);
+        let isa = Isa::detect();
+        let time = |name: &str, f: &dyn Fn()| {
+            f();
+            let t = Instant::now();
+            for _ in 0..10 {
+                f();
+            }
+            eprintln!("{name}: {:.2} ms", t.elapsed().as_secs_f64() * 100.0);
+        };
+        let qs = super::tests::unit_rows(256, dim, 98);
+        let t0 = Instant::now();
+        std::hint::black_box(screened(
+            isa,
+            &rows[..200_000 * dim],
+            &q8[..200_000 * stride],
+            &qs,
+            dim,
+            10,
+            None,
+            Keep::Bound,
+            &|_| true,
+            1,
+        ));
+        eprintln!(
+            "batch 256 x 200k int8 bound: {:.1} ms",
+            t0.elapsed().as_secs_f64() * 1e3
+        );
+        let t0 = Instant::now();
+        std::hint::black_box(exact(
+            isa,
+            &rows[..200_000 * dim],
+            &qs,
+            dim,
+            10,
+            &|_| true,
+            1,
+        ));
+        eprintln!(
+            "batch 256 x 200k f32: {:.1} ms",
+            t0.elapsed().as_secs_f64() * 1e3
+        );
+        let qqs: Vec<QuantQuery> = qs.chunks_exact(dim).map(QuantQuery::new).collect();
+        let t0 = Instant::now();
+        let mut o = vec![0.0f32; 64 * 256];
+        for b in 0..200_000 / 64 {
+            quant::scores_tile(
+                isa,
+                &qqs,
+                &q8[b * 64 * stride..(b + 1) * 64 * stride],
+                &mut o,
+            );
+            std::hint::black_box(&o);
+        }
+        eprintln!(
+            "batch 256 x 200k int8 kernel only: {:.1} ms",
+            t0.elapsed().as_secs_f64() * 1e3
+        );
+        time("subset f32", &|| {
+            std::hint::black_box(exact_subset(isa, &rows, &q, 10, &subset, &|_| true, 1));
+        });
+        time("subset int8 bound", &|| {
+            std::hint::black_box(screened(
+                isa,
+                &rows,
+                &q8,
+                &q,
+                dim,
+                10,
+                Some(&subset),
+                Keep::Bound,
+                &|_| true,
+                1,
+            ));
+        });
+        time("full int8 bound", &|| {
+            std::hint::black_box(screened(
+                isa,
+                &rows,
+                &q8,
+                &q,
+                dim,
+                10,
+                None,
+                Keep::Bound,
+                &|_| true,
+                1,
+            ));
+        });
+        time("full f32", &|| {
+            std::hint::black_box(exact(isa, &rows, &q, dim, 10, &|_| true, 1));
+        });
     }
 }
