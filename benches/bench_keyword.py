@@ -13,7 +13,7 @@ The peer, in the same run on the same file: the bare FTS5 query a user would wri
 OR-ed), which has no filters, boosts, snippets or fallbacks; cortex's own overhead is the
 difference. Times are per query through the public API (`Engine.search`, mode keyword,
 limit 20, recording off), warm page cache, one thread, twice: with the in-memory keyword
-index (`keyword_index="on"`, the default "auto" for stores of 20k+) and with FTS5 alone
+index (`keyword_index="on"`, the default "auto" for stores of 5k+) and with FTS5 alone
 (`keyword_index="off"`, what the CLI's one-shot commands use). No embedder: the memories
 are stored without vectors, which keyword search does not read.
 """

@@ -638,7 +638,7 @@ def open(
     `embed_batch`, `model_id` and `dim` (see :class:`cortex.embed.Embedder`).
 
     `keyword_index`: "auto" (an in-memory twin of the FTS5 index answers plain-text
-    keyword queries once built in the background, for databases of 20,000 memories or
+    keyword queries once built in the background, for databases of 5,000 memories or
     more), "on" (built at the first search, which waits for it) or "off" (FTS5 only).
     Results are the same either way; see :mod:`cortex.keyword_index`.
     """
