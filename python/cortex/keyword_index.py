@@ -66,7 +66,7 @@ class KeywordIndexer:
         self._worker: threading.Thread | None = None
         self._closed = False
         self.error: str | None = None  # why the index is not available, if it failed
-        if policy == "auto" and self._size() >= AUTO_MIN:
+        if self._policy == "auto" and self._size() >= AUTO_MIN:
             self._start_background()
 
     @property
