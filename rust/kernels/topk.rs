@@ -918,29 +918,58 @@ mod probe {
     use crate::kernels::quant::{quantize_row, record_len};
     use std::time::Instant;
 
+    /// The int8 records of `rows`.
+    fn quantize_all(rows: &[f32], dim: usize) -> Vec<u8> {
+        let stride = record_len(dim);
+        let mut q8 = vec![0u8; rows.len() / dim * stride];
+        for (r, out) in rows.chunks_exact(dim).zip(q8.chunks_exact_mut(stride)) {
+            quantize_row(r, out);
+        }
+        q8
+    }
+
+    /// Runs `f` once to warm up, then prints the mean of 10 runs.
+    fn time(name: &str, f: &dyn Fn()) {
+        f();
+        let t = Instant::now();
+        for _ in 0..10 {
+            f();
+        }
+        eprintln!("{name}: {:.2} ms", t.elapsed().as_secs_f64() * 100.0);
+    }
+
+    /// The exact int8 screen, top-10, every row live, one thread.
+    fn bound(
+        isa: Isa,
+        rows: &[f32],
+        q8: &[u8],
+        queries: &[f32],
+        dim: usize,
+        subset: Option<&[u32]>,
+    ) -> Vec<Vec<Hit>> {
+        screened(
+            isa,
+            rows,
+            q8,
+            queries,
+            dim,
+            10,
+            subset,
+            Keep::Bound,
+            &|_| true,
+            1,
+        )
+    }
+
     #[test]
     #[ignore]
     fn probe_kernel_speed() {
         let (n, dim) = (100_000usize, 384usize);
         let rows = super::tests::unit_rows(n, dim, 11);
         let stride = record_len(dim);
-        let mut q8 = vec![0u8; n * stride];
-        for r in 0..n {
-            quantize_row(
-                &rows[r * dim..(r + 1) * dim],
-                &mut q8[r * stride..(r + 1) * stride],
-            );
-        }
+        let q8 = quantize_all(&rows, dim);
         let q: Vec<f32> = rows[..dim].to_vec();
         let isa = Isa::detect();
-        let time = |name: &str, f: &dyn Fn()| {
-            f();
-            let t = Instant::now();
-            for _ in 0..10 {
-                f();
-            }
-            eprintln!("{name}: {:.2} ms", t.elapsed().as_secs_f64() * 100.0);
-        };
         let mut out = vec![0.0f32; n];
         time("f32 scores only", &|| {
             let mut o = vec![0.0f32; n];
@@ -957,18 +986,7 @@ mod probe {
             std::hint::black_box(&o);
         });
         time("int8 top-10", &|| {
-            std::hint::black_box(screened(
-                isa,
-                &rows,
-                &q8,
-                &q,
-                dim,
-                10,
-                None,
-                Keep::Bound,
-                &|_| true,
-                1,
-            ));
+            std::hint::black_box(bound(isa, &rows, &q8, &q, dim, None));
         });
         // Compute rate: the same 1000 rows (in L2) scanned 100 times.
         let small = 1000;
@@ -1028,18 +1046,7 @@ mod probe {
             }
         });
         time("screened batch 64 queries, 100k rows", &|| {
-            std::hint::black_box(screened(
-                isa,
-                &rows,
-                &q8,
-                qs,
-                dim,
-                10,
-                None,
-                Keep::Bound,
-                &|_| true,
-                1,
-            ));
+            std::hint::black_box(bound(isa, &rows, &q8, qs, dim, None));
         });
         time("exact batch 64 queries, 100k rows", &|| {
             std::hint::black_box(exact(isa, &rows, qs, dim, 10, &|_| true, 1));
@@ -1054,36 +1061,21 @@ mod probe {
         let (n, dim) = (1_000_000usize, 384usize);
         let rows = super::tests::unit_rows(n, dim, 3);
         let stride = record_len(dim);
-        let mut q8 = vec![0u8; n * stride];
-        for (r, out) in rows.chunks_exact(dim).zip(q8.chunks_exact_mut(stride)) {
-            quantize_row(r, out);
-        }
+        let q8 = quantize_all(&rows, dim);
         let subset: Vec<u32> = (0..n as u32)
             .filter(|r| r.wrapping_mul(2654435761) % 100 == 0)
             .collect();
         let q = super::tests::unit_rows(1, dim, 99);
         let isa = Isa::detect();
-        let time = |name: &str, f: &dyn Fn()| {
-            f();
-            let t = Instant::now();
-            for _ in 0..10 {
-                f();
-            }
-            eprintln!("{name}: {:.2} ms", t.elapsed().as_secs_f64() * 100.0);
-        };
         let qs = super::tests::unit_rows(256, dim, 98);
         let t0 = Instant::now();
-        std::hint::black_box(screened(
+        std::hint::black_box(bound(
             isa,
             &rows[..200_000 * dim],
             &q8[..200_000 * stride],
             &qs,
             dim,
-            10,
             None,
-            Keep::Bound,
-            &|_| true,
-            1,
         ));
         eprintln!(
             "batch 256 x 200k int8 bound: {:.1} ms",
@@ -1123,32 +1115,10 @@ mod probe {
             std::hint::black_box(exact_subset(isa, &rows, &q, 10, &subset, &|_| true, 1));
         });
         time("subset int8 bound", &|| {
-            std::hint::black_box(screened(
-                isa,
-                &rows,
-                &q8,
-                &q,
-                dim,
-                10,
-                Some(&subset),
-                Keep::Bound,
-                &|_| true,
-                1,
-            ));
+            std::hint::black_box(bound(isa, &rows, &q8, &q, dim, Some(&subset)));
         });
         time("full int8 bound", &|| {
-            std::hint::black_box(screened(
-                isa,
-                &rows,
-                &q8,
-                &q,
-                dim,
-                10,
-                None,
-                Keep::Bound,
-                &|_| true,
-                1,
-            ));
+            std::hint::black_box(bound(isa, &rows, &q8, &q, dim, None));
         });
         time("full f32", &|| {
             std::hint::black_box(exact(isa, &rows, &q, dim, 10, &|_| true, 1));
