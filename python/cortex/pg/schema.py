@@ -1,0 +1,228 @@
+"""The PostgreSQL schema of cortex: the same data model as the SQLite store, and its migrations.
+
+Differences from SQLite, and why:
+
+* ``project_id`` is the leading key of every distributed table's primary key and of its
+  b-tree indexes, so that the tables can be distributed by project (Citus: see
+  docs/postgres.md). It is NOT NULL: a memory without a project has ``''``.
+* Keyword search runs on two generated ``tsvector`` columns with GIN indexes: ``tsv``
+  (english stemming, word queries) and ``tsv_simple`` (no stemming, no stop words, prefix
+  queries), both NULL once a memory is soft-deleted, so it leaves the indexes and BM25's
+  statistics as it leaves FTS5 on SQLite. ``doc_len`` (the number of words, counted as
+  FTS5's unicode61 does) is generated too. CJK text is matched through pg_trgm.
+* BM25's collection statistics (live documents and their total length, per project) are
+  kept by statement-level triggers in ``keyword_stats``, spread over a few slots per
+  project so that concurrent writers do not queue on one hot row; document frequencies are
+  counted at query time from the GIN index (exact, and free on write).
+* Vectors are pgvector ``vector`` values, one row per (memory, model); every query names
+  its model, and the HNSW index of a model is a partial expression index over that
+  model's rows at its dimension (``cortex.pg.vectors``), so two models never mix.
+* ``session_memories`` gets an id (SQLite's rowid), so that a copy between the two backends
+  can resume and stay idempotent.
+
+Migrations run in one transaction each, under an advisory lock, and are recorded in
+``cortex_schema``; a database newer than this cortex is refused.
+"""
+
+from __future__ import annotations
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "STAT_SLOTS"]
+
+#: Slots per project in keyword_stats: a writer adds its deltas to slot (backend pid % N).
+STAT_SLOTS = 8
+
+_V1 = """
+CREATE EXTENSION IF NOT EXISTS vector;
+CREATE EXTENSION IF NOT EXISTS pg_trgm;
+
+CREATE TABLE IF NOT EXISTS meta (
+    key   text PRIMARY KEY,
+    value text NOT NULL
+);
+
+CREATE TABLE memories (
+    project_id    text NOT NULL DEFAULT '',
+    id            bigserial NOT NULL,
+    content       text NOT NULL,
+    content_hash  text NOT NULL,
+    source_path   text,
+    chunk_index   integer,
+    sector        text,
+    tier          text,
+    scope         text,
+    category      text,
+    salience      double precision NOT NULL DEFAULT 0.5,
+    confidence    double precision NOT NULL DEFAULT 1.0,
+    created_at    double precision NOT NULL,
+    updated_at    double precision NOT NULL,
+    valid_until   double precision,
+    superseded_by bigint,
+    deleted_at    double precision,
+    last_accessed double precision,
+    access_count  bigint NOT NULL DEFAULT 0,
+    metadata      text NOT NULL DEFAULT '{}',
+    has_cjk       boolean NOT NULL DEFAULT false,
+    doc_len       integer GENERATED ALWAYS AS (regexp_count(content, '[[:alnum:]]+')) STORED,
+    tsv           tsvector GENERATED ALWAYS AS (
+        CASE WHEN deleted_at IS NULL THEN to_tsvector('english'::regconfig, content) END
+    ) STORED,
+    tsv_simple    tsvector GENERATED ALWAYS AS (
+        CASE WHEN deleted_at IS NULL THEN to_tsvector('simple'::regconfig, content) END
+    ) STORED,
+    PRIMARY KEY (project_id, id)
+);
+-- Lookups by id alone (the public API names a memory by its id): not unique, because a
+-- distributed table's unique indexes must hold the distribution column.
+CREATE INDEX memories_id ON memories (id);
+CREATE INDEX memories_project_created ON memories (project_id, created_at);
+CREATE INDEX memories_project_source ON memories (project_id, source_path, chunk_index);
+CREATE INDEX memories_project_hash ON memories (project_id, content_hash);
+CREATE INDEX memories_project_scope ON memories (project_id, scope);
+CREATE INDEX memories_project_category ON memories (project_id, category);
+CREATE INDEX memories_project_deleted ON memories (project_id, deleted_at)
+    WHERE deleted_at IS NOT NULL;
+CREATE INDEX memories_tsv ON memories USING gin (tsv);
+CREATE INDEX memories_tsv_simple ON memories USING gin (tsv_simple);
+CREATE INDEX memories_trgm ON memories USING gin (content gin_trgm_ops)
+    WHERE has_cjk AND deleted_at IS NULL;
+
+CREATE TABLE keyword_stats (
+    project_id text NOT NULL,
+    slot       smallint NOT NULL,
+    docs       bigint NOT NULL DEFAULT 0,
+    total_len  bigint NOT NULL DEFAULT 0,
+    PRIMARY KEY (project_id, slot)
+);
+
+CREATE FUNCTION cortex_stats_insert() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO keyword_stats AS s (project_id, slot, docs, total_len)
+    SELECT project_id, (pg_backend_pid() % {slots})::smallint, count(*), sum(doc_len)
+      FROM new_rows WHERE deleted_at IS NULL GROUP BY project_id ORDER BY project_id
+    ON CONFLICT (project_id, slot) DO UPDATE
+       SET docs = s.docs + excluded.docs, total_len = s.total_len + excluded.total_len;
+    RETURN NULL;
+END $$;
+
+CREATE FUNCTION cortex_stats_update() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO keyword_stats AS s (project_id, slot, docs, total_len)
+    SELECT project_id, (pg_backend_pid() % {slots})::smallint, sum(d), sum(l)
+      FROM (
+        SELECT project_id, 1 AS d, doc_len AS l FROM new_rows WHERE deleted_at IS NULL
+        UNION ALL
+        SELECT project_id, -1, -doc_len FROM old_rows WHERE deleted_at IS NULL
+      ) delta
+     GROUP BY project_id HAVING sum(d) <> 0 OR sum(l) <> 0 ORDER BY project_id
+    ON CONFLICT (project_id, slot) DO UPDATE
+       SET docs = s.docs + excluded.docs, total_len = s.total_len + excluded.total_len;
+    RETURN NULL;
+END $$;
+
+CREATE FUNCTION cortex_stats_delete() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO keyword_stats AS s (project_id, slot, docs, total_len)
+    SELECT project_id, (pg_backend_pid() % {slots})::smallint, -count(*), -sum(doc_len)
+      FROM old_rows WHERE deleted_at IS NULL GROUP BY project_id ORDER BY project_id
+    ON CONFLICT (project_id, slot) DO UPDATE
+       SET docs = s.docs + excluded.docs, total_len = s.total_len + excluded.total_len;
+    RETURN NULL;
+END $$;
+
+CREATE TRIGGER memories_stats_insert AFTER INSERT ON memories
+    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION cortex_stats_insert();
+CREATE TRIGGER memories_stats_update AFTER UPDATE ON memories
+    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION cortex_stats_update();
+CREATE TRIGGER memories_stats_delete AFTER DELETE ON memories
+    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION cortex_stats_delete();
+
+CREATE TABLE facts (
+    project_id      text NOT NULL DEFAULT '',
+    id              bigserial NOT NULL,
+    memory_id       bigint NOT NULL,
+    type            text NOT NULL,
+    content         text NOT NULL,
+    confidence      double precision NOT NULL DEFAULT 1.0,
+    decay_rate      double precision NOT NULL DEFAULT 0.0,
+    last_reinforced double precision NOT NULL,
+    created_at      double precision NOT NULL,
+    PRIMARY KEY (project_id, id),
+    FOREIGN KEY (project_id, memory_id) REFERENCES memories (project_id, id) ON UPDATE CASCADE
+);
+CREATE INDEX facts_memory ON facts (project_id, memory_id);
+CREATE INDEX facts_memory_id ON facts (memory_id);
+
+-- Sessions are few and looked up by id: in a distributed deployment, a reference table.
+CREATE TABLE sessions (
+    id         text PRIMARY KEY,
+    project_id text NOT NULL DEFAULT '',
+    started_at double precision NOT NULL,
+    ended_at   double precision,
+    summary    text
+);
+CREATE INDEX sessions_project ON sessions (project_id, started_at);
+
+CREATE TABLE session_memories (
+    project_id text NOT NULL DEFAULT '',
+    id         bigserial NOT NULL,
+    session_id text NOT NULL REFERENCES sessions (id),
+    memory_id  bigint NOT NULL,
+    usage      text NOT NULL CHECK (usage IN ('created', 'recalled', 'updated', 'reinforced')),
+    created_at double precision NOT NULL,
+    PRIMARY KEY (project_id, id),
+    FOREIGN KEY (project_id, memory_id) REFERENCES memories (project_id, id) ON UPDATE CASCADE
+);
+CREATE INDEX session_memories_memory ON session_memories (project_id, memory_id, created_at);
+CREATE INDEX session_memories_memory_id ON session_memories (memory_id, created_at);
+CREATE INDEX session_memories_session ON session_memories (session_id);
+
+CREATE TABLE memory_relationships (
+    project_id text NOT NULL DEFAULT '',
+    id         bigserial NOT NULL,
+    source_id  bigint NOT NULL,
+    target_id  bigint NOT NULL,
+    type       text NOT NULL,
+    created_by text,
+    created_at double precision NOT NULL,
+    PRIMARY KEY (project_id, id),
+    UNIQUE (project_id, source_id, target_id, type),
+    FOREIGN KEY (project_id, source_id) REFERENCES memories (project_id, id) ON UPDATE CASCADE
+);
+CREATE INDEX memory_relationships_target ON memory_relationships (target_id);
+
+CREATE TABLE recall_log (
+    project_id  text NOT NULL DEFAULT '',
+    id          bigserial NOT NULL,
+    memory_id   bigint NOT NULL,
+    fact_id     bigint,
+    query       text,
+    session_id  text,
+    lens        text,
+    score       double precision,
+    recalled_at double precision NOT NULL,
+    PRIMARY KEY (project_id, id),
+    FOREIGN KEY (project_id, memory_id) REFERENCES memories (project_id, id) ON UPDATE CASCADE
+);
+CREATE INDEX recall_log_memory ON recall_log (project_id, memory_id);
+
+CREATE TABLE embeddings (
+    project_id   text NOT NULL DEFAULT '',
+    memory_id    bigint NOT NULL,
+    model_id     text NOT NULL,
+    dim          integer NOT NULL,
+    content_hash text NOT NULL,
+    vector       vector NOT NULL,
+    created_at   double precision NOT NULL,
+    PRIMARY KEY (project_id, memory_id, model_id),
+    FOREIGN KEY (project_id, memory_id) REFERENCES memories (project_id, id) ON UPDATE CASCADE,
+    CHECK (vector_dims(vector) = dim)
+);
+CREATE INDEX embeddings_model_hash ON embeddings (project_id, model_id, content_hash);
+CREATE INDEX embeddings_hash ON embeddings (model_id, content_hash);
+"""
+
+# Forward migrations: MIGRATIONS[i] takes a database at schema version i to i + 1. An
+# entry is never edited once released; a new schema is a new entry at the end.
+MIGRATIONS: tuple[str, ...] = (_V1.replace("{slots}", str(STAT_SLOTS)),)
+SCHEMA_VERSION = len(MIGRATIONS)

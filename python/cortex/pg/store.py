@@ -1,0 +1,672 @@
+"""The PostgreSQL store: the same public methods as :class:`cortex.store.Store`.
+
+Every write is one transaction on a pooled connection; counters are updated in place
+(``access_count = access_count + 1``), never read, changed and written back, so writers on
+several processes and hosts lose no update. ``update`` locks the row it merges into
+(``SELECT ... FOR UPDATE``). Ids are drawn from the sequence before the rows are written,
+so a batch is written with COPY and its ids are known without relying on RETURNING order.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from cortex.errors import InvalidOptionError, NotFoundError, StorageError
+from cortex.pg import schema
+from cortex.pg.db import Database, Vector, redact
+from cortex.result import Memory, from_epoch
+from cortex.store import MemoryInput, SyncCounts, content_hash, has_cjk
+
+__all__ = ["MEMORY_COLUMNS", "EmbeddingBatch", "PgStore", "row_to_memory"]
+
+#: The columns of a Memory, in the order of :func:`row_to_memory` (as SQLite's).
+MEMORY_COLUMNS = (
+    "id, project_id, content, source_path, chunk_index, sector, tier, scope, category, "
+    "salience, confidence, created_at, updated_at, valid_until, superseded_by, deleted_at, "
+    "last_accessed, access_count, metadata"
+)
+
+# The columns a batch of new memories is copied into, in order.
+_COPY_COLUMNS = (
+    "id",
+    "project_id",
+    "content",
+    "content_hash",
+    "source_path",
+    "chunk_index",
+    "sector",
+    "tier",
+    "scope",
+    "category",
+    "salience",
+    "confidence",
+    "created_at",
+    "updated_at",
+    "metadata",
+    "has_cjk",
+)
+_COPY_TYPES = (
+    "int8",
+    "text",
+    "text",
+    "text",
+    "text",
+    "int4",
+    "text",
+    "text",
+    "text",
+    "text",
+    "float8",
+    "float8",
+    "float8",
+    "float8",
+    "text",
+    "bool",
+)
+
+
+def db_project(project: str | None) -> str:
+    """A project as stored: PostgreSQL keys cannot be NULL, so no project is ``''``."""
+    return "" if project is None else project
+
+
+def api_project(value: str) -> str | None:
+    return None if value == "" else value
+
+
+def row_to_memory(row: Sequence[Any]) -> Memory:
+    """A Memory from a row selected with `MEMORY_COLUMNS` (in that order)."""
+    return Memory(
+        id=int(row[0]),
+        project=api_project(row[1]),
+        content=row[2],
+        source_path=row[3],
+        chunk_index=row[4],
+        sector=row[5],
+        tier=row[6],
+        scope=row[7],
+        category=row[8],
+        salience=row[9],
+        confidence=row[10],
+        created_at=from_epoch(row[11]),
+        updated_at=from_epoch(row[12]),
+        valid_until=from_epoch(row[13]),
+        superseded_by=row[14],
+        deleted_at=from_epoch(row[15]),
+        last_accessed=from_epoch(row[16]),
+        access_count=int(row[17]),
+        metadata=json.loads(row[18]) if row[18] else {},
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddingBatch:
+    """Vectors of one model for a batch of memories, by content hash (f32 blobs or arrays),
+    written in the same transaction as the memories they belong to."""
+
+    model_id: str
+    dim: int
+    vectors: Mapping[str, Any]
+
+
+class PgStore:
+    """One cortex database on PostgreSQL. Open with :meth:`open`; safe to share between
+    threads (connections come from a pool)."""
+
+    backend = "postgres"
+
+    def __init__(self, db: Database, *, read_only: bool = False) -> None:
+        self.db = db
+        self.read_only = read_only
+
+    @classmethod
+    def open(cls, url: str, *, read_only: bool = False, pool_size: int | None = None) -> PgStore:
+        """Connect to the database at `url` and migrate it forward (unless `read_only`)."""
+        kwargs = {"max_size": pool_size} if pool_size else {}
+        db = Database(url, **kwargs)
+        store = cls(db, read_only=read_only)
+        try:
+            store._migrate()
+        except BaseException:
+            db.close()
+            raise
+        return store
+
+    @property
+    def path(self) -> str:
+        """The redacted URL (what messages and stats show; never the password)."""
+        return self.db.name
+
+    @property
+    def name(self) -> str:
+        return self.db.name
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> PgStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---------------------------------------------------------------- plumbing
+
+    @contextmanager
+    def transaction(self) -> Iterator[Any]:
+        """One write transaction on a pooled connection (psycopg, ``%s`` parameters)."""
+        if self.read_only:
+            raise StorageError(f"{self.name} is open read-only")
+        with self.db.transaction() as conn:
+            yield conn
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Run a read and return its rows; server failures become StorageError."""
+        return self.db.query(sql, params)
+
+    def _migrate(self) -> None:
+        version = self.schema_version()
+        if version > schema.SCHEMA_VERSION:
+            raise StorageError(
+                f"{self.name} has cortex schema version {version}, newer than this cortex"
+                f" ({schema.SCHEMA_VERSION}); upgrade cortex to open it"
+            )
+        if version == schema.SCHEMA_VERSION:
+            return
+        if self.read_only:
+            raise StorageError(
+                f"{self.name} needs a schema upgrade ({version} -> {schema.SCHEMA_VERSION});"
+                " open it writable once"
+            )
+        with self.db.transaction() as conn:
+            # One migrator at a time, across processes and hosts; the version is re-read
+            # under the lock, since another one may have just finished.
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext('cortex.schema'))")
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS cortex_schema ("
+                " version integer PRIMARY KEY, applied_at double precision NOT NULL)"
+            )
+            row = conn.execute("SELECT COALESCE(MAX(version), 0) FROM cortex_schema").fetchone()
+            current = int(row[0]) if row else 0
+            for target in range(current + 1, schema.SCHEMA_VERSION + 1):
+                conn.execute(schema.MIGRATIONS[target - 1])  # type: ignore[arg-type]
+                conn.execute(
+                    "INSERT INTO cortex_schema (version, applied_at) VALUES (%s, %s)",
+                    (target, time.time()),
+                )
+
+    def schema_version(self) -> int:
+        rows = self.query(
+            "SELECT CASE WHEN to_regclass('cortex_schema') IS NULL THEN 0 ELSE -1 END"
+        )
+        if rows[0][0] == 0:
+            return 0
+        return int(self.query("SELECT COALESCE(MAX(version), 0) FROM cortex_schema")[0][0])
+
+    # ---------------------------------------------------------------- writes
+
+    def add(self, item: MemoryInput, embeddings: EmbeddingBatch | None = None) -> int:
+        return self.add_many([item], embeddings)[0]
+
+    def add_many(
+        self, items: Iterable[MemoryInput], embeddings: EmbeddingBatch | None = None
+    ) -> list[int]:
+        """Insert memories (and their vectors) in one transaction; all or none are written."""
+        items = list(items)
+        if not items:
+            return []
+        now = time.time()
+        with self.transaction() as tx:
+            ids = self._insert_many(tx, items, now)
+            if embeddings is not None:
+                self._write_embeddings(
+                    tx, embeddings, [(i, item) for i, item in zip(ids, items, strict=True)], now
+                )
+        return ids
+
+    def _insert_many(self, tx: Any, items: list[MemoryInput], now: float) -> list[int]:
+        ids = [
+            int(r[0])
+            for r in tx.execute(
+                "SELECT nextval(pg_get_serial_sequence('memories', 'id'))"
+                " FROM generate_series(1, %s)",
+                (len(items),),
+            )
+        ]
+        cols = ", ".join(_COPY_COLUMNS)
+        with tx.cursor().copy(f"COPY memories ({cols}) FROM STDIN (FORMAT BINARY)") as copy:
+            copy.set_types(list(_COPY_TYPES))
+            for memory_id, item in zip(ids, items, strict=True):
+                copy.write_row(
+                    (
+                        memory_id,
+                        db_project(item.project),
+                        item.content,
+                        content_hash(item.content),
+                        item.source_path,
+                        item.chunk_index,
+                        item.sector,
+                        item.tier,
+                        item.scope,
+                        item.category,
+                        float(item.salience),
+                        float(item.confidence),
+                        item.created_at if item.created_at is not None else now,
+                        now,
+                        item.metadata_json(),
+                        has_cjk(item.content),
+                    )
+                )
+        links = [(item.session, i, item.project) for i, item in zip(ids, items, strict=True)]
+        self._link_sessions(tx, [(s, i, p) for s, i, p in links if s], "created", now)
+        return ids
+
+    def _link_sessions(
+        self, tx: Any, links: Sequence[tuple[str, int, str | None]], usage: str, now: float
+    ) -> None:
+        """Sessions are created on first use; each (session, memory) gets a link row."""
+        if not links:
+            return
+        seen: dict[str, str] = {}
+        for session_id, _, project in links:
+            seen.setdefault(session_id, db_project(project))
+        tx.cursor().executemany(
+            "INSERT INTO sessions (id, project_id, started_at) VALUES (%s, %s, %s)"
+            " ON CONFLICT (id) DO NOTHING",
+            [(s, p, now) for s, p in sorted(seen.items())],
+        )
+        tx.cursor().executemany(
+            "INSERT INTO session_memories (project_id, session_id, memory_id, usage, created_at)"
+            " SELECT project_id, %s, id, %s, %s FROM memories WHERE id = %s",
+            [(s, usage, now, i) for s, i, _ in links],
+        )
+
+    def _write_embeddings(
+        self,
+        tx: Any,
+        batch: EmbeddingBatch,
+        rows: Sequence[tuple[int, MemoryInput]],
+        now: float,
+        *,
+        replace: bool = True,
+    ) -> None:
+        """Upsert the vectors of `rows` (memory id, input) for `batch`'s model."""
+        values = []
+        for memory_id, item in rows:
+            chash = content_hash(item.content)
+            vec = batch.vectors.get(chash)
+            if vec is None:
+                continue
+            v = Vector(vec)
+            if v.data.shape != (batch.dim,):
+                raise InvalidOptionError(
+                    f"a vector of {v.data.shape[0]} dimensions for model {batch.model_id!r},"
+                    f" which has {batch.dim}"
+                )
+            values.append((memory_id, batch.model_id, batch.dim, chash, v, now))
+        if not values:
+            return
+        conflict = (
+            "DO UPDATE SET dim = excluded.dim, content_hash = excluded.content_hash,"
+            " vector = excluded.vector, created_at = excluded.created_at"
+            if replace
+            else "DO NOTHING"
+        )
+        # Staged through COPY into a temporary table, then one INSERT ... SELECT joins the
+        # memories for their project (the leading key of embeddings).
+        tx.execute(
+            "CREATE TEMP TABLE IF NOT EXISTS cortex_stage_embeddings ("
+            " memory_id bigint, model_id text, dim integer, content_hash text, vector vector,"
+            " created_at double precision) ON COMMIT DELETE ROWS"
+        )
+        with tx.cursor().copy("COPY cortex_stage_embeddings FROM STDIN (FORMAT BINARY)") as copy:
+            copy.set_types(["int8", "text", "int4", "text", "vector", "float8"])
+            for row in values:
+                copy.write_row(row)
+        tx.execute(
+            "INSERT INTO embeddings (project_id, memory_id, model_id, dim, content_hash, vector,"
+            " created_at) SELECT m.project_id, s.memory_id, s.model_id, s.dim, s.content_hash,"
+            " s.vector, s.created_at FROM cortex_stage_embeddings s JOIN memories m"
+            " ON m.id = s.memory_id ORDER BY s.memory_id"
+            f" ON CONFLICT (project_id, memory_id, model_id) {conflict}"
+        )
+        tx.execute("TRUNCATE cortex_stage_embeddings")
+
+    _UPDATABLE = frozenset(
+        {"content", "project", "sector", "tier", "scope", "category", "salience", "confidence",
+         "created_at", "metadata", "valid_until"}
+    )  # fmt: skip
+
+    def update(
+        self, memory_id: int, *, embeddings: EmbeddingBatch | None = None, **fields: Any
+    ) -> Memory:
+        """Change some fields of a live memory; returns it as stored afterwards. The row is
+        locked while the change is merged into it, so two updates never overwrite each
+        other's fields with stale values."""
+        unknown = set(fields) - self._UPDATABLE
+        if unknown:
+            raise InvalidOptionError(
+                f"cannot update {', '.join(sorted(unknown))}; updatable fields: "
+                + ", ".join(sorted(self._UPDATABLE))
+            )
+        _check_id(memory_id)
+        now = time.time()
+        with self.transaction() as tx:
+            rows = tx.execute(
+                f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = %s AND deleted_at IS NULL"
+                " FOR UPDATE",
+                (memory_id,),
+            ).fetchall()
+            if not rows:
+                raise NotFoundError(f"no memory with id {memory_id}")
+            current = row_to_memory(rows[0])
+            merged = MemoryInput(
+                content=fields.get("content", current.content),
+                project=fields.get("project", current.project),
+                sector=fields.get("sector", current.sector),
+                tier=fields.get("tier", current.tier),
+                scope=fields.get("scope", current.scope),
+                category=fields.get("category", current.category),
+                salience=fields.get("salience", current.salience),
+                confidence=fields.get("confidence", current.confidence),
+                created_at=fields.get(
+                    "created_at", current.created_at.timestamp() if current.created_at else None
+                ),
+                metadata=fields.get("metadata", current.metadata),
+            )
+            self._rewrite(tx, memory_id, merged, now)
+            if "valid_until" in fields:
+                tx.execute(
+                    "UPDATE memories SET valid_until = %s WHERE id = %s",
+                    (fields["valid_until"], memory_id),
+                )
+            if embeddings is not None:
+                self._write_embeddings(
+                    tx, embeddings, [(memory_id, merged)], now,
+                    replace=merged.content != current.content,
+                )  # fmt: skip
+        return self.get(memory_id)
+
+    def _rewrite(self, tx: Any, memory_id: int, item: MemoryInput, now: float) -> None:
+        tx.execute(
+            "UPDATE memories SET project_id = %s, content = %s, content_hash = %s, sector = %s,"
+            " tier = %s, scope = %s, category = %s, salience = %s, confidence = %s,"
+            " created_at = COALESCE(%s, created_at), updated_at = %s, metadata = %s,"
+            " has_cjk = %s, chunk_index = COALESCE(%s, chunk_index) WHERE id = %s",
+            (
+                db_project(item.project),
+                item.content,
+                content_hash(item.content),
+                item.sector,
+                item.tier,
+                item.scope,
+                item.category,
+                float(item.salience),
+                float(item.confidence),
+                item.created_at,
+                now,
+                item.metadata_json(),
+                has_cjk(item.content),
+                item.chunk_index,
+                memory_id,
+            ),
+        )
+        if item.session:
+            self._link_sessions(tx, [(item.session, memory_id, item.project)], "updated", now)
+
+    def delete(self, memory_id: int) -> None:
+        """Soft delete: the row stays (with `deleted_at`), but no search finds it again."""
+        _check_id(memory_id)
+        with self.transaction() as tx:
+            cur = tx.execute(
+                "UPDATE memories SET deleted_at = %s WHERE id = %s AND deleted_at IS NULL",
+                (time.time(), memory_id),
+            )
+            if cur.rowcount == 0:
+                raise NotFoundError(f"no live memory with id {memory_id}")
+
+    def sync_source(
+        self,
+        source_path: str,
+        project: str | None,
+        chunks: Sequence[MemoryInput],
+        embeddings: EmbeddingBatch | None = None,
+    ) -> SyncCounts:
+        """Make the live memories of (`project`, `source_path`) equal `chunks`, in one
+        transaction: the same rules as the SQLite store (unchanged chunks keep their id,
+        counts and vector; changed ones update the memory at their position; chunks gone
+        from the source are soft-deleted). Two importers of the same source queue on an
+        advisory lock of (project, source) instead of both inserting its chunks."""
+        counts = SyncCounts()
+        now = time.time()
+        with self.transaction() as tx:
+            tx.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                (f"cortex.source\x1f{db_project(project)}\x1f{source_path}",),
+            )
+            rows = tx.execute(
+                "SELECT id, chunk_index, content_hash, sector, tier, scope, category, salience,"
+                " confidence, created_at, metadata FROM memories"
+                " WHERE project_id = %s AND source_path = %s AND deleted_at IS NULL"
+                " ORDER BY chunk_index, id",
+                (db_project(project), source_path),
+            ).fetchall()
+            by_hash: dict[str, list[tuple[Any, ...]]] = {}
+            by_index: dict[int, int] = {}
+            for row in rows:
+                by_hash.setdefault(row[2], []).append(row)
+                by_index.setdefault(row[1], row[0])
+            index_of = {row[0]: row[1] for row in rows}
+            used: set[int] = set()
+            pending: list[tuple[int, MemoryInput]] = []
+            kept: list[tuple[int, MemoryInput]] = []
+            written: list[tuple[int, MemoryInput]] = []
+            for position, chunk in enumerate(chunks):
+                same = [
+                    row[0]
+                    for row in by_hash.get(content_hash(chunk.content), [])
+                    if row[0] not in used and _unchanged(chunk, row)
+                ]
+                if same:
+                    pick = next((i for i in same if index_of[i] == position), same[0])
+                    used.add(pick)
+                    counts.unchanged += 1
+                    kept.append((pick, chunk))
+                    if index_of[pick] != position:
+                        tx.execute(
+                            "UPDATE memories SET chunk_index = %s WHERE id = %s", (position, pick)
+                        )
+                else:
+                    pending.append((position, chunk))
+            new: list[MemoryInput] = []
+            for position, chunk in pending:
+                target = by_index.get(position)
+                if target is not None and target not in used:
+                    used.add(target)
+                    self._rewrite(tx, target, _with_index(chunk, position), now)
+                    counts.updated += 1
+                    written.append((target, chunk))
+                else:
+                    new.append(_with_index(chunk, position))
+            if new:
+                ids = self._insert_many(tx, new, now)
+                counts.added = len(ids)
+                written.extend(zip(ids, new, strict=True))
+            stale = [row[0] for row in rows if row[0] not in used]
+            if stale:
+                tx.execute("UPDATE memories SET deleted_at = %s WHERE id = ANY(%s)", (now, stale))
+            counts.removed = len(stale)
+            if embeddings is not None:
+                self._write_embeddings(tx, embeddings, written, now)
+                self._write_embeddings(tx, embeddings, kept, now, replace=False)
+        return counts
+
+    def add_fact(
+        self,
+        memory_id: int,
+        type: str,
+        content: str,
+        *,
+        confidence: float,
+        decay_rate: float,
+        last_reinforced: float,
+    ) -> int:
+        now = time.time()
+        _check_id(memory_id)
+        with self.transaction() as tx:
+            row = tx.execute(
+                "INSERT INTO facts (project_id, memory_id, type, content, confidence, decay_rate,"
+                " last_reinforced, created_at) SELECT project_id, id, %s, %s, %s, %s, %s, %s"
+                " FROM memories WHERE id = %s AND deleted_at IS NULL RETURNING id",
+                (type, content, confidence, decay_rate, last_reinforced, now, memory_id),
+            ).fetchone()
+        if row is None:
+            raise NotFoundError(f"no memory with id {memory_id}")
+        return int(row[0])
+
+    def record_recall(
+        self,
+        rows: Sequence[tuple[int, int | None, float]],
+        *,
+        query: str | None,
+        session_id: str | None,
+        lens: str | None,
+        reinforce: float,
+    ) -> None:
+        """One transaction after a search: a recall_log row per result ``(memory_id,
+        fact_id, score)``; access counts and salience changed in place (no lost update when
+        several processes recall the same memory at once); 'recalled' session links."""
+        if not rows:
+            return
+        now = time.time()
+        ids = sorted({m for m, _, _ in rows})
+        with self.transaction() as tx:
+            tx.cursor().executemany(
+                "INSERT INTO recall_log (project_id, memory_id, fact_id, query, session_id, lens,"
+                " score, recalled_at) SELECT project_id, id, %s, %s, %s, %s, %s, %s"
+                " FROM memories WHERE id = %s",
+                [(f, query, session_id, lens, s, now, m) for m, f, s in rows],
+            )
+            # Rows locked in id order: two recalls of overlapping results cannot deadlock.
+            counts: dict[int, int] = {}
+            for m, _, _ in rows:
+                counts[m] = counts.get(m, 0) + 1
+            tx.execute(
+                "UPDATE memories m SET access_count = m.access_count + c.n, last_accessed = %s,"
+                " salience = LEAST(1.0, m.salience + %s * c.n)"
+                " FROM (SELECT unnest(%s::bigint[]) AS id, unnest(%s::bigint[]) AS n) c"
+                " WHERE m.id = c.id",
+                (now, reinforce, ids, [counts[i] for i in ids]),
+            )
+            if session_id:
+                tx.execute(
+                    "INSERT INTO sessions (id, started_at) VALUES (%s, %s)"
+                    " ON CONFLICT (id) DO NOTHING",
+                    (session_id, now),
+                )
+                self._link_sessions(
+                    tx, [(session_id, m, None) for m, _, _ in rows], "recalled", now
+                )
+
+    # ---------------------------------------------------------------- reads
+
+    def get(self, memory_id: int, *, include_deleted: bool = False) -> Memory:
+        _check_id(memory_id)
+        rows = self.query(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = %s", (memory_id,))
+        if not rows or (rows[0][15] is not None and not include_deleted):
+            raise NotFoundError(f"no memory with id {memory_id}")
+        return row_to_memory(rows[0])
+
+    def get_many(self, ids: Sequence[int]) -> dict[int, Memory]:
+        if not ids:
+            return {}
+        return {
+            int(row[0]): row_to_memory(row)
+            for row in self.query(
+                f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = ANY(%s)", (list(ids),)
+            )
+        }
+
+    def keyword_stats(self, project: str | None = None) -> tuple[int, int]:
+        """(live documents, their total length in words), of `project` or of all."""
+        if project is None:
+            row = self.query("SELECT COALESCE(SUM(docs), 0), COALESCE(SUM(total_len), 0)"
+                             " FROM keyword_stats")[0]  # fmt: skip
+        else:
+            row = self.query(
+                "SELECT COALESCE(SUM(docs), 0), COALESCE(SUM(total_len), 0) FROM keyword_stats"
+                " WHERE project_id = %s",
+                (db_project(project),),
+            )[0]
+        return int(row[0]), int(row[1])
+
+    def stats(self) -> dict[str, Any]:
+        live, deleted = self.query(
+            "SELECT COUNT(*) FILTER (WHERE deleted_at IS NULL),"
+            " COUNT(*) FILTER (WHERE deleted_at IS NOT NULL) FROM memories"
+        )[0]
+        projects = self.query(
+            "SELECT project_id, COUNT(*) FROM memories WHERE deleted_at IS NULL"
+            " GROUP BY project_id ORDER BY COUNT(*) DESC, project_id"
+        )
+        sources = self.query(
+            "SELECT COUNT(DISTINCT source_path) FROM memories"
+            " WHERE deleted_at IS NULL AND source_path IS NOT NULL"
+        )[0][0]
+        facts = self.query("SELECT COUNT(*) FROM facts")[0][0]
+        sessions = self.query("SELECT COUNT(*) FROM sessions")[0][0]
+        embeddings = self.query("SELECT model_id, COUNT(*) FROM embeddings GROUP BY model_id")
+        span = self.query(
+            "SELECT MIN(created_at), MAX(created_at) FROM memories WHERE deleted_at IS NULL"
+        )[0]
+        size = self.query("SELECT pg_database_size(current_database())")[0][0]
+        return {
+            "path": redact(self.name),
+            "backend": self.backend,
+            "schema_version": self.schema_version(),
+            "memories": int(live),
+            "deleted": int(deleted),
+            "projects": {p: int(n) for p, n in projects},
+            "sources": int(sources),
+            "facts": int(facts),
+            "sessions": int(sessions),
+            "embeddings": {m: int(n) for m, n in embeddings},
+            "oldest": span[0],
+            "newest": span[1],
+            "size_bytes": int(size),
+        }
+
+
+def _check_id(memory_id: object) -> None:
+    if isinstance(memory_id, bool) or not isinstance(memory_id, int):
+        raise InvalidOptionError(f"a memory id is an integer, not {memory_id!r}")
+    if not -(2**63) <= memory_id < 2**63:
+        raise NotFoundError(f"no memory with id {memory_id}")
+
+
+def _unchanged(chunk: MemoryInput, row: Sequence[Any]) -> bool:
+    """Whether a stored row (id, chunk_index, hash, sector, tier, scope, category, salience,
+    confidence, created_at, metadata) already holds `chunk` (as the SQLite store decides)."""
+    return (
+        row[3] == chunk.sector
+        and row[4] == chunk.tier
+        and row[5] == chunk.scope
+        and row[6] == chunk.category
+        and row[7] == float(chunk.salience)
+        and row[8] == float(chunk.confidence)
+        and (chunk.created_at is None or row[9] == chunk.created_at)
+        and row[10] == chunk.metadata_json()
+    )
+
+
+def _with_index(chunk: MemoryInput, index: int) -> MemoryInput:
+    if chunk.chunk_index == index:
+        return chunk
+    from dataclasses import replace
+
+    return replace(chunk, chunk_index=index)
