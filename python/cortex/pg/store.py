@@ -19,6 +19,7 @@ from typing import Any
 from cortex.errors import InvalidOptionError, NotFoundError, StorageError
 from cortex.pg import schema
 from cortex.pg.db import Database, Vector, redact
+from cortex.pg.text import index_text
 from cortex.result import Memory, from_epoch
 from cortex.store import MemoryInput, SyncCounts, content_hash, has_cjk
 
@@ -49,24 +50,9 @@ _COPY_COLUMNS = (
     "updated_at",
     "metadata",
     "has_cjk",
-)
-_COPY_TYPES = (
-    "int8",
-    "text",
-    "text",
-    "text",
-    "text",
-    "int4",
-    "text",
-    "text",
-    "text",
-    "text",
-    "float8",
-    "float8",
-    "float8",
-    "float8",
-    "text",
-    "bool",
+    "doc_len",
+    "tsv",
+    "tsv_simple",
 )
 
 
@@ -239,9 +225,9 @@ class PgStore:
             )
         ]
         cols = ", ".join(_COPY_COLUMNS)
-        with tx.cursor().copy(f"COPY memories ({cols}) FROM STDIN (FORMAT BINARY)") as copy:
-            copy.set_types(list(_COPY_TYPES))
+        with tx.cursor().copy(f"COPY memories ({cols}) FROM STDIN") as copy:
             for memory_id, item in zip(ids, items, strict=True):
+                words = index_text(item.content)
                 copy.write_row(
                     (
                         memory_id,
@@ -260,6 +246,9 @@ class PgStore:
                         now,
                         item.metadata_json(),
                         has_cjk(item.content),
+                        words.doc_len,
+                        words.tsv,
+                        words.tsv_simple,
                     )
                 )
         links = [(item.session, i, item.project) for i, item in zip(ids, items, strict=True)]
@@ -393,11 +382,13 @@ class PgStore:
         return self.get(memory_id)
 
     def _rewrite(self, tx: Any, memory_id: int, item: MemoryInput, now: float) -> None:
+        words = index_text(item.content)
         tx.execute(
             "UPDATE memories SET project_id = %s, content = %s, content_hash = %s, sector = %s,"
             " tier = %s, scope = %s, category = %s, salience = %s, confidence = %s,"
             " created_at = COALESCE(%s, created_at), updated_at = %s, metadata = %s,"
-            " has_cjk = %s, chunk_index = COALESCE(%s, chunk_index) WHERE id = %s",
+            " has_cjk = %s, chunk_index = COALESCE(%s, chunk_index), doc_len = %s,"
+            " tsv = %s::tsvector, tsv_simple = %s::tsvector WHERE id = %s",
             (
                 db_project(item.project),
                 item.content,
@@ -413,6 +404,9 @@ class PgStore:
                 item.metadata_json(),
                 has_cjk(item.content),
                 item.chunk_index,
+                words.doc_len,
+                words.tsv,
+                words.tsv_simple,
                 memory_id,
             ),
         )

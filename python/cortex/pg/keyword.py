@@ -1,0 +1,530 @@
+"""Keyword search on PostgreSQL: BM25 computed in SQL, with the FTS5 path's query language.
+
+Ranking is Okapi BM25 with FTS5's constants (k1 = 1.2, b = 0.75, idf = ln((N - n + 0.5) /
+(n + 0.5)), floored at 1e-6), not ``ts_rank_cd``:
+
+* N and the average length come from ``keyword_stats`` (kept by triggers on write), of the
+  project when the search is walled to one, else of every project;
+* n, a term's document frequency, is counted when the query runs, from the GIN index
+  (exact, and it costs writers nothing; a df table kept on write would be a hot row per
+  common word for every concurrent writer);
+* tf is the number of positions of the term in the document's ``tsvector``; the
+  document's length is its word count (``doc_len``), as FTS5 counts it.
+
+Queries follow :mod:`cortex.keyword`: plain words run as AND, then OR, then as prefixes
+(stop words left out unless nothing else is left); FTS5 syntax — AND, OR, NOT, "phrase",
+prefix*, parentheses, NEAR (as AND) and ``content:`` — is parsed here and mapped to a
+``tsquery`` built from lexemes the server normalises; what FTS5 would reject is retried
+as plain terms with a notice, never a server error. CJK text is matched as substrings
+through the pg_trgm index, ranked by the same BM25 over substring counts; plain text that
+matches nothing falls back to LIKE, as on SQLite. Scores map onto [0, 1) with
+:func:`cortex.keyword.bm25_to_score`.
+
+A phrase is ranked by the BM25 of its words (FTS5 ranks it as one term); it matches only
+where its words are adjacent.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from cortex.errors import StorageError
+from cortex.keyword import (
+    STOPWORDS,
+    Hit,
+    KeywordResult,
+    _cjk_terms,
+    _like_param,
+    _terms,
+    bm25_to_score,
+    clean,
+    quote,
+)
+from cortex.options import Options, OrderBy
+from cortex.pg import filters
+from cortex.pg.store import PgStore, db_project
+from cortex.pg.text import exact_tokens, stemmed_tokens
+from cortex.ranking import RANK_COLUMNS, RankInfo
+from cortex.store import has_cjk
+
+__all__ = ["K1", "B", "ParseError", "parse", "search"]
+
+K1 = 1.2
+B = 0.75
+_MIN_IDF = 1e-6
+#: Terms scored per query (the first ones; every term still counts for matching).
+MAX_SCORED = 32
+
+Index = tuple[str, Callable[[str], list[str]]]
+
+#: The indexes: (column, how a query's words become its terms).
+STEMMED = ("tsv", stemmed_tokens)
+EXACT = ("tsv_simple", exact_tokens)
+
+_SYNTAX = re.compile(r'["*()^]|\b(?:AND|OR|NOT|NEAR)\b|\w:')
+
+
+# --------------------------------------------------------------------------- the parser
+
+
+class ParseError(ValueError):
+    """A query FTS5 would reject; the message says what is wrong, as FTS5's would."""
+
+
+@dataclass(slots=True)
+class Atom:
+    text: str
+    prefix: bool = False
+
+
+@dataclass(slots=True)
+class Node:
+    op: str  # "and" | "or" | "not" (left AND NOT right)
+    kids: list[Any] = field(default_factory=list)
+
+
+_TOKEN = re.compile(
+    r'\s*(?:(?P<str>"(?:[^"]|"")*")|(?P<word>[\w\x80-\U0010ffff]+)|(?P<punct>[()*:^,+]))',
+)
+
+
+def _tokens(text: str) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    pos = 0
+    while pos < len(text):
+        if text[pos].isspace():
+            pos += 1
+            continue
+        m = _TOKEN.match(text, pos)
+        if m is None or m.end() == pos:
+            if text[pos] == '"':
+                raise ParseError("unterminated string")
+            raise ParseError(f'syntax error near "{text[pos]}"')
+        if m.group("str") is not None:
+            out.append(("str", m.group("str")[1:-1].replace('""', '"')))
+        elif m.group("word") is not None:
+            out.append(("word", m.group("word")))
+        else:
+            out.append(("punct", m.group("punct")))
+        pos = m.end()
+    return out
+
+
+def parse(text: str) -> Any:
+    """The expression tree of an FTS5 query: Atom leaves under and/or/not nodes."""
+    toks = _tokens(text)
+    i = 0
+
+    def peek() -> tuple[str, str] | None:
+        return toks[i] if i < len(toks) else None
+
+    def take() -> tuple[str, str]:
+        nonlocal i
+        tok = toks[i]
+        i += 1
+        return tok
+
+    def is_op(tok: tuple[str, str] | None, name: str) -> bool:
+        return tok is not None and tok == ("word", name)
+
+    def primary() -> Any:
+        tok = peek()
+        if tok is None:
+            raise ParseError("syntax error: the query ends where a term is expected")
+        if tok == ("punct", "^"):
+            take()
+            return primary()
+        if tok == ("punct", "("):
+            take()
+            node = expr()
+            if peek() != ("punct", ")"):
+                raise ParseError('syntax error: a "(" is not closed')
+            take()
+            return node
+        if is_op(tok, "NEAR") and i + 1 < len(toks) and toks[i + 1] == ("punct", "("):
+            take()
+            take()
+            kids = []
+            while peek() is not None and peek() != ("punct", ")"):
+                if peek() == ("punct", ","):
+                    take()
+                    nxt = take()
+                    if nxt[0] != "word" or not nxt[1].isdigit():
+                        raise ParseError("syntax error: NEAR's distance is a number")
+                    continue
+                kids.append(phrase())
+            if peek() != ("punct", ")") or not kids:
+                raise ParseError("syntax error in NEAR(...)")
+            take()
+            return Node("and", kids)
+        if tok[0] == "word" and tok[1] in ("AND", "OR", "NOT"):
+            raise ParseError(f'syntax error near "{tok[1]}"')
+        if tok[0] == "word" and i + 1 < len(toks) and toks[i + 1] == ("punct", ":"):
+            if tok[1].lower() != "content":
+                raise ParseError(f"no such column: {tok[1]}")
+            take()
+            take()
+            return primary()
+        return phrase()
+
+    def phrase() -> Atom:
+        tok = take()
+        if tok[0] not in ("word", "str"):
+            raise ParseError(f'syntax error near "{tok[1]}"')
+        atom = Atom(tok[1])
+        while peek() == ("punct", "+"):
+            take()
+            nxt = take()
+            if nxt[0] not in ("word", "str"):
+                raise ParseError('syntax error near "+"')
+            atom.text += " " + nxt[1]
+        if peek() == ("punct", "*"):
+            take()
+            atom.prefix = True
+        return atom
+
+    def negation() -> Any:
+        node = primary()
+        while is_op(peek(), "NOT"):
+            take()
+            node = Node("not", [node, primary()])
+        return node
+
+    def conjunction() -> Any:
+        kids = [negation()]
+        while True:
+            tok = peek()
+            if tok is None or tok == ("punct", ")") or is_op(tok, "OR"):
+                break
+            if is_op(tok, "AND"):
+                take()
+            kids.append(negation())
+        return kids[0] if len(kids) == 1 else Node("and", kids)
+
+    def expr() -> Any:
+        kids = [conjunction()]
+        while is_op(peek(), "OR"):
+            take()
+            kids.append(conjunction())
+        return kids[0] if len(kids) == 1 else Node("or", kids)
+
+    tree = expr()
+    if i != len(toks):
+        raise ParseError(f'syntax error near "{toks[i][1]}"')
+    return tree
+
+
+def _atoms(tree: Any) -> list[Atom]:
+    if isinstance(tree, Atom):
+        return [tree]
+    return [a for kid in tree.kids for a in _atoms(kid)]
+
+
+def _positive(tree: Any) -> list[Atom]:
+    """The atoms that count towards a match's score (not the right side of NOT)."""
+    if isinstance(tree, Atom):
+        return [tree]
+    if tree.op == "not":
+        return _positive(tree.kids[0])
+    return [a for kid in tree.kids for a in _positive(kid)]
+
+
+# --------------------------------------------------------------------------- tsquery
+
+
+def _lit(lexeme: str) -> str:
+    """One tsquery operand: the lexeme quoted as the tsquery input syntax wants it."""
+    return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+@dataclass(slots=True)
+class Compiled:
+    tsquery: str  # "" when nothing is left to match
+    terms: list[tuple[str, bool]]  # (lexeme, prefix) scored by BM25
+
+
+def _normalise(atoms: list[Atom], tokens: Callable[[str], list[str]]) -> list[list[str]]:
+    """The terms of each atom, in text order, as the index's tokenizer makes them."""
+    return [tokens(a.text) for a in atoms]
+
+
+def _compile(tree: Any, lexemes: dict[int, list[str]]) -> str:
+    """The tsquery text of `tree`; "" for a branch with nothing to match."""
+    if isinstance(tree, Atom):
+        seq = lexemes.get(id(tree), [])
+        if not seq:
+            return ""
+        parts = [_lit(x) for x in seq]
+        if tree.prefix:
+            parts[-1] += ":*"
+        return parts[0] if len(parts) == 1 else "(" + " <-> ".join(parts) + ")"
+    kids = [_compile(k, lexemes) for k in tree.kids]
+    if tree.op == "not":
+        left, right = kids
+        if not left:
+            return ""
+        return f"({left} & !{right})" if right else left
+    kept = [k for k in kids if k]
+    if tree.op == "and" and len(kept) < len(kids):
+        return ""  # an AND with an empty member can match nothing, as in FTS5
+    if not kept:
+        return ""
+    joiner = " & " if tree.op == "and" else " | "
+    return "(" + joiner.join(kept) + ")" if len(kept) > 1 else kept[0]
+
+
+# --------------------------------------------------------------------------- BM25 in SQL
+
+
+def _order_sql(opts: Options) -> str:
+    if opts.order_by is OrderBy.RECENCY:
+        return "m.created_at DESC, m.id DESC"
+    if opts.order_by is OrderBy.CONFIDENCE:
+        return "m.confidence DESC, score DESC, m.id"
+    return "score DESC, m.id"
+
+
+def _collection(conn: Any, opts: Options) -> tuple[int, float]:
+    """(N, average length): of the project a walled search sees, else of all."""
+    if opts.project is not None:
+        row = conn.execute(
+            "SELECT COALESCE(SUM(docs), 0), COALESCE(SUM(total_len), 0) FROM keyword_stats"
+            " WHERE project_id = %s",
+            (db_project(opts.project),),
+        ).fetchone()
+    else:
+        row = conn.execute(
+            "SELECT COALESCE(SUM(docs), 0), COALESCE(SUM(total_len), 0) FROM keyword_stats"
+        ).fetchone()
+    docs, total = int(row[0]), float(row[1])
+    return docs, (total / docs if docs else 1.0)
+
+
+def _idf(n_docs: int, df: int) -> float:
+    return max(_MIN_IDF, math.log((n_docs - df + 0.5) / (df + 0.5)))
+
+
+def _bm25(
+    conn: Any,
+    column: str,
+    tsquery: str,
+    terms: list[tuple[str, bool]],
+    opts: Options,
+    pool: int,
+) -> list[Hit]:
+    """Up to `pool` memories matching `tsquery` on `column` under the filters, by BM25."""
+    n_docs, avgdl = _collection(conn, opts)
+    terms = list(dict.fromkeys(terms))[:MAX_SCORED]
+    wall = " AND project_id = %s" if opts.project is not None else ""
+    wall_params = [db_project(opts.project)] if opts.project is not None else []
+    operands = [_lit(lexeme) + (":*" if prefix else "") for lexeme, prefix in terms]
+    idf: list[float] = []
+    if terms:
+        counts = ", ".join(
+            f"(SELECT count(*) FROM memories WHERE {column} @@ %s::tsquery"
+            f" AND deleted_at IS NULL{wall})"
+            for _ in terms
+        )
+        params: list[Any] = []
+        for operand in operands:
+            params += [operand, *wall_params]
+        dfs = conn.execute(f"SELECT {counts}", params).fetchone()
+        idf = [_idf(n_docs, int(df)) for df in dfs]
+    predicate, fparams = filters.where(opts)
+    norm = f"{K1} * (1 - {B} + {B} * m.doc_len / %s::float8)"
+    # A word's tf from ts_rank (one C call, see cortex_tf); a prefix's is the positions of
+    # every word it starts (ts_rank would blend them), counted over the unnested tsvector.
+    tfs = ", ".join(
+        f"(SELECT COALESCE(sum(cardinality(u.positions)), 0) FROM unnest(m.{column}) u"
+        f" WHERE starts_with(u.lexeme, %s)) AS t{i}"
+        if prefix
+        else f"cortex_tf(m.{column}, %s::tsquery) AS t{i}"
+        for i, (_, prefix) in enumerate(terms)
+    )
+    tf_params = [
+        lexeme if prefix else operand
+        for (lexeme, prefix), operand in zip(terms, operands, strict=True)
+    ]
+    score = " + ".join(
+        f"%s::float8 * f.t{i} * {K1 + 1} / (f.t{i} + {norm})" for i in range(len(terms))
+    )
+    sql = (
+        f"SELECT m.id, {score or '0'} AS score, {RANK_COLUMNS} FROM memories m"
+        f", LATERAL (SELECT {tfs or '0 AS t'}) f"
+        f" WHERE m.{column} @@ %s::tsquery AND {predicate}"
+        f" ORDER BY {_order_sql(opts)} LIMIT %s"
+    )
+    score_params: list[Any] = []
+    for weight in idf:
+        score_params += [weight, avgdl]
+    rows = conn.execute(sql, [*score_params, *tf_params, tsquery, *fparams, pool]).fetchall()
+    return [
+        Hit(int(i), bm25_to_score(-float(score)), float(score), RankInfo(*rest))
+        for i, score, *rest in rows
+    ]
+
+
+# --------------------------------------------------------------------------- tiers
+
+
+def search(store: PgStore, query: str, opts: Options, pool: int) -> KeywordResult:
+    """Up to `pool` keyword hits for `query` under `opts`'s filters, best first (the same
+    tiers and result as :func:`cortex.keyword.search`)."""
+    text = clean(query)
+    if not text:
+        return KeywordResult(notices=["the query is empty"])
+    import psycopg
+
+    try:
+        with store.db.connection() as conn:
+            if has_cjk(text):
+                result = _cjk(store, conn, text, opts, pool)
+            else:
+                result = _latin(store, conn, text, opts, pool)
+            if not result.hits and not result.final:
+                fallback = _like(conn, text, opts, pool)
+                if fallback.hits:
+                    fallback.notices = [
+                        *result.notices,
+                        "no full-text match; showing memories that contain the terms as substrings",
+                    ]
+                    return fallback
+            return result
+    except psycopg.Error as exc:
+        raise StorageError(store.db.explain(exc)) from None
+
+
+def _run(
+    store: PgStore, conn: Any, tree: Any, index: Index, opts: Options, pool: int
+) -> tuple[list[Hit], str]:
+    """Compile `tree` on `index` (column, tokenizer) and rank its matches."""
+    column, tokens = index
+    atoms = _atoms(tree)
+    lexemes = dict(zip((id(a) for a in atoms), _normalise(atoms, tokens), strict=True))
+    tsquery = _compile(tree, lexemes)
+    if not tsquery:
+        return [], ""
+    terms: list[tuple[str, bool]] = []
+    for atom in _positive(tree):
+        seq = lexemes.get(id(atom), [])
+        terms += [(lex, atom.prefix and k == len(seq) - 1) for k, lex in enumerate(seq)]
+    return _bm25(conn, column, tsquery, terms, opts, pool), tsquery
+
+
+def _latin(store: PgStore, conn: Any, text: str, opts: Options, pool: int) -> KeywordResult:
+    terms = _terms(text)
+    notices: list[str] = []
+    if _SYNTAX.search(text):
+        try:
+            tree = parse(text)
+        except ParseError as exc:
+            if not terms:
+                return KeywordResult(
+                    notices=[f"not a valid FTS5 query ({exc}) and no words to search for"],
+                    final=True,
+                )
+            notices.append(f"not a valid FTS5 query ({exc}); searched for the quoted terms instead")
+        else:
+            index = EXACT if "*" in text else STEMMED
+            hits, ran = _run(store, conn, tree, index, opts, pool)
+            return KeywordResult(hits, "fts", text, None, [], terms, final=True)
+    elif not terms:
+        return KeywordResult(notices=["the query holds no words to search for"], final=True)
+    terms = [t for t in terms if t not in STOPWORDS] or terms
+    quoted = [quote(t) for t in terms]
+    and_tree = Node("and", [Atom(t) for t in terms])
+    hits, _ = _run(store, conn, and_tree, STEMMED, opts, pool)
+    expression = " ".join(quoted)
+    if hits or len(terms) == 1:
+        tier_expr = expression
+    else:
+        tier_expr = " OR ".join(quoted)
+        hits, _ = _run(store, conn, Node("or", [Atom(t) for t in terms]), STEMMED, opts, pool)
+    if hits:
+        return KeywordResult(hits, "fts", tier_expr, tier_expr, notices, terms)
+    prefix_expr = " OR ".join(q + "*" for q in quoted)
+    hits, _ = _run(
+        store, conn, Node("or", [Atom(t, prefix=True) for t in terms]), EXACT, opts, pool
+    )
+    return KeywordResult(
+        hits, "prefix" if hits else "none", prefix_expr, prefix_expr, notices, terms
+    )
+
+
+def _substring_bm25(
+    conn: Any, terms: list[str], required: list[str], opts: Options, pool: int
+) -> list[Hit]:
+    """BM25 over substring counts: memories holding every `required` term (all CJK
+    memories when none is), ranked by the occurrences of `terms`. The trigram index
+    answers the LIKEs of terms of three characters or more."""
+    n_docs, avgdl = _collection(conn, opts)
+    wall = " AND project_id = %s" if opts.project is not None else ""
+    wall_params = [db_project(opts.project)] if opts.project is not None else []
+    counts = ", ".join(
+        "(SELECT count(*) FROM memories WHERE has_cjk AND deleted_at IS NULL"
+        f" AND content ILIKE %s{wall})"
+        for _ in terms
+    )
+    params: list[Any] = []
+    for t in terms:
+        params += [_like_param(t), *wall_params]
+    dfs = conn.execute(f"SELECT {counts}", params).fetchone()
+    idf = [_idf(n_docs, int(df)) for df in dfs]
+    predicate, fparams = filters.where(opts)
+    need = "".join(" AND m.content ILIKE %s" for _ in required)
+    sql = (
+        f"SELECT m.id, s.score, {RANK_COLUMNS} FROM memories m, LATERAL ("
+        " SELECT sum(t.idf * t.tf * (%s + 1) / (t.tf + %s * (1 - %s + %s * m.doc_len / %s)))"
+        " AS score FROM (SELECT t.idf, (length(m.content) - length(replace(lower(m.content),"
+        " t.term, ''))) / length(t.term) AS tf FROM unnest(%s::text[], %s::float8[]) t(term, idf)) t"
+        " WHERE t.tf > 0) s"
+        f" WHERE m.has_cjk AND {predicate}{need}"
+        f" ORDER BY {_order_sql(opts)} LIMIT %s"
+    )
+    rows = conn.execute(
+        sql,
+        [K1, K1, B, B, avgdl, terms, idf, *fparams, *(_like_param(t) for t in required), pool],
+    ).fetchall()
+    return [
+        Hit(int(i), bm25_to_score(-float(score or 0.0)), float(score or 0.0), RankInfo(*rest))
+        for i, score, *rest in rows
+    ]
+
+
+def _cjk(store: PgStore, conn: Any, text: str, opts: Options, pool: int) -> KeywordResult:
+    """CJK runs and ASCII words, every one required, as substrings (pg_trgm)."""
+    terms = _cjk_terms(text, bigrams=False)
+    if not terms:
+        return KeywordResult(notices=["the query holds no words to search for"])
+    hits = _substring_bm25(conn, terms, terms, opts, pool)
+    ran = " AND ".join(f"LIKE {quote('%' + t + '%')}" for t in terms)
+    return KeywordResult(hits, "trigram" if hits else "none", None, ran, [], terms)
+
+
+def _like(conn: Any, text: str, opts: Options, pool: int) -> KeywordResult:
+    """The last tier: memories holding any of the terms as substrings, by how many."""
+    terms = _cjk_terms(text, bigrams=True)
+    if not terms:
+        return KeywordResult()
+    predicate, params = filters.where(opts)
+    matched = " + ".join("(m.content ILIKE %s)::int" for _ in terms)
+    any_term = " OR ".join("m.content ILIKE %s" for _ in terms)
+    if opts.order_by is OrderBy.RECENCY:
+        order = "m.created_at DESC, m.id DESC"
+    elif opts.order_by is OrderBy.CONFIDENCE:
+        order = "m.confidence DESC, n DESC, m.id"
+    else:
+        order = "n DESC, m.id"
+    sql = (
+        f"SELECT m.id, {matched} AS n, {RANK_COLUMNS} FROM memories m"
+        f" WHERE ({any_term}) AND {predicate} ORDER BY {order} LIMIT %s"
+    )
+    likes = [_like_param(t) for t in terms]
+    rows = conn.execute(sql, [*likes, *likes, *params, pool]).fetchall()
+    total = len(terms)
+    hits = [Hit(int(i), n / (total + 1), float(n), RankInfo(*rest)) for i, n, *rest in rows]
+    return KeywordResult(hits, "like" if hits else "none", None, None, [], terms)

@@ -1,0 +1,158 @@
+"""Vector search on PostgreSQL with pgvector: exact below a size, HNSW above it.
+
+Every embedding row names its model; every query names the model it searches and casts
+the vectors to that model's dimension, so vectors of two models never meet in one
+search. A model's HNSW index is a partial expression index over its own rows::
+
+    CREATE INDEX ... ON embeddings USING hnsw ((vector::vector(384)) vector_cosine_ops)
+        WHERE model_id = '<model>'
+
+built by :func:`ensure_hnsw` once the model has :data:`HNSW_MIN_ROWS` rows (an exact scan
+is fast enough below that, and exact is always right). Filters, the project wall first,
+are in the query's WHERE: an exact search scans only admitted rows; an HNSW search runs
+with ``hnsw.iterative_scan`` so that a filter that rejects most neighbours still fills the
+pool instead of returning short.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from cortex.errors import InvalidOptionError, StorageError
+from cortex.options import Options
+from cortex.pg import filters
+from cortex.pg.db import Vector
+from cortex.pg.store import PgStore, db_project
+from cortex.ranking import RANK_COLUMNS, RankInfo
+
+__all__ = ["HNSW_MIN_ROWS", "VecHit", "ensure_hnsw", "hnsw_index_name", "search"]
+
+#: Rows of one model from which its HNSW index is built (benches/bench_pg_vectors.py:
+#: an exact scan stays within a few milliseconds below this; building the index costs
+#: about a second per thousand rows on one core).
+HNSW_MIN_ROWS = 20_000
+
+#: HNSW build parameters (pgvector's defaults); ef_search stays at its default (40).
+HNSW_M = 16
+HNSW_EF_CONSTRUCTION = 64
+
+
+@dataclass(frozen=True, slots=True)
+class VecHit:
+    memory_id: int
+    score: float  # cosine similarity
+    info: RankInfo
+
+
+def _dim(dim: object) -> int:
+    if isinstance(dim, bool) or not isinstance(dim, int) or not 1 <= dim <= 16000:
+        raise InvalidOptionError(f"a vector dimension is an integer in [1, 16000], not {dim!r}")
+    return dim
+
+
+def hnsw_index_name(model_id: str, dim: int) -> str:
+    """A stable index name for (model, dimension): model ids are free text, so a digest."""
+    digest = hashlib.sha256(f"{model_id}\x1f{dim}".encode()).hexdigest()[:16]
+    return f"embeddings_hnsw_{digest}"
+
+
+def has_hnsw(store: PgStore, model_id: str, dim: int) -> bool:
+    rows = store.query("SELECT to_regclass(%s) IS NOT NULL", (hnsw_index_name(model_id, dim),))
+    return bool(rows[0][0])
+
+
+def ensure_hnsw(store: PgStore, model_id: str, dim: int, *, min_rows: int = HNSW_MIN_ROWS) -> bool:
+    """Build the HNSW index of `model_id` when it has `min_rows` rows or more and none
+    exists yet (CONCURRENTLY: writers go on meanwhile). Returns whether it exists."""
+    dim = _dim(dim)
+    if has_hnsw(store, model_id, dim):
+        return True
+    count = store.query(
+        "SELECT count(*) FROM embeddings WHERE model_id = %s AND dim = %s", (model_id, dim)
+    )[0][0]
+    if count < min_rows:
+        return False
+    from psycopg import sql
+
+    name = hnsw_index_name(model_id, dim)
+    statement = sql.SQL(
+        "CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON embeddings USING hnsw"
+        " ((vector::vector({dim})) vector_cosine_ops) WITH (m = {m}, ef_construction = {ef})"
+        " WHERE model_id = {model} AND dim = {dim}"
+    ).format(
+        name=sql.Identifier(name),
+        dim=sql.Literal(dim),
+        m=sql.Literal(HNSW_M),
+        ef=sql.Literal(HNSW_EF_CONSTRUCTION),
+        model=sql.Literal(model_id),
+    )
+    import psycopg
+
+    try:
+        with psycopg.connect(store.db._url, autocommit=True) as conn:
+            conn.execute("SET maintenance_work_mem = '512MB'")
+            conn.execute(statement)
+    except psycopg.Error as exc:
+        raise StorageError(store.db.explain(exc)) from None
+    return True
+
+
+def search(
+    store: PgStore,
+    query: np.ndarray,
+    model_id: str,
+    opts: Options,
+    pool: int,
+    *,
+    exact: bool | None = None,
+    ef_search: int | None = None,
+) -> list[VecHit]:
+    """Up to `pool` memories by cosine similarity to `query` among `model_id`'s vectors,
+    at least `opts.min_similarity`, under `opts`'s filters, best first.
+
+    `exact`: None uses the model's HNSW index when it has one; True scans exactly.
+    """
+    q = np.asarray(query, dtype=np.float32)
+    if q.ndim != 1 or not np.isfinite(q).all():
+        raise InvalidOptionError("a query vector is one row of finite numbers")
+    dim = _dim(int(q.shape[0]))
+    use_index = (not exact) and has_hnsw(store, model_id, dim)
+    predicate, params = filters.where(opts)
+    wall = " AND e.project_id = %s" if opts.project is not None else ""
+    wall_params = [db_project(opts.project)] if opts.project is not None else []
+    distance = f"(e.vector::vector({dim}) <=> %s::vector({dim}))"
+    inner = (
+        f"SELECT e.memory_id, {distance} AS d, {RANK_COLUMNS}"
+        " FROM embeddings e JOIN memories m ON m.project_id = e.project_id AND m.id = e.memory_id"
+        f" WHERE e.model_id = %s AND e.dim = %s{wall} AND {predicate}"
+        f" ORDER BY {distance} LIMIT %s"
+    )
+    vec = Vector(q)
+    args = [vec, model_id, dim, *wall_params, *params, vec, pool]
+    import psycopg
+
+    try:
+        with store.db.connection() as conn, conn.transaction():
+            if use_index:
+                # Relaxed order: the index may return neighbours slightly out of order
+                # while it scans on past ef_search for filtered rows; the outer ORDER BY
+                # puts them back.
+                conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+                if ef_search is not None:
+                    conn.execute(f"SET LOCAL hnsw.ef_search = {int(ef_search)}")
+                sql = f"SELECT * FROM ({inner}) t ORDER BY d, memory_id"
+            else:
+                conn.execute("SET LOCAL enable_indexscan = off")  # no HNSW: scan exactly
+                sql = inner
+            rows = conn.execute(sql, args).fetchall()
+    except psycopg.Error as exc:
+        raise StorageError(store.db.explain(exc)) from None
+    out = []
+    for memory_id, d, *rest in rows:
+        score = 1.0 - float(d)
+        if score >= opts.min_similarity:
+            out.append(VecHit(int(memory_id), score, RankInfo(*rest)))
+    return out
