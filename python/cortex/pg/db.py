@@ -12,7 +12,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 import numpy as np
 
@@ -66,7 +66,7 @@ def _password(url: str) -> str | None:
         for k, v in parse_qsl(parts.query, keep_blank_values=True):
             if k.lower() == "password" and v:
                 return v
-        return parts.password or None
+        return unquote(parts.password) if parts.password else None
     except ValueError:
         return None
 

@@ -311,60 +311,81 @@ def _idf(n_docs: int, df: int) -> float:
 def _bm25(
     conn: Any,
     column: str,
-    tsquery: str,
+    match: str | None,
     terms: list[tuple[str, bool]],
     opts: Options,
     pool: int,
-) -> list[Hit]:
-    """Up to `pool` memories matching `tsquery` on `column` under the filters, by BM25."""
+) -> list[tuple[Hit, bool]]:
+    """Up to `pool` memories under the filters by BM25, with whether each holds every term.
+
+    One scan: the memories of the collection (the project, when walled) holding any of
+    `terms` get each term's tf; the terms' document frequencies are counted over that
+    same set (a memory holding a term is in it), so nothing else is read. `match` (a
+    tsquery) narrows the answer; None keeps every memory with a term, those holding all
+    of them first (the plain-text AND tier, then its OR tier, from the one scan).
+    """
+    terms = list(dict.fromkeys(terms))
+    if not terms:
+        return []
     n_docs, avgdl = _collection(conn, opts)
-    terms = list(dict.fromkeys(terms))[:MAX_SCORED]
-    wall = " AND project_id = %s" if opts.project is not None else ""
-    wall_params = [db_project(opts.project)] if opts.project is not None else []
+    scored = terms[:MAX_SCORED]
     operands = [_lit(lexeme) + (":*" if prefix else "") for lexeme, prefix in terms]
-    idf: list[float] = []
-    if terms:
-        counts = ", ".join(
-            f"(SELECT count(*) FROM memories WHERE {column} @@ %s::tsquery"
-            f" AND deleted_at IS NULL{wall})"
-            for _ in terms
-        )
-        params: list[Any] = []
-        for operand in operands:
-            params += [operand, *wall_params]
-        dfs = conn.execute(f"SELECT {counts}", params).fetchone()
-        idf = [_idf(n_docs, int(df)) for df in dfs]
+    any_term = " | ".join(operands)
+    wall = " AND m.project_id = %s" if opts.project is not None else ""
+    wall_params = [db_project(opts.project)] if opts.project is not None else []
     predicate, fparams = filters.where(opts)
-    norm = f"{K1} * (1 - {B} + {B} * m.doc_len / %s::float8)"
     # A word's tf from ts_rank (one C call, see cortex_tf); a prefix's is the positions of
     # every word it starts (ts_rank would blend them), counted over the unnested tsvector.
     tfs = ", ".join(
         f"(SELECT COALESCE(sum(cardinality(u.positions)), 0) FROM unnest(m.{column}) u"
-        f" WHERE starts_with(u.lexeme, %s)) AS t{i}"
+        f" WHERE starts_with(u.lexeme, %s))::float8 AS t{i}"
         if prefix
         else f"cortex_tf(m.{column}, %s::tsquery) AS t{i}"
-        for i, (_, prefix) in enumerate(terms)
+        for i, (_, prefix) in enumerate(scored)
     )
     tf_params = [
         lexeme if prefix else operand
-        for (lexeme, prefix), operand in zip(terms, operands, strict=True)
+        for (lexeme, prefix), operand in zip(scored, operands, strict=False)
     ]
+    dfs = ", ".join(f"count(*) FILTER (WHERE t{i} > 0) AS d{i}" for i in range(len(scored)))
+    idf = "GREATEST({min}, ln((%s::float8 - d.d{i} + 0.5) / (d.d{i} + 0.5)))"
+    norm = f"{K1} * (1 - {B} + {B} * c.doc_len / %s::float8)"
     score = " + ".join(
-        f"%s::float8 * f.t{i} * {K1 + 1} / (f.t{i} + {norm})" for i in range(len(terms))
-    )
-    sql = (
-        f"SELECT m.id, {score or '0'} AS score, {RANK_COLUMNS} FROM memories m"
-        f", LATERAL (SELECT {tfs or '0 AS t'}) f"
-        f" WHERE m.{column} @@ %s::tsquery AND {predicate}"
-        f" ORDER BY {_order_sql(opts)} LIMIT %s"
+        f"{idf.format(min=_MIN_IDF, i=i)} * c.t{i} * {K1 + 1} / (c.t{i} + {norm})"
+        for i in range(len(scored))
     )
     score_params: list[Any] = []
-    for weight in idf:
-        score_params += [weight, avgdl]
-    rows = conn.execute(sql, [*score_params, *tf_params, tsquery, *fparams, pool]).fetchall()
+    for _ in scored:
+        score_params += [n_docs, avgdl]
+    every = " AND ".join(f"c.t{i} > 0" for i in range(len(scored)))
+    if len(scored) < len(terms):
+        every = "false"  # unscored terms: no claim that a memory holds them all
+    narrow = "c.matched" if match is not None else "true"
+    order = _order_sql(opts).replace("m.", "c.")
+    if match is None:
+        order = f"every DESC, {order}"
+    sql = (
+        f"WITH c AS MATERIALIZED (SELECT m.id, m.doc_len, {RANK_COLUMNS}, ({predicate}) AS ok,"
+        f" {'m.' + column + ' @@ %s::tsquery' if match is not None else 'true'} AS matched,"
+        f" {tfs} FROM memories m WHERE m.{column} @@ %s::tsquery AND m.deleted_at IS NULL"
+        f"{wall}), d AS (SELECT {dfs} FROM c)"
+        f" SELECT c.id, {score} AS score, ({every}) AS every,"
+        " c.created_at, c.confidence, c.salience, c.sector, c.source_path"
+        f" FROM c, d WHERE c.ok AND {narrow} ORDER BY {order} LIMIT %s"
+    )
+    params = [
+        *fparams,
+        *([match] if match is not None else []),
+        *tf_params,
+        any_term,
+        *wall_params,
+        *score_params,
+        pool,
+    ]
+    rows = conn.execute(sql, params).fetchall()
     return [
-        Hit(int(i), bm25_to_score(-float(score)), float(score), RankInfo(*rest))
-        for i, score, *rest in rows
+        (Hit(int(i), bm25_to_score(-float(s)), float(s), RankInfo(*rest)), bool(every))
+        for i, s, every, *rest in rows
     ]
 
 
@@ -399,9 +420,17 @@ def search(store: PgStore, query: str, opts: Options, pool: int) -> KeywordResul
 
 
 def _run(
-    store: PgStore, conn: Any, tree: Any, index: Index, opts: Options, pool: int
-) -> tuple[list[Hit], str]:
-    """Compile `tree` on `index` (column, tokenizer) and rank its matches."""
+    store: PgStore,
+    conn: Any,
+    tree: Any,
+    index: Index,
+    opts: Options,
+    pool: int,
+    *,
+    plain: bool = False,
+) -> tuple[list[tuple[Hit, bool]], str]:
+    """Compile `tree` on `index` (column, tokenizer) and rank its matches; `plain`: the
+    OR of plain words, those holding every word first (the AND and OR tiers at once)."""
     column, tokens = index
     atoms = _atoms(tree)
     lexemes = dict(zip((id(a) for a in atoms), _normalise(atoms, tokens), strict=True))
@@ -412,7 +441,7 @@ def _run(
     for atom in _positive(tree):
         seq = lexemes.get(id(atom), [])
         terms += [(lex, atom.prefix and k == len(seq) - 1) for k, lex in enumerate(seq)]
-    return _bm25(conn, column, tsquery, terms, opts, pool), tsquery
+    return _bm25(conn, column, None if plain else tsquery, terms, opts, pool), tsquery
 
 
 def _latin(store: PgStore, conn: Any, text: str, opts: Options, pool: int) -> KeywordResult:
@@ -430,26 +459,31 @@ def _latin(store: PgStore, conn: Any, text: str, opts: Options, pool: int) -> Ke
             notices.append(f"not a valid FTS5 query ({exc}); searched for the quoted terms instead")
         else:
             index = EXACT if "*" in text else STEMMED
-            hits, ran = _run(store, conn, tree, index, opts, pool)
+            rows, _ = _run(store, conn, tree, index, opts, pool)
+            hits = [h for h, _ in rows]
             return KeywordResult(hits, "fts", text, None, [], terms, final=True)
     elif not terms:
         return KeywordResult(notices=["the query holds no words to search for"], final=True)
     terms = [t for t in terms if t not in STOPWORDS] or terms
     quoted = [quote(t) for t in terms]
-    and_tree = Node("and", [Atom(t) for t in terms])
-    hits, _ = _run(store, conn, and_tree, STEMMED, opts, pool)
-    expression = " ".join(quoted)
+    # One scan answers both plain tiers: the memories holding every word come first.
+    rows, _ = _run(
+        store, conn, Node("or", [Atom(t) for t in terms]), STEMMED, opts, pool, plain=True
+    )
+    hits = [h for h, every in rows if every]
     if hits or len(terms) == 1:
-        tier_expr = expression
+        tier_expr = " ".join(quoted)
+        hits = hits or [h for h, _ in rows]
     else:
         tier_expr = " OR ".join(quoted)
-        hits, _ = _run(store, conn, Node("or", [Atom(t) for t in terms]), STEMMED, opts, pool)
+        hits = [h for h, _ in rows]
     if hits:
         return KeywordResult(hits, "fts", tier_expr, tier_expr, notices, terms)
     prefix_expr = " OR ".join(q + "*" for q in quoted)
-    hits, _ = _run(
+    rows, _ = _run(
         store, conn, Node("or", [Atom(t, prefix=True) for t in terms]), EXACT, opts, pool
     )
+    hits = [h for h, _ in rows]
     return KeywordResult(
         hits, "prefix" if hits else "none", prefix_expr, prefix_expr, notices, terms
     )

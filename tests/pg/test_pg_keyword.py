@@ -1,0 +1,135 @@
+"""Keyword search on PostgreSQL: BM25 equal to FTS5's, the same query language, the wall."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cortex import keyword as lite_keyword
+from cortex.options import Mode, Options, OrderBy
+from cortex.pg import keyword
+from cortex.pg.keyword import Atom, Node, ParseError, parse
+from cortex.pg.store import PgStore
+from cortex.store import MemoryInput, Store
+
+DOCS = [
+    ("Deploy the auth service with the blue-green script on Fridays", "ops"),
+    ("Deployment of the billing service failed: database migration timed out", "ops"),
+    ("Authentication tokens expire after one hour; refresh them early", "ops"),
+    ("The quick brown fox jumps over the lazy dog", "misc"),
+    ("Deploying on Fridays is risky; deploy on Tuesdays instead", "misc"),
+    ("Café naïve résumé: diacritics fold to plain letters", "misc"),
+    ("東京タワーの近くでラーメンを食べた", "cjk"),
+    ("北京的天气很好，我们去公园散步", "cjk"),
+]
+
+OPTS = Options(mode=Mode.KEYWORD, record=False)
+
+
+@pytest.fixture
+def stores(pg_url: str, tmp_path: Path):
+    items = [MemoryInput(text, project=project) for text, project in DOCS]
+    pg = PgStore.open(pg_url)
+    lite = Store.open(tmp_path / "same.db")
+    pg_ids = pg.add_many(items)
+    lite_ids = lite.add_many(items)
+    assert pg_ids == lite_ids  # both start from 1: the same ids on both backends
+    yield pg, lite
+    pg.close()
+    lite.close()
+
+
+def _raw(hits) -> list[float]:
+    return [h.raw for h in hits]
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "deploy",
+        "deploy service",
+        "fridays deploy auth",
+        "billing OR fox",
+        '"auth service"',
+        "deploy NOT fridays",
+        "depl*",
+        "service AND (auth OR billing)",
+        "the",  # only a stop word: searched all the same
+        "cafe",  # diacritics folded on both sides
+    ],
+)
+def test_same_hits_and_bm25_as_fts5(stores, query: str) -> None:
+    pg, lite = stores
+    ours = keyword.search(pg, query, OPTS, 20)
+    theirs = lite_keyword.search(lite, query, OPTS, 20)
+    assert ours.tier == theirs.tier
+    assert [h.memory_id for h in ours.hits] == [h.memory_id for h in theirs.hits]
+    if '"' not in query:  # FTS5 ranks a phrase as one term; here by its words
+        assert _raw(ours.hits) == pytest.approx(_raw(theirs.hits), rel=1e-6)
+    assert all(0.0 <= h.score < 1.0 for h in ours.hits)
+
+
+def test_plain_words_fall_back_from_and_to_or_to_prefix(stores) -> None:
+    pg, lite = stores
+    both = keyword.search(pg, "deploy billing", OPTS, 10)
+    assert both.tier == "fts" and both.rewritten == '"deploy" OR "billing"'
+    prefix = keyword.search(pg, "tok", OPTS, 10)
+    assert prefix.tier == "prefix" and [h.memory_id for h in prefix.hits] == [3]
+    theirs = lite_keyword.search(lite, "tok", OPTS, 10)
+    assert (theirs.tier, theirs.rewritten) == (prefix.tier, prefix.rewritten)
+
+
+@pytest.mark.parametrize("query", ["deploy AND", '"unclosed', "(auth", "colour:red deploy", "a -b"])
+def test_invalid_syntax_is_retried_as_terms(stores, query: str) -> None:
+    pg, lite = stores
+    ours = keyword.search(pg, query, OPTS, 10)
+    theirs = lite_keyword.search(lite, query, OPTS, 10)
+    assert [h.memory_id for h in ours.hits] == [h.memory_id for h in theirs.hits]
+    assert ours.notices == [] or "searched for the quoted terms" in ours.notices[0]
+
+
+def test_project_is_a_wall(stores) -> None:
+    pg, _ = stores
+    walled = keyword.search(pg, "deploy", OPTS.replace(project="misc"), 10)
+    assert walled.hits and {h.memory_id for h in walled.hits} == {5}
+    assert keyword.search(pg, "billing", OPTS.replace(project="misc"), 10).hits == []
+    assert keyword.search(pg, "ラーメン", OPTS.replace(project="ops"), 10).hits == []
+
+
+def test_cjk_through_substrings(stores) -> None:
+    pg, lite = stores
+    for query in ("東京タワー", "ラーメン", "北京 公园", "天气"):
+        ours = keyword.search(pg, query, OPTS, 10)
+        theirs = lite_keyword.search(lite, query, OPTS, 10)
+        assert [h.memory_id for h in ours.hits] == [h.memory_id for h in theirs.hits], query
+        assert ours.hits, query
+
+
+def test_like_fallback_and_empty_queries(stores) -> None:
+    pg, _ = stores
+    assert keyword.search(pg, "   ", OPTS, 10).notices == ["the query is empty"]
+    assert keyword.search(pg, "zzzz", OPTS, 10).hits == []
+    partial = keyword.search(pg, "ployment", OPTS, 10)  # inside a word: LIKE finds it
+    assert partial.tier == "like" and [h.memory_id for h in partial.hits] == [2]
+
+
+def test_orders_and_deleted(stores) -> None:
+    pg, _ = stores
+    recent = keyword.search(pg, "deploy", OPTS.replace(order_by=OrderBy.RECENCY), 10)
+    assert [h.memory_id for h in recent.hits] == sorted((h.memory_id for h in recent.hits),
+                                                        reverse=True)  # fmt: skip
+    pg.delete(5)
+    assert 5 not in {h.memory_id for h in keyword.search(pg, "deploy", OPTS, 10).hits}
+
+
+def test_parser_maps_fts5_syntax() -> None:
+    tree = parse('auth* OR "blue green" NOT fox')
+    assert isinstance(tree, Node) and tree.op == "or"
+    assert tree.kids[0] == Atom("auth", prefix=True)
+    assert tree.kids[1].op == "not" and tree.kids[1].kids[0] == Atom("blue green")
+    assert parse("NEAR(a b, 5)").op == "and"
+    assert parse("content:deploy") == Atom("deploy")
+    for bad in ("a AND", "(a", '"a', "x:deploy", "a - b", "OR"):
+        with pytest.raises(ParseError):
+            parse(bad)
