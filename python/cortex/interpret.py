@@ -266,6 +266,8 @@ class _Hit:
     absolute: bool = False  # a calendar date, month or year named outright
     day: bool = False  # one whole day: a following "morning"/"evening" narrows it
     on_glue: bool = False  # "on" before it is glue ("on Tuesday", "on March 3")
+    weekday: int | None = None  # a bare weekday, which another window may place
+    yearless: bool = False  # a month or date whose year was chosen as the most recent
 
 
 _Handler = Callable[[re.Match[str], _Ctx], _Hit | None]
@@ -527,7 +529,7 @@ def _h_weekday(m: re.Match[str], ctx: _Ctx) -> _Hit | None:
             return None
     d = _weekday_date(ctx.today, _wd_index(word), mod)
     return _Hit(m.start(), m.end(), ctx.at(d), ctx.at(d + timedelta(days=1)), "day",
-                day=True, on_glue=not mod)  # fmt: skip
+                day=True, on_glue=not mod, weekday=None if mod else _wd_index(word))  # fmt: skip
 
 
 def _month_index(word: str) -> int:
@@ -546,6 +548,16 @@ def _recent_day(today: date, month: int, day: int) -> date | None:
 
 
 def _month_hit(
+    ctx: _Ctx, start: int, end: int, month: int, year: int | None, day: int | None,
+    mod: str, part: str,
+) -> _Hit | None:  # fmt: skip
+    hit = _month_window(ctx, start, end, month, year, day, mod, part)
+    if hit is not None and year is None and not mod:
+        hit.yearless = True
+    return hit
+
+
+def _month_window(
     ctx: _Ctx, start: int, end: int, month: int, year: int | None, day: int | None,
     mod: str, part: str,
 ) -> _Hit | None:  # fmt: skip
@@ -820,7 +832,8 @@ def _h_cn_weekday(m: re.Match[str], ctx: _Ctx) -> _Hit | None:
         return None  # 每周二: every Tuesday
     wd = _JP_WD[m.group("jwd")] if m.group("jwd") else _CN_WD[m.group("wd")]
     d = _weekday_date(ctx.today, wd, "")
-    return _Hit(m.start(), m.end(), ctx.at(d), ctx.at(d + timedelta(days=1)), "day", day=True)
+    return _Hit(m.start(), m.end(), ctx.at(d), ctx.at(d + timedelta(days=1)), "day", day=True,
+                weekday=wd)  # fmt: skip
 
 
 def _h_cn_weekend(m: re.Match[str], ctx: _Ctx) -> _Hit | None:
@@ -1022,6 +1035,12 @@ class _Expr:
     kind: str
     soft: bool
     on_glue: bool
+    weekday: int | None = None
+
+    def contains(self, when: datetime) -> bool:
+        return (self.since is None or when >= self.since) and (
+            self.until is None or when < self.until
+        )
 
 
 def _scan(ctx: _Ctx, text: str) -> list[_Hit]:
@@ -1066,6 +1085,10 @@ def _compose(ctx: _Ctx, hits: list[_Hit], text: str) -> list[_Expr]:
                 a.end, a.soft, a.day = pm.end(), True, False
         if i + 1 < len(hits):
             b = hits[i + 1]
+            if a.yearless and a.since and a.until and b.until and b.until <= a.since:
+                # "from March to May" said in March: both ends in the same past year
+                a.since = ctx.at(_add_months(a.since.date(), -12))
+                a.until = ctx.at(_add_months(a.until.date(), -12))
             gap = _RANGE_GAP.fullmatch(text, a.end, b.start)
             pre = _RANGE_PRE.search(text, max(0, a.start - 12), a.start)
             if gap and (gap.group("c").lower() not in ("and", "&", "和") or (
@@ -1121,9 +1144,27 @@ def _compose(ctx: _Ctx, hits: list[_Hit], text: str) -> list[_Expr]:
         elif word:  # around, about, circa, 大约...
             since, until = _widen(a, AROUND_DAYS)
             kind, soft = "around", True
-        out.append(_Expr(start, end, since, until, kind, soft, a.on_glue and not word))
+        out.append(_Expr(start, end, since, until, kind, soft, a.on_glue and not word,
+                         None if word else a.weekday))  # fmt: skip
         i += 1
     return out
+
+
+def _place_weekdays(ctx: _Ctx, exprs: list[_Expr]) -> None:
+    """A bare weekday beside a longer window is that weekday inside it ("last week on Tuesday")."""
+    for e in exprs:
+        if e.weekday is None:
+            continue
+        for other in exprs:
+            if other is e or other.since is None or other.until is None:
+                continue
+            first, end = other.since.date(), other.until.date()
+            if (end - first).days < 2 or (e.since is not None and other.contains(e.since)):
+                continue
+            d = first + timedelta(days=(e.weekday - first.weekday()) % 7)
+            if d < end:
+                e.since, e.until = ctx.at(d), ctx.at(d + timedelta(days=1))
+                break
 
 
 def _combine(exprs: list[_Expr]) -> tuple[datetime | None, datetime | None, str, bool]:
@@ -1182,6 +1223,7 @@ def _timeframe(ctx: _Ctx) -> tuple[TimeFrame | None, list[tuple[int, int]]]:
         if k + 1 < len(exprs) and _JOIN_GAP.fullmatch(text, end, exprs[k + 1].start):
             end = exprs[k + 1].start  # "yesterday and today": the "and" served the times
         spans.append((start, end))
+    _place_weekdays(ctx, exprs)
     since, until, kind, soft = _combine(exprs)
     words = " + ".join(" ".join(text[e.start : e.end].split()) for e in exprs)
     if since is None and until is None:
