@@ -401,7 +401,7 @@ def docs_html(spec: dict[str, Any]) -> str:
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>cortex API {e(spec['info']['version'])}</title>"
         '<link rel="stylesheet" href="/static/style.css"></head><body class="docs">'
-        '<header class="bar"><h1>cortex HTTP API</h1>'
+        '<header class="topbar"><h1>cortex HTTP API</h1>'
         '<nav><a href="/">Search</a> · <a href="/openapi.json">openapi.json</a></nav></header>'
         f"<main><p>{e(spec['info']['description'])}</p>"
         '<label class="token">Token (if the server needs one) '

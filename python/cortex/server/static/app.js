@@ -8,7 +8,7 @@
   const RECENT_KEY = "cortex.recent";
   const TOKEN_KEY = "cortex.token";
   const $ = (id) => document.getElementById(id);
-  const state = { offset: 0, last: null };
+  const state = { offset: 0, last: null, done: 0 };
 
   // ------------------------------------------------------------------ helpers
 
@@ -147,6 +147,7 @@
       showError("Search failed: " + e.message);
     } finally {
       $("results").removeAttribute("aria-busy");
+      document.body.dataset.searches = String(++state.done);  // for tests and scripts
     }
   }
 
@@ -333,9 +334,10 @@
     try {
       const data = await call("GET", "/api/projects");
       const select = $("f-project");
-      const names = Object.keys(data.projects || {}).sort();
+      // "" stands for memories without a project, which no project filter selects
+      const names = Object.keys(data.projects || {}).filter((p) => p !== "").sort();
       select.replaceChildren(el("option", { value: "", text: "All projects" }),
-        ...names.map((p) => el("option", { value: p, text: p === "" ? "(no project)" : p })));
+        ...names.map((p) => el("option", { value: p, text: p })));
     } catch (e) {
       if (e.status !== 401) showError("Projects could not be listed: " + e.message);
     }
