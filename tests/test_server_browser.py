@@ -18,8 +18,8 @@ import subprocess
 import sys
 import time
 import urllib.request
-from datetime import UTC, datetime
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -111,8 +111,15 @@ def browser() -> Iterator[WebDriver]:
         )
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                "--window-size=1200,1000", "--lang=en-US", "--force-device-scale-factor=1"):  # fmt: skip
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--disable-gpu",
+        "--window-size=1200,1000",
+        "--lang=en-US",
+        "--force-device-scale-factor=1",
+    ):
         options.add_argument(arg)
     driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
     driver.set_page_load_timeout(60)
@@ -139,8 +146,7 @@ def cards(driver: WebDriver) -> list[WebElement]:
 def projects(driver: WebDriver) -> set[str]:
     """The projects shown on the cards ("" for a memory without one)."""
     return {
-        "".join(p.text for p in c.find_elements(By.CSS_SELECTOR, ".project"))
-        for c in cards(driver)
+        "".join(p.text for p in c.find_elements(By.CSS_SELECTOR, ".project")) for c in cards(driver)
     }
 
 
@@ -196,9 +202,11 @@ def test_memory_text_is_never_markup(served: str, browser: WebDriver) -> None:
 def test_filter_by_project_and_mode(served: str, browser: WebDriver) -> None:
     run_search(browser, served, "rollout notes")
     assert projects(browser) >= {"alpha", "beta"}
-    searched(browser, lambda: Select(browser.find_element(By.ID, "f-project")).select_by_value("alpha"))
+    project = Select(browser.find_element(By.ID, "f-project"))
+    searched(browser, lambda: project.select_by_value("alpha"))
     assert projects(browser) == {"alpha"}
-    searched(browser, lambda: Select(browser.find_element(By.ID, "f-mode")).select_by_value("keyword"))
+    mode = Select(browser.find_element(By.ID, "f-mode"))
+    searched(browser, lambda: mode.select_by_value("keyword"))
     assert "(keyword search)" in browser.find_element(By.ID, "status").text
     shot(browser, "filtered")
 
