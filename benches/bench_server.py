@@ -172,11 +172,11 @@ def http_load(port: int, clients: int, seconds: float, seed: int) -> tuple[Tally
         t.join()
     elapsed = time.perf_counter() - began
     total = Tally()
-    for t in tallies:
-        total.search_ms += t.search_ms
-        total.add_ms += t.add_ms
-        total.errors += t.errors
-        total.added += t.added
+    for one in tallies:
+        total.search_ms += one.search_ms
+        total.add_ms += one.add_ms
+        total.errors += one.errors
+        total.added += one.added
     return total, elapsed
 
 
@@ -206,9 +206,9 @@ def api_load(engine: cortex.Engine, clients: int, seconds: float, seed: int) -> 
     for t in threads:
         t.join()
     total = Tally()
-    for t in tallies:
-        total.search_ms += t.search_ms
-        total.errors += t.errors
+    for one in tallies:
+        total.search_ms += one.search_ms
+        total.errors += one.errors
     return total, time.perf_counter() - began
 
 
@@ -269,7 +269,7 @@ def overhead(engine: cortex.Engine, n: int, seed: int) -> dict[str, Any]:
             rng = random.Random(seed)
             client = Client(port)
             api_ms, http_ms, layer_ms, api_cpu, http_cpu = [], [], [], [], []
-            opts = cortex.Options(limit=10, lens="bench:api", mode=mode)
+            opts = cortex.Options(limit=10, lens="bench:api", mode=cortex.Mode(mode))
             for i in range(n + 10):
                 q = query(rng)
                 c0, t0 = time.process_time(), time.perf_counter()

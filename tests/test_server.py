@@ -353,7 +353,7 @@ def test_bad_input_is_a_4xx_json_error(
 def test_bad_values_carry_cortex_messages(api: TestClient) -> None:
     r = api.post(SEARCH, json={"query": "x", "mode": "fuzzy"})
     with pytest.raises(cortex.InvalidOptionError) as exc:
-        cortex.Options(mode="fuzzy")
+        cortex.Options(mode="fuzzy")  # type: ignore[arg-type]
     assert r.json()["error"] == str(exc.value)
 
 

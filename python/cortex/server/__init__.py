@@ -85,6 +85,7 @@ def serve(
             rate_limit=rate,
             body_limit=body_limit,
             cors_origins=cors_origins,
+            trusted_hosts=(host,),  # e.g. 127.0.0.2, also a loopback address
         )
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
         logging.getLogger("cortex.server").setLevel(log_level.upper())
