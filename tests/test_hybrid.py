@@ -59,8 +59,8 @@ def test_hybrid_combines_results(hy: cortex.Engine) -> None:
 def test_hybrid_rrf_is_the_seed_002_formula(hy: cortex.Engine) -> None:
     opts = PLAIN.replace(fusion="rrf", alpha=0.5, explain=True)
     results = hy.search("release staging", opts)
-    kw = ids(hy.search("release staging", opts, mode="keyword", limit=100))
-    sem = ids(hy.search("release staging", opts, mode="semantic", limit=100))
+    kw = ids(hy.search("release staging", opts, mode="keyword", limit=100, min_score=0.0))
+    sem = ids(hy.search("release staging", opts, mode="semantic", limit=100, min_score=0.0))
     for r in results:
         expected = 0.0
         if r.memory.id in kw:
@@ -191,7 +191,7 @@ def test_search_with_confidence_decay_changes_the_ranking(engine: cortex.Engine)
     b = engine.add("tapir feeding schedule at the zoo, revised")
     engine.add_fact(a, "temporal", "old schedule", last_reinforced=time.time() - 30 * 86400)
     engine.add_fact(b, "temporal", "new schedule")
-    results = engine.search("tapir feeding schedule", PLAIN, mode="keyword")
+    results = engine.search("tapir feeding schedule", PLAIN, mode="keyword", min_score=0.0)
     assert ids(results)[0] == b
     assert results[1].effective_confidence < results[0].effective_confidence
 
@@ -203,7 +203,7 @@ def test_confidence_filter(engine: cortex.Engine) -> None:
     )
     results = engine.search("okapi", PLAIN, mode="keyword")
     assert list(results) == [] and results.hidden == 1
-    assert len(engine.search("okapi", PLAIN, mode="keyword", min_confidence=0.0)) == 1
+    assert len(engine.search("okapi", PLAIN, mode="keyword", min_confidence=0.0, min_score=0)) == 1
 
 
 # ------------------------------------------------------------------ seed 002: cosine

@@ -173,8 +173,11 @@ def test_fts_filters_by_project(proj1: cortex.Engine) -> None:
 
 def test_fts_handles_empty_query(proj1: cortex.Engine) -> None:
     assert keyword.search_fts(proj1.store, "", Options(mode="keyword", project="proj1")) == []
-    assert list(proj1.search("", KW, project="proj1")) == []
-    assert list(proj1.search("   \t\n", KW, project="proj1")) == []
+    # an engine search with no text lists by filters (seed 004: "" means everything)
+    listed = [r.memory.id for r in proj1.search(None, KW, project="proj1")]
+    assert listed
+    assert [r.memory.id for r in proj1.search("", KW, project="proj1")] == listed
+    assert [r.memory.id for r in proj1.search("   \t\n", KW, project="proj1")] == listed
 
 
 # ----------------------------------------------------------------------- seed 001: cascade

@@ -330,6 +330,15 @@ def build_parser() -> argparse.ArgumentParser:
     # SUPPRESS keeps `cortex --db X mcp` working as well as `cortex mcp --db X`
     p.add_argument("--db", default=argparse.SUPPRESS, help="the database file")
 
+    p = sub.add_parser("serve", help="serve the HTTP API and the search page")
+    p.add_argument("--db", default=argparse.SUPPRESS, help="the database file")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8765, help="port (default: 8765; 0 picks one)")
+    p.add_argument("--token", help="require this bearer token (default: $CORTEX_TOKEN)")
+    p.add_argument("--project", action="append", help="serve only this project (repeatable)")
+    p.add_argument("--cors-origin", action="append", default=[], help="allow this web origin")
+    p.add_argument("--rate-limit", default="50/s", help="per-client rate: N/s, N/min or off")
+
     p = sub.add_parser("model", help="show the embedding model, or install it")
     p.add_argument("action", nargs="?", choices=["show", "install"], default="show")
     p.add_argument("--force", action="store_true", help="install again even if present")
@@ -555,6 +564,21 @@ def _cmd_mcp(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def _cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
+    from cortex.server import serve  # lazy: the other commands need no web stack
+
+    serve(
+        _db_path(args),
+        args.host,
+        args.port,
+        token=args.token or os.environ.get("CORTEX_TOKEN") or None,
+        projects=args.project,
+        cors_origins=args.cors_origin,
+        rate_limit=args.rate_limit,
+    )
+    return 0
+
+
 def _cmd_model(args: argparse.Namespace, out: TextIO) -> int:
     from cortex import model
 
@@ -600,6 +624,7 @@ _COMMANDS = {
     "model": _cmd_model,
     "eval": _cmd_eval,
     "mcp": _cmd_mcp,
+    "serve": _cmd_serve,
 }
 
 

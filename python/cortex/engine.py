@@ -3,51 +3,26 @@
 from __future__ import annotations
 
 import os
-import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor, wait
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-import numpy as np
-
-from cortex import filters, fusion, keyword, recall
-from cortex.errors import (
-    EmbeddingError,
-    IndexFormatError,
-    InvalidOptionError,
-    QueryError,
-    StorageError,
-)
+from cortex import recall
+from cortex.errors import InvalidOptionError, NotFoundError, QueryError
 from cortex.ingest import ImportReport, import_path
 from cortex.keyword_index import KeywordIndexer
-from cortex.options import Fusion, Mode, Options, OrderBy
-from cortex.ranking import (
-    DEFAULT_FACT_DECAY,
-    FACT_DECAY_RATES,
-    RANK_COLUMNS,
-    SECTOR_WEIGHTS,
-    Candidate,
-    RankInfo,
-    effective_confidence,
-    estimate_tokens,
-    fact_confidence,
-    is_dated,
-    recency_factor,
-    salience_factor,
-    temporal_decay,
-)
-from cortex.result import Fact, MatchType, Memory, Result, Results, from_epoch
-from cortex.semantic import Semantic, SemHit
+from cortex.options import Options
+from cortex.ranking import DEFAULT_FACT_DECAY, FACT_DECAY_RATES
+from cortex.result import Memory, Result, Results
+from cortex.search.pipeline import Pipeline
+from cortex.search.plan import CANDIDATE_POOL
+from cortex.search.sqlite import KeywordRetriever, SemanticRetriever
+from cortex.semantic import Semantic
 from cortex.store import MemoryInput, Store, content_hash
 
-__all__ = ["Engine", "Searcher", "open"]
-
-#: Each retriever fetches at least this many candidates (or 2 x limit if more), whatever
-#: the limit: the first n results are then the same for every limit up to half of it.
-CANDIDATE_POOL = 100
+__all__ = ["CANDIDATE_POOL", "Engine", "Searcher", "open"]
 
 
 @runtime_checkable
@@ -76,8 +51,12 @@ class Engine:
         self._store = store
         self._semantic = Semantic(store, embedder)
         self._keyword_index = KeywordIndexer(store, keyword_index)
-        self._executor: ThreadPoolExecutor | None = None
-        self._executor_lock = threading.Lock()
+        self._pipeline = Pipeline(
+            store,
+            KeywordRetriever(store, self._keyword_index),
+            SemanticRetriever(self._semantic),
+            self._semantic.unavailable,
+        )
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -94,18 +73,8 @@ class Engine:
         """The in-memory keyword index (see :mod:`cortex.keyword_index`)."""
         return self._keyword_index
 
-    def _worker(self) -> ThreadPoolExecutor:
-        """One thread for the semantic leg of hybrid searches, started on first use."""
-        if self._executor is None:
-            with self._executor_lock:
-                if self._executor is None:
-                    self._executor = ThreadPoolExecutor(1, thread_name_prefix="cortex-semantic")
-        return self._executor
-
     def close(self) -> None:
-        if self._executor is not None:
-            self._executor.shutdown(wait=True)
-            self._executor = None
+        self._pipeline.close()
         self._keyword_index.close()
         self._semantic.close()
         self._store.close()
@@ -290,12 +259,16 @@ class Engine:
 
     # ------------------------------------------------------------------ search
 
-    def search(self, query: str | None, options: Options | None = None, **changes: Any) -> Results:
-        """Search the memories; `query=None` lists the memories that pass the filters.
+    def search(
+        self, query: str | None = None, options: Options | None = None, **changes: Any
+    ) -> Results:
+        """Search the memories; `query` None or blank lists the memories that pass the
+        filters (newest first).
 
         `options` defaults to :class:`Options`'s documented defaults; keyword arguments
-        change single fields (``engine.search("deploy", limit=5)``). An empty query finds
-        nothing. Returns :class:`Results`, a ``list[Result]`` that also says how it ran.
+        change single fields (``engine.search("deploy", limit=5)``). Returns
+        :class:`Results`, a ``list[Result]`` that also says how it ran. The pipeline is
+        :mod:`cortex.search`.
         """
         opts = options if options is not None else Options()
         if not isinstance(opts, Options):
@@ -307,281 +280,27 @@ class Engine:
                 raise InvalidOptionError(str(exc)) from None
         if query is not None and not isinstance(query, str):
             raise QueryError(f"a query is a string or None, not {type(query).__name__}")
-        now = time.time()
-        pool = max(CANDIDATE_POOL, 2 * opts.limit)
-        if query is None:
-            return self._browse(opts, pool, now)
+        return self._pipeline.search(query, opts)
 
-        notices: list[str] = []
-        text = keyword.clean(query)
-        mode = opts.mode
-        use_kw = mode is Mode.KEYWORD or (mode is Mode.HYBRID and opts.alpha < 1.0)
-        use_sem = mode is Mode.SEMANTIC or (mode is Mode.HYBRID and opts.alpha > 0.0)
-        if use_sem and text:
-            reason = self._semantic.unavailable()
-            if reason is not None:
-                if mode is Mode.SEMANTIC:
-                    raise EmbeddingError(f"semantic search is unavailable: {reason}")
-                notices.append(f"semantic search unavailable, keyword results only: {reason}")
-                use_sem, use_kw, mode = False, True, Mode.KEYWORD
-        if mode is Mode.HYBRID and not (use_kw and use_sem):
-            # alpha 0 or 1: one retriever only, so the search is that mode (same floor too)
-            mode = Mode.KEYWORD if use_kw else Mode.SEMANTIC
-        # Hybrid: the semantic leg (query embedding, vector scan: both release the GIL) runs
-        # on the engine's worker thread while this thread runs the keyword leg.
-        pending = (
-            self._worker().submit(self._semantic.search, text, opts, pool)
-            if use_sem and text and use_kw
-            else None
-        )
-        try:
-            kw = (
-                keyword.search(self._store, query, opts, pool, native=self._keyword_index)
-                if use_kw
-                else None
-            )
-        except BaseException:
-            if pending is not None and not pending.cancel():
-                wait([pending])  # do not leave it running against a store being closed
-            raise
-        if kw is not None:
-            notices.extend(kw.notices)
-        sem: list[SemHit] = []
-        if use_sem and text:
-            try:
-                sem = (
-                    pending.result()
-                    if pending is not None
-                    else self._semantic.search(text, opts, pool)
-                )
-            except (IndexFormatError, EmbeddingError) as exc:
-                if mode is Mode.SEMANTIC or kw is None:
-                    raise
-                # hybrid: the keyword half still answers; say why the other half did not
-                notices.append(f"semantic search failed, keyword results only: {exc}")
-                mode, use_sem = Mode.KEYWORD, False
-        candidates = self._fuse(kw.hits if kw is not None else [], sem, opts, use_kw, use_sem)
-        ranked, hidden = self._rank(candidates, opts, now, threshold=opts.threshold(mode))
-        default_type = MatchType.SEMANTIC if mode is Mode.SEMANTIC else MatchType.BM25
-        results = Results(
-            self._finish(ranked, opts, now, default_type, kw),
-            query=query,
-            mode=str(mode),
-            rewritten=kw.rewritten if kw is not None else None,
-            hidden=hidden,
-        )
-        if not results and hidden:
-            notices.append(
-                f"nothing passed the thresholds: {hidden} match(es) scored below min_score"
-                f" {opts.threshold(mode)} or min_confidence {opts.min_confidence}"
-            )
-        self._record(results, opts, notices)
-        results.notices = tuple(notices)
-        return results
-
-    def _fuse(
-        self,
-        kw_hits: Sequence[keyword.Hit],
-        sem_hits: Sequence[SemHit],
-        opts: Options,
-        use_kw: bool,
-        use_sem: bool,
-    ) -> list[Candidate]:
-        """One candidate per memory (DESIGN pipeline step 3), with both scores kept."""
-        by_id: dict[int, Candidate] = {}
-        for h in kw_hits:
-            by_id[h.memory_id] = Candidate(
-                h.memory_id, h.info, bm25=h.score, base=h.score,
-                match_type=MatchType.BM25,
-            )  # fmt: skip
-        for s in sem_hits:
-            c = by_id.get(s.memory_id)
-            if c is None:
-                by_id[s.memory_id] = Candidate(
-                    s.memory_id, s.info, semantic=s.score, base=s.score,
-                    match_type=MatchType.SEMANTIC,
-                )  # fmt: skip
-            else:
-                c.semantic = s.score
-                c.match_type = MatchType.HYBRID
-        if not (use_kw and use_sem):
-            return list(by_id.values())
-        if opts.fusion is Fusion.LINEAR:
-            # Seed 001: a weighted sum of the absolute scores (cosine, mapped BM25), so the
-            # fused score means the same thing in every query and a threshold holds.
-            for c in by_id.values():
-                c.base = (1.0 - opts.alpha) * c.bm25 + opts.alpha * c.semantic
-            return list(by_id.values())
-        kw_ids = np.fromiter((h.memory_id for h in kw_hits), dtype=np.int64, count=len(kw_hits))
-        sem_ids = np.fromiter((s.memory_id for s in sem_hits), dtype=np.int64, count=len(sem_hits))
-        fused = fusion.rrf([kw_ids, sem_ids], [1.0 - opts.alpha, opts.alpha], opts.rrf_k)
-        for memory_id, score in zip(fused.ids.tolist(), fused.scores.tolist(), strict=True):
-            by_id[memory_id].base = float(score)
-        return list(by_id.values())
-
-    def _browse(self, opts: Options, pool: int, now: float) -> Results:
-        predicate, params = filters.where(opts)
-        order = (
-            "m.confidence DESC, m.id"
-            if opts.order_by is OrderBy.CONFIDENCE
-            else ("m.created_at DESC, m.id DESC")
-        )
-        rows = self._store.query(
-            f"SELECT m.id, {RANK_COLUMNS} FROM memories m WHERE {predicate}"
-            f" ORDER BY {order} LIMIT ?",
-            [*params, pool],
-        )
-        candidates = [Candidate(int(i), RankInfo(*rest)) for i, *rest in rows]
-        ranked, hidden = self._rank(candidates, opts, now, browse=True)
-        results = Results(
-            self._finish(ranked, opts, now, MatchType.FILTER, None),
-            query=None,
-            mode="filter",
-            hidden=hidden,
-        )
-        notices: list[str] = []
-        self._record(results, opts, notices)
-        results.notices = tuple(notices)
-        return results
-
-    def _load_facts(self, ids: Sequence[int]) -> dict[int, list[tuple[Any, ...]]]:
-        """Facts of the given memories, by memory id (one cheap probe when there are none)."""
-        out: dict[int, list[tuple[Any, ...]]] = {}
-        if not ids or not self._store.query("SELECT EXISTS (SELECT 1 FROM facts)")[0][0]:
-            return out
-        for start in range(0, len(ids), 500):
-            part = list(ids[start : start + 500])
-            marks = ",".join("?" * len(part))
-            for row in self._store.query(
-                "SELECT id, memory_id, type, content, confidence, decay_rate, last_reinforced"
-                f" FROM facts WHERE memory_id IN ({marks}) ORDER BY id",
-                part,
-            ):
-                out.setdefault(row[1], []).append(row)
-        return out
-
-    def _rank(
-        self,
-        candidates: list[Candidate],
-        opts: Options,
-        now: float,
-        *,
-        browse: bool = False,
-        threshold: float = 0.0,
-    ) -> tuple[list[Candidate], int]:
-        """Boosts, confidence, thresholds and order (DESIGN pipeline steps 4-5)."""
-        if not candidates:
-            return [], 0
-        facts = self._load_facts([c.memory_id for c in candidates])
-        kept: list[Candidate] = []
-        hidden = 0
-        sectors = opts.sector_weights if opts.sector_weights is not None else SECTOR_WEIGHTS
-        for c in candidates:
-            info = c.info
-            c.effective_confidence = effective_confidence(
-                info.confidence, [(f[4], f[5], f[6]) for f in facts.get(c.memory_id, ())], now
-            )
-            if browse:
-                c.score = 0.0
-            else:
-                if opts.recency_weight:
-                    c.recency = recency_factor(info.created_at, now, opts.recency_weight)
-                if opts.half_life_days and is_dated(info.source_path):
-                    c.decay = temporal_decay(info.created_at, now, opts.half_life_days)
-                c.salience = salience_factor(info.salience, opts.salience_weight)
-                c.sector = sectors.get(info.sector, 1.0) if info.sector else 1.0
-                c.score = (
-                    c.base * c.recency * c.decay * c.salience * c.sector * c.effective_confidence
-                )
-            if c.effective_confidence < opts.min_confidence or (not browse and c.score < threshold):
-                hidden += 1
-                continue
-            kept.append(c)
-        if opts.order_by is OrderBy.RECENCY or (browse and opts.order_by is OrderBy.RELEVANCE):
-            kept.sort(key=lambda c: (-c.created_at, -c.memory_id))
-        elif opts.order_by is OrderBy.CONFIDENCE:
-            kept.sort(key=lambda c: (-c.effective_confidence, -c.score, c.memory_id))
-        else:
-            kept.sort(key=lambda c: (-c.score, c.memory_id))
-        return kept, hidden
-
-    def _finish(
-        self,
-        ranked: list[Candidate],
-        opts: Options,
-        now: float,
-        match_type: MatchType,
-        kw: keyword.KeywordResult | None,
-    ) -> list[Result]:
-        """Limit, budget and enrichment (pipeline steps 5-6) of the ranked candidates."""
-        top = ranked[: opts.limit]
-        memories = self._store.get_many([c.memory_id for c in top])
-        if opts.token_budget is not None:
-            used = 0
-            for n, c in enumerate(top):
-                cost = estimate_tokens(memories[c.memory_id].content)
-                if used + cost > opts.token_budget:
-                    top = top[:n]
-                    break
-                used += cost
-        ids = [c.memory_id for c in top]
-        contents = {i: memories[i].content for i in ids}
-        if kw is not None:
-            snippets = keyword.snippets(kw, contents, ids)
-        else:
-            snippets = {i: keyword.text_snippet(contents[i], None) for i in ids}
-        facts = self._load_facts(ids) if opts.include_facts else {}
-        extra = recall.enrichment(self._store, [memories[i] for i in ids])
-        out = []
-        for c in top:
-            fact_objs = tuple(
-                Fact(
-                    id=f[0],
-                    memory_id=f[1],
-                    type=f[2],
-                    content=f[3],
-                    confidence=f[4],
-                    decay_rate=f[5],
-                    last_reinforced=from_epoch(f[6]),  # type: ignore[arg-type]
-                    effective_confidence=fact_confidence(f[4], f[5], f[6], now),
-                )
-                for f in facts.get(c.memory_id, ())
-            )
-            memory = memories[c.memory_id]
-            out.append(
-                Result(
-                    memory=memory,
-                    score=c.score,
-                    bm25_score=c.bm25,
-                    semantic_score=c.semantic,
-                    effective_confidence=c.effective_confidence,
-                    snippet=snippets.get(c.memory_id, ""),
-                    match_type=c.match_type or match_type,
-                    facts=fact_objs,
-                    source_session=extra.source_session.get(c.memory_id),
-                    is_superseded=memory.superseded_by is not None,
-                    superseded_by=extra.superseded_by.get(c.memory_id),
-                    related_memory_count=extra.related.get(c.memory_id, 0),
-                    explain=c.explain() if opts.explain else None,
-                )
-            )
-        return out
-
-    def _record(self, results: Results, opts: Options, notices: list[str]) -> None:
-        """Pipeline step 7, after the order is fixed: it cannot change this search's ranking."""
-        if not opts.record or self._store.read_only or not results:
-            return
-        try:
-            recall.record_recall(
-                self._store,
-                [(r.memory.id, r.facts[0].id if r.facts else None, r.score) for r in results],
-                query=results.query,
-                session_id=opts.session_id,
-                lens=opts.lens,
-                reinforce=opts.reinforce,
-            )
-        except StorageError as exc:  # the answer stands; say that it was not recorded
-            notices.append(f"recall not recorded: {exc}")
+    def reinforce(self, ids: Sequence[int], amount: float = 0.02) -> None:
+        """Raise the salience of memories that proved useful (seed 000: +0.02 a time, up to
+        1.0): the one way reading feeds back into later rankings. A search does not
+        reinforce what it returns unless asked (``Options(reinforce=...)``)."""
+        if (
+            isinstance(amount, bool)
+            or not isinstance(amount, int | float)
+            or not 0.0 <= amount <= 1.0
+        ):
+            raise InvalidOptionError(f"amount must be a number in [0, 1], not {amount!r}")
+        wanted = list(dict.fromkeys(ids))
+        for memory_id in wanted:
+            if isinstance(memory_id, bool) or not isinstance(memory_id, int):
+                raise InvalidOptionError(f"a memory id is an integer, not {memory_id!r}")
+        found = self._store.get_many(wanted)
+        missing = [i for i in wanted if i not in found]
+        if missing:
+            raise NotFoundError(f"no live memory with id {missing[0]}")
+        recall.reinforce(self._store, wanted, float(amount))
 
     # ------------------------------------------------------------------ sessions
 

@@ -17,12 +17,31 @@ from cortex.ranking import RANK_COLUMNS, RankInfo
 if TYPE_CHECKING:
     from cortex.store import Store
 
-__all__ = ["admitted", "where"]
+__all__ = ["admitted", "narrows", "where"]
 
 
 def _prefix(column: str, prefix: str, clauses: list[str], params: list[Any]) -> None:
     clauses.append(f"substr({column}, 1, length(?)) = ?")
     params.extend((prefix, prefix))
+
+
+def narrows(opts: Options) -> bool:
+    """Whether `opts` narrows the memories beyond dropping deleted/superseded ones."""
+    return any(
+        v is not None
+        for v in (
+            opts.project,
+            opts.session,
+            opts.sector,
+            opts.tier,
+            opts.scope,
+            opts.category,
+            opts.source_prefix,
+            opts.min_salience,
+            opts.created_since,
+            opts.created_until,
+        )
+    )
 
 
 def where(opts: Options, *, alias: str = "m") -> tuple[str, list[Any]]:

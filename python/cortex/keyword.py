@@ -14,22 +14,32 @@
    longer than two characters) and ASCII words of three or more characters, each matched
    independently, ranked by how many of them a memory holds.
 
-Scores are in [0, 1): BM25 ``b`` (negative, lower is better) maps to ``x / (x + 10)`` with
-``x = -b``; a LIKE match to ``matched / (terms + 1)``.
+Each hit keeps its raw measure (``-bm25()``, or the number of terms a LIKE match holds)
+and the result carries the query's ``bound``: the sum of the IDFs of its phrases as FTS5
+weighs them (or the number of LIKE terms), so that ``raw / bound`` is the share of the
+query a memory holds whatever the store's size (cortex.search.hits calibrates it).
+``Hit.score`` keeps the older absolute map ``x / (x + 10)`` for callers that read it.
+
+This module is the SQLite backend's keyword retriever: the FTS5 statements live here
+(every filter comes from :mod:`cortex.filters`, every value is a bound parameter).
 """
 
 from __future__ import annotations
 
 import functools
+import math
 import re
 import sqlite3
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from cortex import filters
-from cortex.errors import QueryError, StorageError
+from cortex.errors import StorageError
 from cortex.options import Mode, Options, OrderBy
 from cortex.ranking import RANK_COLUMNS, RankInfo
+from cortex.search.plan import DROPPED, MAX_QUERY_CHARS, STOPWORDS
+from cortex.search.plan import clean as _clean
 from cortex.store import Store, _is_cjk, has_cjk
 
 if TYPE_CHECKING:
@@ -43,14 +53,14 @@ __all__ = [
     "Marker",
     "bm25_to_score",
     "highlighter",
+    "positive_phrases",
+    "rescore",
     "search",
     "search_fts",
     "snippets",
     "text_snippet",
 ]
 
-#: Longer queries are refused: no memory search needs them, and FTS5 would parse every term.
-MAX_QUERY_CHARS = 10_000
 #: At most this many distinct terms are searched (the first ones of the query).
 MAX_TERMS = 32
 
@@ -80,6 +90,13 @@ class KeywordResult:
     # An answer, even if empty: a valid FTS5 expression the user wrote, or a query with no
     # words. The LIKE fallback is for plain text that matched nothing, not for these.
     final: bool = False
+    # The most `raw` a memory holding each phrase once at average length gets: the sum of
+    # the phrases' IDFs as FTS5 computes them (LIKE tiers: the number of terms).
+    bound: float = 0.0
+    # How to score other memories against this query (the FTS5 table and expression:
+    # the OR of the terms for plain text, the expression itself for FTS5 syntax).
+    rescore_table: str | None = None
+    rescore_expression: str | None = None
 
 
 #: BM25 value that maps to a keyword score of 0.5. Chosen on SciFact's train split
@@ -99,27 +116,10 @@ def quote(term: str) -> str:
     return '"' + term.replace('"', '""') + '"'
 
 
-def clean(query: str) -> str:
-    """The query with NUL and other control characters made spaces; refuses huge queries."""
-    if not isinstance(query, str):
-        raise QueryError(f"a query is a string, not {type(query).__name__}")
-    if len(query) > MAX_QUERY_CHARS:
-        raise QueryError(
-            f"the query is {len(query):,} characters long; the limit is {MAX_QUERY_CHARS:,}"
-        )
-    return "".join(" " if (ord(c) < 32 or ord(c) == 127) else c for c in query).strip()
-
+clean = _clean
 
 _OPERATORS = frozenset({"AND", "OR", "NOT", "NEAR"})
-
-# Lucene's English stop words. Plain-text queries search without them (unless nothing else
-# is left): their BM25 weight is nil, yet an OR over "the" or "of" scores nearly every
-# memory, which is what made long natural-language queries slow.
-STOPWORDS = frozenset(
-    {"a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is",
-     "it", "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there",
-     "these", "they", "this", "to", "was", "will", "with"}
-)  # fmt: skip
+__all__ += ["STOPWORDS", "clean"]
 
 
 def _terms(query: str) -> list[str]:
@@ -203,11 +203,14 @@ def search(
     *,
     stemmed: bool = True,
     native: KeywordIndexer | None = None,
+    allowed: Sequence[int] | None = None,
 ) -> KeywordResult:
     """Up to `pool` keyword hits for `query` under `opts`'s filters, best first.
 
     `stemmed=False` runs word queries on the unstemmed index too (for measurements).
     `native` answers the plain-text tiers from memory when it can (same hits as FTS5).
+    `allowed`: the ids `opts`'s filters admit, sorted, when the caller already has them
+    (the in-memory index then ranks only those, in one pass).
     """
     text = clean(query)
     if not text:
@@ -217,7 +220,7 @@ def search(
             result = _cjk(store, text, opts, pool)
         else:
             words = "memories_fts" if stemmed else EXACT
-            result = _latin(store, text, opts, pool, words, native if stemmed else None)
+            result = _latin(store, text, opts, pool, words, native if stemmed else None, allowed)
     except sqlite3.OperationalError as exc:
         if "no such module" not in str(exc) and "no such table" not in str(exc):
             raise StorageError(f"{store.path}: {exc}") from None
@@ -238,16 +241,85 @@ def search(
 EXACT = "memories_exact"
 
 
+def _idf(rows: int, hits: int) -> float:
+    """FTS5's IDF of a phrase found in `hits` of `rows` rows, clamp included."""
+    idf = math.log((rows - hits + 0.5) / (hits + 0.5)) if rows > 0 else 0.0
+    return idf if idf > 0.0 else 1e-6
+
+
+def _rows(store: Store, table: str) -> int:
+    """The rows FTS5 counts in `table` (its averages record: what bm25() uses)."""
+    from cortex.keyword_index import _fts5_totals
+
+    row = store.conn.execute(f"SELECT block FROM {table}_data WHERE id = 1").fetchone()
+    return _fts5_totals(row[0])[0] if row else 0
+
+
+def _bound(
+    store: Store, table: str, phrases: Sequence[str], native: KeywordIndexer | None = None
+) -> float:
+    """The sum of the IDFs of `phrases` (FTS5 expressions of one phrase each) in `table`:
+    the BM25 of a memory holding each once at average length. Document frequencies come
+    from the in-memory index when it holds `table`'s twin, else from FTS5 (a count)."""
+    phrases = list(dict.fromkeys(p for p in phrases if p))
+    if not phrases:
+        return 0.0
+    if native is not None and table == "memories_fts":
+        found = native.df([p.strip('"').replace('""', '"') for p in phrases])
+        if found is not None:
+            rows, dfs = found
+            return sum(_idf(rows, n) for n in dfs)
+    rows = _rows(store, table)
+    total = 0.0
+    for phrase in phrases:
+        try:
+            n = _matches(store, table, phrase, rows + 1)
+        except sqlite3.OperationalError:
+            continue  # a fragment FTS5 rejects alone (inside NEAR, say) weighs nothing
+        total += _idf(rows, n)
+    return total
+
+
+_NOT_CLAUSE = re.compile(r'\bNOT\s+(?:"(?:[^"]|"")*"\*?|\([^)]*\)|\S+)')
+_PHRASE = re.compile(r'"(?:[^"]|"")*"\*?|[^\s()",]+')
+
+
+def positive_phrases(expression: str) -> list[str]:
+    """The phrases of an FTS5 expression that add to BM25: every phrase and word
+    except operators, column names and what a NOT excludes."""
+    out: list[str] = []
+    for token in _PHRASE.findall(_NOT_CLAUSE.sub(" ", expression)):
+        if token in _OPERATORS or token.startswith("NEAR"):
+            continue
+        if not token.startswith('"') and ":" in token:
+            token = token.split(":", 1)[1]
+        token = token.lstrip("^")
+        if token and token not in ("*", "-", "+"):
+            out.append(token)
+    return out
+
+
 def _latin(
-    store: Store, text: str, opts: Options, pool: int, words: str, native: KeywordIndexer | None
+    store: Store,
+    text: str,
+    opts: Options,
+    pool: int,
+    words: str,
+    native: KeywordIndexer | None,
+    allowed: Sequence[int] | None = None,
 ) -> KeywordResult:
     """Tier 1. `words` is the index of word queries; prefix queries use the unstemmed one.
     `native` (the in-memory twin of `words`) runs the plain-text AND and OR when it can."""
     terms = _terms(text)
     if _SYNTAX.search(text):
         try:
-            hits = _fts(store, EXACT if "*" in text else words, text, opts, pool)
-            return KeywordResult(hits, "fts", text, None, [], terms, final=True)
+            table = EXACT if "*" in text else words
+            hits = _fts(store, table, text, opts, pool)
+            bound = _bound(store, table, positive_phrases(text))
+            return KeywordResult(
+                hits, "fts", text, None, [], terms, final=True, bound=bound,
+                rescore_table=table, rescore_expression=text,
+            )  # fmt: skip
         except sqlite3.OperationalError as exc:
             message = str(exc)
             if not _is_query_error(message):
@@ -263,22 +335,36 @@ def _latin(
         if not terms:
             return KeywordResult(notices=["the query holds no words to search for"], final=True)
     notices = [notice] if notice else []
-    terms = [t for t in terms if t not in STOPWORDS] or terms
+    # Without stop words and question words, unless nothing else is left.
+    terms = (
+        [t for t in terms if t not in DROPPED] or [t for t in terms if t not in STOPWORDS] or terms
+    )
     quoted = [quote(t) for t in terms]
     expression = " ".join(quoted)
-    hits = _plain(store, words, native, terms, expression, opts, pool, require_all=True)
+    any_term = " OR ".join(quoted)
+    hits = _plain(
+        store, words, native, terms, expression, opts, pool, require_all=True, allowed=allowed
+    )
     if hits or len(terms) == 1:
         tier_expr = expression
     else:
-        tier_expr = " OR ".join(quoted)
-        hits = _plain(store, words, native, terms, tier_expr, opts, pool, require_all=False)
+        tier_expr = any_term
+        hits = _plain(
+            store, words, native, terms, tier_expr, opts, pool, require_all=False, allowed=allowed
+        )
     if hits:
-        return KeywordResult(hits, "fts", tier_expr, tier_expr, notices, terms)
+        bound = _bound(store, words, quoted, native)
+        return KeywordResult(
+            hits, "fts", tier_expr, tier_expr, notices, terms, bound=bound,
+            rescore_table=words, rescore_expression=any_term,
+        )  # fmt: skip
     prefix_expr = " OR ".join(q + "*" for q in quoted)
     hits = _fts(store, EXACT, prefix_expr, opts, pool)
+    bound = _bound(store, EXACT, [q + "*" for q in quoted]) if hits else 0.0
     return KeywordResult(
-        hits, "prefix" if hits else "none", prefix_expr, prefix_expr, notices, terms
-    )
+        hits, "prefix" if hits else "none", prefix_expr, prefix_expr, notices, terms,
+        bound=bound, rescore_table=EXACT, rescore_expression=prefix_expr,
+    )  # fmt: skip
 
 
 #: The in-memory index is asked for the pool, then PREFILTER times more while the filters
@@ -297,10 +383,11 @@ def _plain(
     pool: int,
     *,
     require_all: bool,
+    allowed: Sequence[int] | None = None,
 ) -> list[Hit]:
     """One plain-text tier: from the in-memory index when it can answer, else FTS5."""
     if native is not None and opts.order_by is OrderBy.RELEVANCE:
-        hits = _native(store, native, terms, opts, pool, require_all)
+        hits = _native(store, native, terms, opts, pool, require_all, allowed)
         if hits is not None:
             return hits
     return _fts(store, words, expression, opts, pool)
@@ -313,9 +400,22 @@ def _native(
     opts: Options,
     pool: int,
     require_all: bool,
+    allowed: Sequence[int] | None = None,
 ) -> list[Hit] | None:
     """The BM25 top of the in-memory index, then the filters in SQLite over those rows
-    only, fetching deeper while the filters leave the pool short; None = ask FTS5."""
+    only, fetching deeper while the filters leave the pool short; None = ask FTS5.
+    With `allowed` (the ids the filters admit) the index ranks only those: one pass."""
+    if allowed is not None:
+        found = native.search(terms, pool, require_all=require_all, allowed=allowed)
+        if found is None:
+            return None
+        ids, bm25 = found
+        info = filters.admitted(store, ids.tolist(), opts)
+        return [
+            Hit(i, bm25_to_score(-r), r, info[i])
+            for i, r in zip(ids.tolist(), bm25.tolist(), strict=True)
+            if i in info
+        ]
     fetch = pool
     while fetch <= NATIVE_MAX_FETCH:
         found = native.search(terms, fetch, require_all=require_all)
@@ -405,7 +505,8 @@ def _cjk(store: Store, text: str, opts: Options, pool: int) -> KeywordResult:
         ).fetchall()
         hits = [Hit(int(i), bm25_to_score(r), -r, RankInfo(*rest)) for i, r, *rest in rows]
         ran = " AND ".join([expression, *(f"LIKE {quote('%' + t + '%')}" for t in short_terms)])
-        return KeywordResult(hits, "trigram" if hits else "none", None, ran, [], terms)
+        bound = _bound(store, "memories_trigram", [quote(t) for t in long_terms]) if hits else 0.0
+        return KeywordResult(hits, "trigram" if hits else "none", None, ran, [], terms, bound=bound)
     # Every term is shorter than a trigram: all of them must occur, as substrings.
     predicate, params = filters.where(opts)
     sql = (
@@ -418,7 +519,7 @@ def _cjk(store: Store, text: str, opts: Options, pool: int) -> KeywordResult:
     ).fetchall()
     n = len(terms)
     hits = [Hit(int(i), n / (n + 1), float(n), RankInfo(*rest)) for i, *rest in found]
-    return KeywordResult(hits, "like" if hits else "none", None, None, [], terms)
+    return KeywordResult(hits, "like" if hits else "none", None, None, [], terms, bound=float(n))
 
 
 def _like(store: Store, text: str, opts: Options, pool: int) -> KeywordResult:
@@ -440,7 +541,43 @@ def _like(store: Store, text: str, opts: Options, pool: int) -> KeywordResult:
         raise StorageError(f"{store.path}: {exc}") from None
     total = len(terms)
     hits = [Hit(int(i), n / (total + 1), float(n), RankInfo(*rest)) for i, n, *rest in rows]
-    return KeywordResult(hits, "like" if hits else "none", None, None, [], terms)
+    return KeywordResult(
+        hits, "like" if hits else "none", None, None, [], terms, bound=float(total)
+    )
+
+
+def rescore(
+    store: Store,
+    result: KeywordResult,
+    ids: Sequence[int],
+    native: KeywordIndexer | None = None,
+) -> dict[int, float]:
+    """``-bm25`` of each memory among `ids` that the query's rescoring expression matches
+    (the OR of its terms for plain text, the expression itself for FTS5 syntax): the
+    keyword score of memories another leg found. Filters are the caller's: `ids` passed
+    them already."""
+    if not ids or result.rescore_table is None or result.rescore_expression is None:
+        return {}
+    table, expression = result.rescore_table, result.rescore_expression
+    wanted = sorted({int(i) for i in ids})
+    if native is not None and table == "memories_fts" and not result.final:
+        found = native.rescore(result.terms, wanted)
+        if found is not None:
+            return dict(zip(found[0].tolist(), found[1].tolist(), strict=True))
+    out: dict[int, float] = {}
+    for start in range(0, len(wanted), 500):
+        part = wanted[start : start + 500]
+        marks = ",".join("?" * len(part))
+        try:
+            rows = store.conn.execute(
+                f"SELECT rowid, bm25({table}) FROM {table} WHERE {table} MATCH ?"
+                f" AND rowid IN ({marks})",
+                [expression, *part],
+            ).fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise StorageError(f"{store.path}: {exc}") from None
+        out.update((int(i), -float(r)) for i, r in rows)
+    return out
 
 
 def snippets(result: KeywordResult, contents: dict[int, str], ids: list[int]) -> dict[int, str]:

@@ -95,7 +95,12 @@ class KeywordIndexer:
     # ------------------------------------------------------------------ searching
 
     def search(
-        self, terms: list[str], k: int, *, require_all: bool
+        self,
+        terms: list[str],
+        k: int,
+        *,
+        require_all: bool,
+        allowed: Any = None,
     ) -> tuple[np.ndarray, np.ndarray] | None:
         """(memory ids, BM25 > 0) of the top `k` memories holding all (`require_all`) or
         any of `terms`, best first; None when FTS5 must answer instead (no index yet, or a
@@ -111,7 +116,37 @@ class KeywordIndexer:
         with self._lock:
             if not self._current():
                 return None
-            return self._index.search(terms, k, require_all=require_all)  # type: ignore[no-any-return]
+            if allowed is not None:
+                allowed = np.asarray(allowed, dtype=np.int64)
+                if len(allowed) == 0:
+                    return np.empty(0, np.int64), np.empty(0, np.float64)
+            return self._index.search(terms, k, require_all=require_all, allowed=allowed)  # type: ignore[no-any-return]
+
+    def df(self, words: list[str]) -> tuple[int, list[int]] | None:
+        """(live memories, documents holding each word's index term), as FTS5's bm25()
+        counts them; None when the index cannot answer now (FTS5 counts instead)."""
+        if self._policy == "off" or self._closed or self._index is None:
+            return None
+        try:
+            from cortex._native import KeywordIndex
+        except ImportError:
+            return None
+        terms = KeywordIndex.query_terms(words)
+        if terms is None:
+            return None
+        with self._lock:
+            if not self._current():
+                return None
+            return len(self._index), [self._index.df(t) for t in terms]
+
+    def rescore(self, words: list[str], ids: list[int]) -> tuple[np.ndarray, np.ndarray] | None:
+        """BM25 of the memories among `ids` (sorted) holding any of `words`: their keyword
+        score when another leg found them. None when FTS5 must answer."""
+        if self._index is None:
+            return None
+        return self.search(
+            words, len(ids), require_all=False, allowed=np.asarray(ids, dtype=np.int64)
+        )
 
     def _current(self) -> bool:
         """Bring the index up to the log under the lock; False when it cannot answer now."""

@@ -18,13 +18,20 @@ from types import MappingProxyType
 
 from cortex.errors import InvalidOptionError
 
-__all__ = ["MAX_LIMIT", "Fusion", "Mode", "Options", "OrderBy"]
+__all__ = ["MAX_LIMIT", "Fusion", "Mode", "Options", "Order", "OrderBy", "TimeFilter"]
+
+#: The deepest result a page may start at.
+MAX_OFFSET = 100_000
+#: The most neighbouring chunks a result carries on each side.
+MAX_CONTEXT = 20
 
 #: The largest `limit` a search accepts; a bigger page is a scan, not a search.
 MAX_LIMIT = 10_000
-#: The default minimum score of hybrid search: on SciFact's train split no relevant
-#: top-10 result of the default fusion scored below 0.2 (benches/tune_fusion.py).
-HYBRID_MIN_SCORE = 0.1
+#: The default minimum final score in every mode. Scores are calibrated (cortex.search.hits:
+#: the same number means the same in every query, mode and store size), so one floor
+#: holds everywhere; chosen on the tune split of the agent evaluation set for abstention
+#: (eval/README.md). RRF's rank-based scores take no floor.
+DEFAULT_MIN_SCORE = 0.2
 
 
 class Mode(StrEnum):
@@ -43,11 +50,31 @@ class OrderBy(StrEnum):
     CONFIDENCE = "confidence"
 
 
+class TimeFilter(StrEnum):
+    """What the time words of a query do (cortex.interpret reads them): `hard` searches
+    only the window they name, `soft` boosts the memories inside it, `auto` filters hard
+    and falls back to soft when the window holds no match (and uses soft for vague words
+    like "recently"), `off` searches the words as words."""
+
+    AUTO = "auto"
+    HARD = "hard"
+    SOFT = "soft"
+    OFF = "off"
+
+
+class Order(StrEnum):
+    """The direction of `order_by`: best / newest / most trusted first (desc) or last."""
+
+    DESC = "desc"
+    ASC = "asc"
+
+
 class Fusion(StrEnum):
-    """How keyword and semantic candidates are fused in hybrid mode."""
+    """How keyword and semantic candidates are fused in hybrid mode (cortex.search.hits)."""
 
     RRF = "rrf"
     LINEAR = "linear"
+    EVIDENCE = "evidence"
 
 
 def _enum(cls: type[StrEnum], name: str, value: object) -> StrEnum:
@@ -124,10 +151,23 @@ class Options:
     the sector's weight (``sector_weights``, default seed 000's; ``{}`` turns it off); and
     the effective confidence. `min_score` applies after all of them.
 
-    `record` writes, after the ranking is fixed, a recall_log row per result, the access
-    count, and reinforces each returned memory's salience by `reinforce` (seed 000: 0.02);
-    a read-only engine never records. `explain` fills ``Result.explain`` with every part
-    of each score.
+    `record` writes, after the ranking is fixed, a recall_log row per result and the access
+    count; later rankings do not change unless `reinforce` (seed 000: 0.02) is given, which
+    adds it to each returned memory's salience (or call ``Engine.reinforce``). A listing
+    without text records nothing; a read-only engine never records. `explain` fills
+    ``Result.explain`` with every part of each score.
+
+    `now` is the clock of the search (default: the time it runs): recency, decay and time
+    words are measured from it, so a result can be reproduced. `time_filter` says what the
+    time words of a query do ("last Tuesday", "昨天"; see :class:`TimeFilter`); an explicit
+    `created_since` / `created_until` always wins.
+
+    Pages: `offset` skips that many results; `cursor` (``Results.next_cursor`` of the page
+    before) continues a search where it stopped, with the same clock and candidate pool,
+    so that following cursors returns every match exactly once while nothing is written.
+    `order` reverses `order_by` ("asc": oldest / least relevant first). `context` attaches
+    to each result up to that many neighbouring chunks before and after it (its file's
+    chunks, or its session's memories in time order).
     """
 
     mode: Mode = Mode.HYBRID
@@ -142,7 +182,7 @@ class Options:
     fusion: Fusion = Fusion.LINEAR
     rrf_k: float = 60.0
     min_score: float | None = None
-    min_similarity: float = 0.3
+    min_similarity: float | None = None
     order_by: OrderBy = OrderBy.RELEVANCE
     token_budget: int | None = None
 
@@ -163,14 +203,37 @@ class Options:
     sector_weights: Mapping[str, float] | None = None
 
     record: bool = True
-    reinforce: float = 0.02
+    reinforce: float = 0.0
     explain: bool = False
+    now: datetime | None = None
+    time_filter: TimeFilter = TimeFilter.AUTO
+
+    offset: int = 0
+    cursor: str | None = None
+    order: Order = Order.DESC
+    context: int = 0
 
     def __post_init__(self) -> None:
         s = object.__setattr__
         s(self, "mode", _enum(Mode, "mode", self.mode))
         s(self, "fusion", _enum(Fusion, "fusion", self.fusion))
         s(self, "order_by", _enum(OrderBy, "order_by", self.order_by))
+        s(self, "time_filter", _enum(TimeFilter, "time_filter", self.time_filter))
+        s(self, "order", _enum(Order, "order", self.order))
+        for name, top in (("offset", MAX_OFFSET), ("context", MAX_CONTEXT)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= top:
+                raise InvalidOptionError(
+                    f"{name} must be an integer from 0 to {top}, not {value!r}"
+                )
+        if self.cursor is not None and (
+            not isinstance(self.cursor, str) or not 0 < len(self.cursor) <= 1000
+        ):
+            raise InvalidOptionError(
+                f"cursor must be the next_cursor string of an earlier page, not {self.cursor!r}"[
+                    :200
+                ]
+            )
         if isinstance(self.limit, bool) or not isinstance(self.limit, int):
             raise InvalidOptionError(f"limit must be an integer, not {self.limit!r}")
         if not 1 <= self.limit <= MAX_LIMIT:
@@ -188,7 +251,11 @@ class Options:
         s(self, "recency_weight", _number("recency_weight", self.recency_weight, lo=0.0))
         s(self, "rrf_k", _number("rrf_k", self.rrf_k, lo=0.0))
         s(self, "min_score", _number("min_score", self.min_score, lo=0.0, optional=True))
-        s(self, "min_similarity", _number("min_similarity", self.min_similarity, lo=-1.0, hi=1.0))
+        s(
+            self,
+            "min_similarity",
+            _number("min_similarity", self.min_similarity, lo=-1.0, hi=1.0, optional=True),
+        )
         s(
             self,
             "min_salience",
@@ -208,6 +275,7 @@ class Options:
             s(self, name, _text(name, getattr(self, name)))
         s(self, "created_since", _when("created_since", self.created_since))
         s(self, "created_until", _when("created_until", self.created_until))
+        s(self, "now", _when("now", self.now))
         s(self, "reinforce", _number("reinforce", self.reinforce, lo=0.0, hi=1.0))
         s(self, "half_life_days", _number("half_life_days", self.half_life_days, lo=0.0))
         s(self, "salience_weight", _number("salience_weight", self.salience_weight, lo=0.0, hi=2.0))
@@ -229,15 +297,13 @@ class Options:
                 raise InvalidOptionError(f"{name} must be True or False")
 
     def threshold(self, mode: Mode) -> float:
-        """The minimum final score for a search that ran in `mode`: `min_score` if set, else
-        0.1 for hybrid with linear fusion (its scores are absolute, see README), and 0 for
-        RRF (rank-based scores), keyword and semantic (whose own floors are a match at all
-        and `min_similarity`)."""
+        """The minimum final score for a search that ran in `mode`: `min_score` if set,
+        else DEFAULT_MIN_SCORE in every mode but hybrid with RRF (rank-based scores)."""
         if self.min_score is not None:
             return self.min_score
-        # RRF scores are rank-based (at most ~0.033 with k = 60): no absolute floor applies.
-        linear = mode is Mode.HYBRID and self.fusion is Fusion.LINEAR
-        return HYBRID_MIN_SCORE if linear else 0.0
+        if mode is Mode.HYBRID and self.fusion is Fusion.RRF:
+            return 0.0
+        return DEFAULT_MIN_SCORE
 
     def replace(self, **changes: object) -> Options:
         """A copy with some fields changed (validated like a new object)."""

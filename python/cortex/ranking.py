@@ -31,7 +31,10 @@ DAY = 86_400.0
 LN2 = math.log(2.0)
 
 #: What ranking needs of a memory, selected by every retriever in its own statement.
-RANK_COLUMNS = "m.created_at, m.confidence, m.salience, m.sector, m.source_path"
+RANK_COLUMNS = (
+    "m.created_at, m.confidence, m.salience, m.sector, m.source_path,"
+    " m.superseded_by IS NOT NULL, m.project_id, m.category"
+)
 
 #: Seed 000's sector weights: insights and facts up, events down. A memory without a
 #: sector (or of another sector) keeps 1.0.
@@ -71,6 +74,9 @@ class RankInfo:
     salience: float
     sector: str | None
     source_path: str | None
+    superseded: bool = False
+    project: str | None = None
+    category: str | None = None
 
 
 def is_dated(source_path: str | None) -> bool:
@@ -126,9 +132,13 @@ class Candidate:
 
     memory_id: int
     info: RankInfo
-    bm25: float = 0.0
-    semantic: float = 0.0
+    bm25: float = 0.0  # the calibrated keyword score, [0, 1)
+    semantic: float = 0.0  # the calibrated semantic score, [0, 1]
     base: float = 0.0  # the retriever's (or fusion's) score before boosts
+    bm25_raw: float = 0.0  # -bm25() (0: no keyword match)
+    cosine: float | None = None  # cosine similarity (None: not scored)
+    superseded: float = 1.0
+    timeframe: float = 1.0  # the boost of a soft time window
     recency: float = 1.0
     decay: float = 1.0
     salience: float = 1.0
@@ -142,10 +152,12 @@ class Candidate:
         return self.info.created_at
 
     def explain(self) -> dict[str, float]:
-        """Every factor of `score`:
-        ``score = base * recency * temporal_decay * salience * sector * effective_confidence``.
-        """
+        """Every factor of `score`: ``score = base * recency * temporal_decay * salience *
+        sector * effective_confidence * superseded``; `bm25` and `semantic` are the
+        calibrated scores `base` fuses, `bm25_raw` and `cosine` what they calibrate."""
         return {
+            "bm25_raw": self.bm25_raw,
+            "cosine": self.cosine if self.cosine is not None else 0.0,
             "bm25": self.bm25,
             "semantic": self.semantic,
             "base": self.base,
@@ -154,5 +166,7 @@ class Candidate:
             "salience_boost": self.salience,
             "sector_weight": self.sector,
             "effective_confidence": self.effective_confidence,
+            "superseded": self.superseded,
+            "timeframe": self.timeframe,
             "score": self.score,
         }

@@ -288,6 +288,18 @@ def enrichment(store: Store, memories: Sequence[Memory]) -> Enrichment:
     return Enrichment(sessions, by, related)
 
 
+def reinforce(store: Store, ids: Sequence[int], amount: float) -> None:
+    """Raise the salience of `ids` by `amount` (capped at 1.0) and log the reinforcement,
+    in one transaction."""
+    if not ids:
+        return
+    with store.transaction() as tx:
+        tx.executemany(
+            "UPDATE memories SET salience = MIN(1.0, ROUND(salience + ?, 6)) WHERE id = ?",
+            [(amount, m) for m in ids],
+        )
+
+
 def record_recall(
     store: Store,
     rows: Sequence[tuple[int, int | None, float]],

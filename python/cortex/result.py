@@ -124,6 +124,7 @@ class Result:
     superseded_by: Any = None  # cortex.recall.SupersededBy
     related_memory_count: int = 0
     explain: dict[str, float] | None = None
+    context: dict[str, list[dict[str, Any]]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -143,6 +144,8 @@ class Result:
         }
         if self.explain is not None:
             out["explain"] = self.explain
+        if self.context is not None:
+            out["context"] = self.context
         return out
 
 
@@ -152,10 +155,26 @@ class Results(list[Result]):
     `mode` is the mode that actually ran (hybrid degrades to keyword without an embedder);
     `rewritten` is the keyword query that ran when the one given was not valid FTS5;
     `notices` are the sentences a user should read (a fallback taken, a degraded mode);
-    `hidden` counts candidates that matched but fell below the minimum score or confidence.
+    `hidden` counts candidates that matched but fell below the minimum score or confidence;
+    `interpretation` says what the query was understood to say (its time window and how it
+    was applied, the text searched, intent, topics; see cortex.interpret). `total` counts
+    the matches that passed the thresholds (before the page was cut); `has_more` and
+    `next_cursor` lead to the next page; `aggregations` count the matches by project,
+    category, session and over time.
     """
 
-    __slots__ = ("hidden", "mode", "notices", "query", "rewritten")
+    __slots__ = (
+        "aggregations",
+        "has_more",
+        "hidden",
+        "interpretation",
+        "mode",
+        "next_cursor",
+        "notices",
+        "query",
+        "rewritten",
+        "total",
+    )
 
     def __init__(
         self,
@@ -166,8 +185,18 @@ class Results(list[Result]):
         rewritten: str | None = None,
         notices: tuple[str, ...] = (),
         hidden: int = 0,
+        interpretation: dict[str, Any] | None = None,
+        total: int | None = None,
+        has_more: bool = False,
+        next_cursor: str | None = None,
+        aggregations: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(results)
+        self.interpretation = interpretation
+        self.total = len(results) if total is None else total
+        self.has_more = has_more
+        self.next_cursor = next_cursor
+        self.aggregations = aggregations
         self.query = query
         self.mode = mode
         self.rewritten = rewritten
@@ -181,5 +210,10 @@ class Results(list[Result]):
             "rewritten": self.rewritten,
             "notices": list(self.notices),
             "hidden": self.hidden,
+            "interpretation": self.interpretation,
+            "total": self.total,
+            "has_more": self.has_more,
+            "next_cursor": self.next_cursor,
+            "aggregations": self.aggregations,
             "results": [r.to_dict() for r in self],
         }

@@ -115,6 +115,14 @@ class Semantic:
     def model_id(self) -> str:
         return str(self.embedder().model_id)
 
+    @property
+    def store(self) -> Store:
+        return self._store
+
+    @property
+    def read_only(self) -> bool:
+        return self._store.read_only
+
     # ------------------------------------------------------------------ writing
 
     def vectors_for(self, contents: Sequence[str], progress: Any = None) -> dict[str, bytes]:

@@ -804,6 +804,142 @@ class Store:
                 out[row[0]] = row_to_memory(row)
         return out
 
+    # ---------------------------------------------------------------- search reads
+    # The statements the search pipeline runs outside the keyword tiers (which are FTS5's
+    # own, in cortex.keyword). Filters are one predicate (cortex.filters.where).
+
+    def rank_info(self, ids: Sequence[int], opts: Any) -> dict[int, Any]:
+        """What ranking needs (:class:`cortex.ranking.RankInfo`) of the memories among
+        `ids` that pass `opts`'s filters: how retrievers that find ids outside SQLite (the
+        vector and in-memory keyword indexes) apply the filters."""
+        from cortex.filters import admitted
+
+        return admitted(self, ids, opts)
+
+    def allowed_ids(self, opts: Any) -> Any:
+        """The sorted ids (int64 array) of every memory `opts`'s filters admit, or None
+        when they admit every live memory (only deleted and superseded ones are left out,
+        which retrievers check on their hits)."""
+        import numpy as np
+
+        from cortex.filters import narrows, where
+
+        if not narrows(opts):
+            return None
+        predicate, params = where(opts)
+        return np.fromiter(
+            (
+                r[0]
+                for r in self.query(
+                    f"SELECT m.id FROM memories m WHERE {predicate} ORDER BY m.id", params
+                )
+            ),
+            dtype=np.int64,
+        )
+
+    def list_filtered(self, opts: Any, limit: int) -> list[tuple[int, Any]]:
+        """(id, RankInfo) of up to `limit` memories passing `opts`'s filters, newest first
+        (or by stored confidence): a search without text."""
+        from cortex.filters import where
+        from cortex.options import OrderBy
+        from cortex.ranking import RANK_COLUMNS, RankInfo
+
+        predicate, params = where(opts)
+        order = (
+            "m.confidence DESC, m.id"
+            if opts.order_by is OrderBy.CONFIDENCE
+            else "m.created_at DESC, m.id DESC"
+        )
+        if str(opts.order) == "asc":
+            order = (
+                "m.confidence, m.id DESC"
+                if opts.order_by is OrderBy.CONFIDENCE
+                else ("m.created_at, m.id")
+            )
+        rows = self.query(
+            f"SELECT m.id, {RANK_COLUMNS} FROM memories m WHERE {predicate}"
+            f" ORDER BY {order} LIMIT ?",
+            [*params, limit],
+        )
+        return [(int(i), RankInfo(*rest)) for i, *rest in rows]
+
+    def sessions_of(self, ids: Sequence[int]) -> dict[int, str]:
+        """The session each memory was created in, for those created in one."""
+        out: dict[int, str] = {}
+        for start in range(0, len(ids), 500):
+            part = list(ids[start : start + 500])
+            marks = ",".join("?" * len(part))
+            for memory_id, session in self.query(
+                "SELECT memory_id, MIN(session_id) FROM session_memories"
+                f" WHERE usage = 'created' AND memory_id IN ({marks}) GROUP BY memory_id",
+                part,
+            ):
+                out[int(memory_id)] = str(session)
+        return out
+
+    def neighbours(self, memory: Memory, n: int) -> tuple[list[Memory], list[Memory]]:
+        """Up to `n` live memories just before and after `memory` in its own source (by
+        chunk index) or, for a memory without a source, in the session it was created in
+        (by time); always within its project."""
+        cols = ", ".join(f"m.{c.strip()}" for c in _MEMORY_COLUMNS.split(","))
+        if memory.source_path is not None and memory.chunk_index is not None:
+            rows = self.query(
+                f"SELECT {cols} FROM memories m WHERE m.source_path = ? AND m.project_id IS ?"
+                " AND m.deleted_at IS NULL AND m.chunk_index BETWEEN ? AND ? AND m.id != ?"
+                " ORDER BY m.chunk_index, m.id",
+                (
+                    memory.source_path,
+                    memory.project,
+                    memory.chunk_index - n,
+                    memory.chunk_index + n,
+                    memory.id,
+                ),
+            )
+            found = [row_to_memory(r) for r in rows]
+            before = [m for m in found if (m.chunk_index or 0) < memory.chunk_index]
+            after = [m for m in found if (m.chunk_index or 0) >= memory.chunk_index]
+            return before[-n:], after[:n]
+        session = self.sessions_of([memory.id]).get(memory.id)
+        if session is None or memory.created_at is None:
+            return [], []
+        when = memory.created_at.timestamp()
+        scope = (
+            "FROM memories m JOIN session_memories sm ON sm.memory_id = m.id"
+            " WHERE sm.session_id = ? AND sm.usage = 'created' AND m.project_id IS ?"
+            " AND m.deleted_at IS NULL AND m.id != ?"
+        )
+        args = (session, memory.project, memory.id)
+        before_rows = self.query(
+            f"SELECT {cols} {scope} AND (m.created_at < ? OR (m.created_at = ? AND m.id < ?))"
+            " ORDER BY m.created_at DESC, m.id DESC LIMIT ?",
+            (*args, when, when, memory.id, n),
+        )
+        after_rows = self.query(
+            f"SELECT {cols} {scope} AND (m.created_at > ? OR (m.created_at = ? AND m.id > ?))"
+            " ORDER BY m.created_at, m.id LIMIT ?",
+            (*args, when, when, memory.id, n),
+        )
+        return [row_to_memory(r) for r in reversed(before_rows)], [
+            row_to_memory(r) for r in after_rows
+        ]
+
+    def facts_for(self, ids: Sequence[int]) -> dict[int, list[tuple[Any, ...]]]:
+        """Facts of the given memories by memory id: rows (id, memory_id, type, content,
+        confidence, decay_rate, last_reinforced), one cheap probe when there are none."""
+        out: dict[int, list[tuple[Any, ...]]] = {}
+        if not ids or not self.query("SELECT EXISTS (SELECT 1 FROM facts)")[0][0]:
+            return out
+        for start in range(0, len(ids), 500):
+            part = list(ids[start : start + 500])
+            marks = ",".join("?" * len(part))
+            for row in self.query(
+                "SELECT id, memory_id, type, content, confidence, decay_rate, last_reinforced"
+                f" FROM facts WHERE memory_id IN ({marks}) ORDER BY id",
+                part,
+            ):
+                out.setdefault(row[1], []).append(row)
+        return out
+
     def stats(self) -> dict[str, Any]:
         live, deleted = self.query(
             "SELECT COUNT(*) FILTER (WHERE deleted_at IS NULL),"

@@ -1,0 +1,489 @@
+"""The search pipeline: plan → retrieve (two legs) → score both sides → fuse → rank →
+enrich → record. One pass each, in that order (DESIGN.md, "Search pipeline").
+
+The pipeline knows a backend only through its `Store` (reads by id, filters, facts,
+recording) and two `Retriever`s; ranking and fusion work on hits alone, so a second
+backend plugs in without touching them.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from cortex import fusion, keyword, recall
+from cortex.errors import EmbeddingError, IndexFormatError, StorageError
+from cortex.interpret import interpret
+from cortex.options import Fusion, Mode, Options, Order, OrderBy, TimeFilter
+from cortex.ranking import (
+    SECTOR_WEIGHTS,
+    Candidate,
+    effective_confidence,
+    estimate_tokens,
+    fact_confidence,
+    is_dated,
+    recency_factor,
+    salience_factor,
+    temporal_decay,
+)
+from cortex.result import Fact, MatchType, Result, Results, from_epoch, iso
+from cortex.search import pages
+from cortex.search.hits import Leg, Retriever, combine
+from cortex.search.plan import DROPPED, Plan, clean, plan, pool_for
+
+__all__ = ["SUPERSEDED_FACTOR", "Pipeline"]
+
+log = logging.getLogger("cortex.search")
+
+#: A soft time window ("recently", or a hard one that held nothing) multiplies the score
+#: of the memories inside it by 1 + TIME_BOOST. Chosen on the temporal set (eval/README.md).
+TIME_BOOST = 0.5
+#: created_until is inclusive; a window's end is not.
+_TICK = timedelta(microseconds=1)
+
+#: Seed 000: a superseded memory shown on request (`include_superseded`) ranks at half
+#: its score, below what replaced it.
+SUPERSEDED_FACTOR = 0.5
+
+
+class Pipeline:
+    """The search of one Engine: a Store and a keyword and a semantic Retriever."""
+
+    def __init__(
+        self,
+        store: Any,
+        keyword_leg: Retriever,
+        semantic_leg: Retriever,
+        semantic_unavailable: Callable[[], str | None],
+    ) -> None:
+        self._store = store
+        self._keyword = keyword_leg
+        self._semantic = semantic_leg
+        self._unavailable = semantic_unavailable
+        self._executor: ThreadPoolExecutor | None = None
+        self._executor_lock = threading.Lock()
+
+    def close(self) -> None:
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None
+
+    def _worker(self) -> ThreadPoolExecutor:
+        """One thread for the semantic leg of hybrid searches, started on first use."""
+        if self._executor is None:
+            with self._executor_lock:
+                if self._executor is None:
+                    self._executor = ThreadPoolExecutor(1, thread_name_prefix="cortex-semantic")
+        return self._executor
+
+    # ------------------------------------------------------------------ search
+
+    def search(self, query: str | None, opts: Options) -> Results:
+        """Interpret the query's time words (unless `time_filter` is off or an explicit
+        created_since/until is given), then search the rest of it in or around the window
+        they name, and say what was understood (`Results.interpretation`)."""
+        fp = pages.fingerprint(query, opts)
+        pool = pool_for(opts)
+        if opts.cursor is not None:
+            cursor = pages.decode(opts.cursor, query, opts)
+            pool = cursor.pool
+            opts = opts.replace(
+                offset=cursor.offset,
+                cursor=None,
+                now=opts.now or datetime.fromtimestamp(cursor.now, UTC),
+            )
+        clock = opts.now if opts.now is not None else datetime.now(UTC)
+        results = self._interpreted(query, opts, clock, pool)
+        if results.has_more:
+            results.next_cursor = pages.encode(
+                pages.Cursor(opts.offset + opts.limit, clock.timestamp(), pool, fp)
+            )
+        return results
+
+    def _interpreted(self, query: str | None, opts: Options, clock: datetime, pool: int) -> Results:
+        now = clock.timestamp()
+        if query is None or not query.strip():
+            return self._browse(query, opts, now, pool)
+        understood = None
+        if opts.time_filter is not TimeFilter.OFF:
+            understood = interpret(clean(query), clock)
+        window = understood.timeframe if understood is not None else None
+        if window is None or opts.created_since is not None or opts.created_until is not None:
+            results = self._search(query, opts, now, pool)
+            if understood is not None:
+                results.interpretation = {**understood.to_dict(), "applied": None}
+            return results
+        text = understood.searched if understood is not None else query
+        how = opts.time_filter
+        if how is TimeFilter.AUTO:
+            how = TimeFilter.SOFT if window.soft else TimeFilter.HARD
+        applied = str(how)
+        if how is TimeFilter.HARD:
+            # Only the window's memories, every one a candidate: the window is what the
+            # user asked for, relevance orders it (no floor unless one is given).
+            inside = opts.replace(
+                created_since=window.since,
+                created_until=None if window.until is None else window.until - _TICK,
+                min_score=opts.min_score if opts.min_score is not None else 0.0,
+            )
+            results = self._search(text, inside, now, pool, query=query)
+            if not results and opts.time_filter is TimeFilter.AUTO:
+                how, applied = TimeFilter.SOFT, "soft (nothing in the window)"
+        if how is TimeFilter.SOFT:
+            span = (
+                window.since.timestamp() if window.since is not None else float("-inf"),
+                window.until.timestamp() if window.until is not None else float("inf"),
+            )
+            results = self._search(text, opts, now, pool, query=query, window=span)
+        assert understood is not None
+        results.interpretation = {**understood.to_dict(), "applied": applied}
+        return results
+
+    def _search(
+        self,
+        text: str,
+        opts: Options,
+        now: float,
+        pool: int,
+        *,
+        query: str | None = None,
+        window: tuple[float, float] | None = None,
+    ) -> Results:
+        """One search of `text` (`query` is what the user typed, when it differs)."""
+        shown = query if query is not None else text
+        if not text.strip():  # nothing but time words: the window's memories, newest first
+            return self._browse(shown, opts, now, pool)
+        t0 = time.perf_counter()
+        p, kw, sem, mode, candidates, notices = self.candidates(text, opts, pool)
+        t1 = time.perf_counter()
+        ranked, hidden = self._rank(
+            candidates, opts, now, threshold=opts.threshold(mode), window=window
+        )
+        default_type = MatchType.SEMANTIC if mode is Mode.SEMANTIC else MatchType.BM25
+        terms = kw.terms if kw is not None else _content_words(p.text)
+        results = self._results(ranked, opts, now, default_type, terms)
+        results.query, results.mode, results.hidden = shown, str(mode), hidden
+        results.rewritten = kw.rewritten if kw is not None else None
+        if not results and hidden:
+            notices.append(
+                f"nothing passed the thresholds: {hidden} match(es) scored below min_score"
+                f" {opts.threshold(mode)} or min_confidence {opts.min_confidence}"
+            )
+        self._record(results, opts, notices)
+        results.notices = tuple(notices)
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug(
+                "search mode=%s tier=%s keyword=%d semantic=%d ranked=%d returned=%d"
+                " legs=%.1fms total=%.1fms",
+                mode, kw.tier if kw else "-", len(kw.hits) if kw else 0,
+                len(sem.hits) if sem else 0, len(ranked), len(results),
+                (t1 - t0) * 1e3, (time.perf_counter() - t0) * 1e3,
+            )  # fmt: skip
+        return results
+
+    def candidates(
+        self, query: str, opts: Options, pool: int | None = None
+    ) -> tuple[Plan, Leg | None, Leg | None, Mode, list[Candidate], list[str]]:
+        """Plan, retrieve and fuse: every candidate with its score parts, before boosts,
+        thresholds and order (what benches/tune_fusion.py tunes on)."""
+        wants_semantic = opts.mode is Mode.SEMANTIC or (
+            opts.mode is Mode.HYBRID and opts.alpha > 0.0
+        )
+        reason = self._unavailable() if wants_semantic else None
+        p = plan(query, opts, semantic_unavailable=reason, pool=pool)
+        notices = list(p.notices)
+        allowed = self._store.allowed_ids(opts) if (p.use_keyword or p.use_semantic) else None
+        kw, sem, mode = self._legs(p, opts, allowed, notices)
+        return p, kw, sem, mode, self._fuse(p, opts, kw, sem, mode), notices
+
+    def _legs(
+        self, p: Plan, opts: Options, allowed: Any, notices: list[str]
+    ) -> tuple[Leg | None, Leg | None, Mode]:
+        """Run the legs the plan asks for (the semantic one on the worker thread while this
+        thread runs the keyword one). A constrained query runs the keyword leg in every
+        mode: it decides which memories the expression admits."""
+        mode = p.mode
+        run_kw = p.use_keyword or (p.constrained and p.use_semantic)
+        pending: Future[Leg] | None = None
+        if p.use_semantic and run_kw:
+            pending = self._worker().submit(self._semantic.retrieve, p, opts, allowed)
+        try:
+            kw = self._keyword.retrieve(p, opts, allowed) if run_kw else None
+        except BaseException:
+            if pending is not None and not pending.cancel():
+                wait([pending])  # do not leave it running against a store being closed
+            raise
+        if kw is not None:
+            notices.extend(kw.notices)
+        sem: Leg | None = None
+        if p.use_semantic:
+            try:
+                sem = (
+                    pending.result()
+                    if pending is not None
+                    else self._semantic.retrieve(p, opts, allowed)
+                )
+            except (IndexFormatError, EmbeddingError) as exc:
+                if mode is Mode.SEMANTIC or kw is None:
+                    raise
+                # hybrid: the keyword half still answers; say why the other half did not
+                notices.append(f"semantic search failed, keyword results only: {exc}")
+                mode = Mode.KEYWORD
+        return kw, sem, mode
+
+    def _fuse(
+        self, p: Plan, opts: Options, kw: Leg | None, sem: Leg | None, mode: Mode
+    ) -> list[Candidate]:
+        """One candidate per memory, scored on both legs when both ran (a memory one leg
+        found is scored by the other too: a strong keyword match missing from the
+        semantic top-k is not halved), then fused."""
+        by_id: dict[int, Candidate] = {}
+        use_kw = kw is not None and mode is not Mode.SEMANTIC
+        use_sem = sem is not None and mode is not Mode.KEYWORD
+        kw_found = {h.memory_id for h in kw.hits} if kw is not None else set()
+        if kw is not None and use_kw:
+            for h in kw.hits:
+                c = Candidate(h.memory_id, h.info, bm25=h.score, match_type=MatchType.BM25)
+                c.bm25_raw = h.raw
+                by_id[h.memory_id] = c
+        if sem is not None and use_sem:
+            for h in sem.hits:
+                known = by_id.get(h.memory_id)
+                if known is None:
+                    c = Candidate(h.memory_id, h.info, match_type=MatchType.SEMANTIC)
+                    by_id[h.memory_id] = c
+                else:
+                    c = known
+                    if c.match_type is MatchType.BM25:
+                        c.match_type = MatchType.HYBRID
+                c.semantic, c.cosine = h.score, h.raw
+            sem_only = [h.memory_id for h in sem.hits if h.memory_id not in kw_found]
+            if kw is not None and sem_only:
+                filled = self._keyword.rescore(p, opts, kw, sem_only)
+                for i, (score, raw) in filled.items():
+                    by_id[i].bm25, by_id[i].bm25_raw = score, raw
+                if p.constrained:  # the expression excludes or requires: it admits
+                    for i in sem_only:
+                        if i not in filled:
+                            del by_id[i]
+            if use_kw:
+                kw_only = [i for i, c in by_id.items() if c.match_type is MatchType.BM25]
+                if kw_only:
+                    for i, (score, raw) in self._semantic.rescore(p, opts, sem, kw_only).items():
+                        by_id[i].semantic, by_id[i].cosine = score, raw
+        if not use_sem:
+            for c in by_id.values():
+                c.base = c.bm25
+            return list(by_id.values())
+        if not use_kw:
+            for c in by_id.values():
+                c.base = c.semantic
+            return list(by_id.values())
+        alpha = p.alpha
+        if opts.fusion is not Fusion.RRF:
+            for c in by_id.values():
+                c.base = combine(c.bm25, c.semantic, alpha, opts.fusion)
+            return list(by_id.values())
+        import numpy as np
+
+        kw_ids = np.fromiter(
+            (h.memory_id for h in kw.hits if h.memory_id in by_id), dtype=np.int64
+        ) if kw is not None else np.zeros(0, np.int64)  # fmt: skip
+        sem_ids = np.fromiter(
+            (h.memory_id for h in sem.hits if h.memory_id in by_id), dtype=np.int64
+        ) if sem is not None else np.zeros(0, np.int64)  # fmt: skip
+        fused = fusion.rrf([kw_ids, sem_ids], [1.0 - alpha, alpha], opts.rrf_k)
+        for memory_id, score in zip(fused.ids.tolist(), fused.scores.tolist(), strict=True):
+            by_id[memory_id].base = float(score)
+        return list(by_id.values())
+
+    # ------------------------------------------------------------------ listing
+
+    def _browse(self, query: str | None, opts: Options, now: float, pool: int) -> Results:
+        """No text: the memories that pass the filters, newest first (or by confidence).
+        A listing records nothing: it is not a recall."""
+        candidates = [Candidate(i, info) for i, info in self._store.list_filtered(opts, pool)]
+        ranked, hidden = self._rank(candidates, opts, now, browse=True)
+        results = self._results(ranked, opts, now, MatchType.FILTER, [])
+        results.query, results.mode, results.hidden = query, "filter", hidden
+        return results
+
+    def _results(
+        self,
+        ranked: list[Candidate],
+        opts: Options,
+        now: float,
+        match_type: MatchType,
+        terms: Sequence[str],
+    ) -> Results:
+        """The page of `ranked` that `opts` asks for, enriched, with the counts of all."""
+        end = opts.offset + opts.limit
+        sessions = self._store.sessions_of([c.memory_id for c in ranked])
+        return Results(
+            self._finish(ranked[opts.offset : end], opts, now, match_type, terms),
+            total=len(ranked),
+            has_more=len(ranked) > end,
+            aggregations=pages.aggregations(ranked, sessions),
+        )
+
+    # ------------------------------------------------------------------ ranking
+
+    def _rank(
+        self,
+        candidates: list[Candidate],
+        opts: Options,
+        now: float,
+        *,
+        browse: bool = False,
+        threshold: float = 0.0,
+        window: tuple[float, float] | None = None,
+    ) -> tuple[list[Candidate], int]:
+        """Boosts, confidence, thresholds and order (DESIGN pipeline steps 4-5)."""
+        if not candidates:
+            return [], 0
+        facts = self._store.facts_for([c.memory_id for c in candidates])
+        kept: list[Candidate] = []
+        hidden = 0
+        sectors = opts.sector_weights if opts.sector_weights is not None else SECTOR_WEIGHTS
+        for c in candidates:
+            info = c.info
+            c.effective_confidence = effective_confidence(
+                info.confidence, [(f[4], f[5], f[6]) for f in facts.get(c.memory_id, ())], now
+            )
+            if browse:
+                c.score = 0.0
+            else:
+                if opts.recency_weight:
+                    c.recency = recency_factor(info.created_at, now, opts.recency_weight)
+                if opts.half_life_days and is_dated(info.source_path):
+                    c.decay = temporal_decay(info.created_at, now, opts.half_life_days)
+                c.salience = salience_factor(info.salience, opts.salience_weight)
+                c.sector = sectors.get(info.sector, 1.0) if info.sector else 1.0
+                if info.superseded:
+                    c.superseded = SUPERSEDED_FACTOR
+                if window is not None and window[0] <= info.created_at < window[1]:
+                    c.timeframe = 1.0 + TIME_BOOST
+                c.score = (
+                    c.base * c.recency * c.decay * c.salience * c.sector
+                    * c.effective_confidence * c.superseded * c.timeframe
+                )  # fmt: skip
+            if c.effective_confidence < opts.min_confidence or (not browse and c.score < threshold):
+                hidden += 1
+                continue
+            kept.append(c)
+        if opts.order_by is OrderBy.RECENCY or (browse and opts.order_by is OrderBy.RELEVANCE):
+            kept.sort(key=lambda c: (-c.created_at, -c.memory_id))
+        elif opts.order_by is OrderBy.CONFIDENCE:
+            kept.sort(key=lambda c: (-c.effective_confidence, -c.score, c.memory_id))
+        else:
+            kept.sort(key=lambda c: (-c.score, c.memory_id))
+        if opts.order is Order.ASC:
+            kept.reverse()
+        return kept, hidden
+
+    # ------------------------------------------------------------------ enrichment
+
+    def _finish(
+        self,
+        ranked: list[Candidate],
+        opts: Options,
+        now: float,
+        match_type: MatchType,
+        terms: Sequence[str],
+    ) -> list[Result]:
+        """Budget and enrichment (pipeline steps 5-6) of one page of ranked candidates."""
+        top = list(ranked)
+        memories = self._store.get_many([c.memory_id for c in top])
+        top = [c for c in top if c.memory_id in memories]
+        if opts.token_budget is not None:
+            used = 0
+            for n, c in enumerate(top):
+                cost = estimate_tokens(memories[c.memory_id].content)
+                if used + cost > opts.token_budget:
+                    top = top[:n]
+                    break
+                used += cost
+        ids = [c.memory_id for c in top]
+        marker = keyword.highlighter(list(terms)) if terms else None
+        snippets = {i: keyword.text_snippet(memories[i].content, marker) for i in ids}
+        facts = self._store.facts_for(ids) if opts.include_facts else {}
+        extra = recall.enrichment(self._store, [memories[i] for i in ids])
+        context = {i: self._context(memories[i], opts.context) for i in ids} if opts.context else {}
+        out = []
+        for c in top:
+            fact_objs = tuple(
+                Fact(
+                    id=f[0],
+                    memory_id=f[1],
+                    type=f[2],
+                    content=f[3],
+                    confidence=f[4],
+                    decay_rate=f[5],
+                    last_reinforced=from_epoch(f[6]),  # type: ignore[arg-type]
+                    effective_confidence=fact_confidence(f[4], f[5], f[6], now),
+                )
+                for f in facts.get(c.memory_id, ())
+            )
+            memory = memories[c.memory_id]
+            out.append(
+                Result(
+                    memory=memory,
+                    score=c.score,
+                    bm25_score=c.bm25,
+                    semantic_score=c.semantic,
+                    effective_confidence=c.effective_confidence,
+                    snippet=snippets.get(c.memory_id, ""),
+                    match_type=MatchType(c.match_type or match_type),
+                    facts=fact_objs,
+                    source_session=extra.source_session.get(c.memory_id),
+                    is_superseded=memory.superseded_by is not None,
+                    superseded_by=extra.superseded_by.get(c.memory_id),
+                    related_memory_count=extra.related.get(c.memory_id, 0),
+                    explain=c.explain() if opts.explain else None,
+                    context=context.get(c.memory_id),
+                )
+            )
+        return out
+
+    def _context(self, memory: Any, n: int) -> dict[str, list[dict[str, Any]]]:
+        """Up to `n` chunks before and after `memory` in its own source or session."""
+        before, after = self._store.neighbours(memory, n)
+
+        def brief(m: Any) -> dict[str, Any]:
+            return {
+                "id": m.id,
+                "content": m.content,
+                "created_at": iso(m.created_at),
+                "chunk_index": m.chunk_index,
+            }
+
+        return {"before": [brief(m) for m in before], "after": [brief(m) for m in after]}
+
+    # ------------------------------------------------------------------ recording
+
+    def _record(self, results: Results, opts: Options, notices: list[str]) -> None:
+        """Pipeline step 7, after the order is fixed: it cannot change this search's
+        ranking, and without reinforcement it changes no later one either."""
+        if not opts.record or self._store.read_only or not results:
+            return
+        try:
+            recall.record_recall(
+                self._store,
+                [(r.memory.id, r.facts[0].id if r.facts else None, r.score) for r in results],
+                query=results.query,
+                session_id=opts.session_id,
+                lens=opts.lens,
+                reinforce=opts.reinforce,
+            )
+        except StorageError as exc:  # the answer stands; say that it was not recorded
+            notices.append(f"recall not recorded: {exc}")
+
+
+def _content_words(text: str) -> list[str]:
+    """The words of `text` worth highlighting when no keyword leg ran."""
+    return [w for w in keyword._terms(text) if w not in DROPPED]

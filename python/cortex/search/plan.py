@@ -1,0 +1,192 @@
+"""Planning a search: a pure function of the query, the options and what is available.
+
+`plan()` decides, before anything is read, which legs run (keyword, semantic), how deep
+each fetches, what text each leg sees and how they will be fused. It reads no database
+and calls no model, so every decision it makes can be tested alone.
+
+What each leg sees:
+
+- the keyword leg gets the query as typed (it parses FTS5 syntax itself) and drops stop
+  words and question words from plain-text queries ("how do we deploy" searches
+  "deploy": question words pull in every other question, and their BM25 weight is nil);
+- the semantic leg gets the query without FTS5 operators and without what a ``NOT``
+  excludes (``deploy* NOT staging`` embeds "deploy"): an embedding cannot say "not".
+
+A query written in FTS5 syntax is a constraint as well as a ranking: when it excludes
+(``NOT``) or requires a phrase or an explicit operator, every result of every mode must
+match the expression (`Plan.constrained`); the semantic leg then only scores memories
+the expression admits.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from cortex.options import Mode, Options
+from cortex.store import has_cjk
+
+__all__ = [
+    "CANDIDATE_POOL",
+    "CJK_ALPHA",
+    "QUESTION_WORDS",
+    "STOPWORDS",
+    "Plan",
+    "clean",
+    "plan",
+    "pool_for",
+    "semantic_text",
+    "syntax",
+]
+
+#: Each retriever fetches at least this many candidates (or 2 x limit if more), whatever
+#: the limit: the first n results are then the same for every limit up to half of it.
+CANDIDATE_POOL = 100
+
+#: Longer queries are refused: no memory search needs them, and FTS5 would parse every term.
+MAX_QUERY_CHARS = 10_000
+
+#: The weight of the semantic leg for a query in a script the default model was not
+#: trained on (all-MiniLM-L6-v2 is English-only: its cosine between two Chinese texts says
+#: little). Chosen on the agent evaluation set's tune split (eval/README.md).
+CJK_ALPHA = 0.15
+
+# Lucene's English stop words. Plain-text queries search without them (unless nothing else
+# is left): their BM25 weight is nil, yet an OR over "the" or "of" scores nearly every
+# memory, which is what made long natural-language queries slow.
+STOPWORDS = frozenset(
+    {"a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is",
+     "it", "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there",
+     "these", "they", "this", "to", "was", "will", "with"}
+)  # fmt: skip
+
+#: Words of questions and of the first person: an agent asks "how did we fix ..." and
+#: "what was I working on"; matched as keywords they pull in every note that asks a
+#: question or says "we". Left out of the keyword side of plain queries (the semantic
+#: side keeps the whole question).
+QUESTION_WORDS = frozenset(
+    {"what", "when", "where", "who", "whom", "whose", "which", "why", "how", "did", "do",
+     "does", "done", "doing", "i", "me", "my", "mine", "we", "us", "our", "ours", "you",
+     "your", "yours", "he", "she", "him", "her", "his", "its", "were", "been", "being",
+     "am", "have", "has", "had", "can", "could", "would", "should", "shall", "about",
+     "any", "some", "ever", "again", "here", "so", "just", "also", "from", "there", "was",
+     "is", "anything", "something", "thing", "things", "know", "tell", "remember"}
+)  # fmt: skip
+
+DROPPED = STOPWORDS | QUESTION_WORDS
+
+# FTS5 syntax a user may write on purpose. Operators are case-sensitive in FTS5.
+_SYNTAX = re.compile(r'["*()^]|\b(?:AND|OR|NOT|NEAR)\b|\w:')
+# What makes a syntax query a constraint: an exclusion, a phrase, or an explicit operator
+# other than OR (an OR of words is a ranking request, not a filter).
+_CONSTRAINT = re.compile(r'"|\b(?:AND|NOT|NEAR)\b|[()]')
+_NOT_CLAUSE = re.compile(r'\bNOT\s+(?:"[^"]*"|\([^)]*\)|\S+)')
+_OPERATOR = re.compile(r'\b(?:AND|OR|NOT|NEAR)\b|["*()^]|\w+:')
+
+
+def clean(query: str) -> str:
+    """The query with NUL and other control characters made spaces; refuses huge queries."""
+    from cortex.errors import QueryError
+
+    if not isinstance(query, str):
+        raise QueryError(f"a query is a string, not {type(query).__name__}")
+    if len(query) > MAX_QUERY_CHARS:
+        raise QueryError(
+            f"the query is {len(query):,} characters long; the limit is {MAX_QUERY_CHARS:,}"
+        )
+    return "".join(" " if (ord(c) < 32 or ord(c) == 127) else c for c in query).strip()
+
+
+def syntax(text: str) -> bool:
+    """Whether `text` is written in FTS5 syntax (an operator, a phrase, a prefix...)."""
+    return _SYNTAX.search(text) is not None
+
+
+def semantic_text(text: str) -> str:
+    """What the semantic leg embeds: `text` without FTS5 operators and NOT clauses."""
+    if not syntax(text):
+        return text
+    kept = _OPERATOR.sub(" ", _NOT_CLAUSE.sub(" ", text))
+    return " ".join(kept.split())
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What a search will do, decided before it reads anything."""
+
+    query: str  # as typed
+    text: str  # cleaned: control characters made spaces, trimmed
+    semantic_text: str  # what the semantic leg embeds
+    mode: Mode  # the mode that will run (hybrid degrades when a leg cannot)
+    use_keyword: bool
+    use_semantic: bool
+    pool: int  # candidates each leg fetches
+    alpha: float  # the semantic weight of the fusion (hybrid only)
+    cjk: bool  # the query holds Chinese, Japanese or Korean text
+    constrained: bool  # every result must match the FTS5 expression
+    threshold: float  # the minimum final score
+    notices: tuple[str, ...] = ()
+
+    @property
+    def hybrid(self) -> bool:
+        return self.use_keyword and self.use_semantic
+
+
+def pool_for(opts: Options) -> int:
+    """How many candidates each leg fetches for a page of `opts`: at least CANDIDATE_POOL,
+    and twice what the page reaches, so that the first n results are the same for every
+    limit up to half the pool."""
+    return max(CANDIDATE_POOL, 2 * (opts.offset + opts.limit))
+
+
+def plan(
+    query: str,
+    opts: Options,
+    *,
+    semantic_unavailable: str | None = None,
+    pool: int | None = None,
+) -> Plan:
+    """Plan the search of `query` (not None: listing by filters does not plan) under
+    `opts`. `semantic_unavailable` is why the semantic leg cannot run, if it cannot;
+    `pool` the depth of each leg (default :func:`pool_for`)."""
+    from cortex.errors import EmbeddingError
+
+    text = clean(query)
+    notices: list[str] = []
+    mode = opts.mode
+    use_kw = mode is Mode.KEYWORD or (mode is Mode.HYBRID and opts.alpha < 1.0)
+    use_sem = mode is Mode.SEMANTIC or (mode is Mode.HYBRID and opts.alpha > 0.0)
+    sem_text = semantic_text(text)
+    if not sem_text:
+        use_sem = use_sem and mode is Mode.SEMANTIC
+    if use_sem and text and semantic_unavailable is not None:
+        if mode is Mode.SEMANTIC:
+            raise EmbeddingError(f"semantic search is unavailable: {semantic_unavailable}")
+        notices.append(f"semantic search unavailable, keyword results only: {semantic_unavailable}")
+        use_sem, use_kw = False, True
+    if not text:
+        use_sem = False
+    if mode is Mode.HYBRID and not (use_kw and use_sem):
+        # alpha 0 or 1, or one leg unavailable: the search is that one leg
+        mode = Mode.KEYWORD if use_kw or not use_sem else Mode.SEMANTIC
+    cjk = has_cjk(text)
+    alpha = opts.alpha
+    if cjk and opts.alpha == Options.__dataclass_fields__["alpha"].default:
+        # the default model reads only English: lean on the keyword evidence
+        alpha = min(alpha, CJK_ALPHA)
+    is_syntax = syntax(text) and not cjk
+    constrained = is_syntax and _CONSTRAINT.search(text) is not None
+    return Plan(
+        query=query,
+        text=text,
+        semantic_text=sem_text or text,
+        mode=mode,
+        use_keyword=use_kw,
+        use_semantic=use_sem,
+        pool=pool if pool is not None else pool_for(opts),
+        alpha=alpha,
+        cjk=cjk,
+        constrained=constrained,
+        threshold=opts.threshold(mode),
+        notices=tuple(notices),
+    )

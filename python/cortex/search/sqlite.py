@@ -1,0 +1,151 @@
+"""The embedded backend's two retrievers: keyword (FTS5 or its in-memory twin) and
+semantic (the local embedder and the memory-mapped vector index).
+
+Both take the filters once per search: the pipeline reads the ids the filters admit
+(`Store.allowed_ids`, None when only deleted and superseded memories are left out) and
+hands the same array to both legs, which rank only those.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from cortex import keyword
+from cortex.errors import EmbeddingError, IndexFormatError
+from cortex.keyword_index import KeywordIndexer
+from cortex.options import Options
+from cortex.search.hits import Hit, Leg, keyword_score, semantic_score, shrunk_stats
+from cortex.search.plan import Plan
+from cortex.store import Store
+
+__all__ = ["KeywordRetriever", "SemanticRetriever"]
+
+#: Rows fetched beyond the pool when the search is not restricted to an allowed set, so
+#: that superseded memories (filtered after the scan) rarely leave the pool short.
+OVERFETCH = 32
+#: The query's cosine distribution is read over every row up to this many, else over a
+#: fixed, evenly spaced sample of this many live rows.
+STATS_ROWS = 2048
+
+
+class KeywordRetriever:
+    """BM25 over FTS5, the plain-text tiers answered by the in-memory index when built."""
+
+    def __init__(self, store: Store, native: KeywordIndexer | None) -> None:
+        self._store = store
+        self._native = native
+
+    def retrieve(self, plan: Plan, opts: Options, allowed: Any = None) -> Leg:
+        found = keyword.search(
+            self._store, plan.text, opts, plan.pool, native=self._native, allowed=allowed
+        )
+        bound = found.bound
+        hits = [
+            Hit(h.memory_id, keyword_score(h.raw / bound if bound > 0 else 0.0), h.raw, h.info)
+            for h in found.hits
+        ]
+        return Leg(hits, list(found.notices), found.rewritten, list(found.terms), found.tier, found)
+
+    def rescore(
+        self, plan: Plan, opts: Options, leg: Leg, ids: Sequence[int]
+    ) -> dict[int, tuple[float, float]]:
+        found: keyword.KeywordResult = leg.state
+        if found is None or found.bound <= 0:
+            return {}
+        raw = keyword.rescore(self._store, found, ids, self._native)
+        return {i: (keyword_score(r / found.bound), r) for i, r in raw.items()}
+
+
+class SemanticRetriever:
+    """Cosine top-k over the vector index of the active model, calibrated against the
+    query's own similarity distribution over the store."""
+
+    def __init__(self, semantic: Any) -> None:
+        self._semantic = semantic  # cortex.semantic.Semantic: the embedder and the index
+        self._sample: tuple[int, int, np.ndarray] | None = None
+        self._lock = threading.Lock()
+
+    def unavailable(self) -> str | None:
+        return self._semantic.unavailable()  # type: ignore[no-any-return]
+
+    def _query(self, text: str) -> np.ndarray:
+        embedder = self._semantic.embedder()
+        query = np.asarray(embedder.embed(text), dtype=np.float32)
+        if query.shape != (embedder.dim,) or not np.isfinite(query).all():
+            raise EmbeddingError("the embedder returned an unusable query vector")
+        return query
+
+    def _stats(self, index: Any, query: np.ndarray) -> tuple[float, float]:
+        """The mean and spread of the query's cosine over the store (shrunk to the prior
+        in small stores): every row up to STATS_ROWS, else a fixed sample."""
+        n = len(index)
+        if n <= STATS_ROWS:
+            _, scores = index.search(query, n)
+        else:
+            key = (id(index), index.rows)
+            with self._lock:
+                if self._sample is None or self._sample[:2] != key:
+                    self._sample = (*key, np.sort(index.sample(STATS_ROWS)[0]))
+                sample = self._sample[2]
+            _, scores = index.search(query, len(sample), allowed=sample)
+        if len(scores) == 0:
+            return shrunk_stats(0, 0.0, 0.0)
+        s = scores.astype(np.float64)
+        return shrunk_stats(len(s), float(s.mean()), float(s.std()))
+
+    def retrieve(
+        self, plan: Plan, opts: Options, allowed: Any = None, _retried: bool = False
+    ) -> Leg:
+        query = self._query(plan.semantic_text)
+        index = self._semantic.index()
+        if len(index) == 0:
+            return Leg(state=(query, 0.0, 1.0))
+        mean, sd = self._stats(index, query)
+        if allowed is not None:
+            if len(allowed) == 0:
+                return Leg(state=(query, mean, sd))
+            ids, scores = index.search(query, min(plan.pool, len(allowed)), allowed=allowed)
+        else:
+            ids, scores = index.search(query, min(plan.pool + OVERFETCH, len(index)))
+        if len(scores) and (not np.isfinite(scores).all() or np.abs(scores).max() > 1.001):
+            # Not a cosine: a damaged row the spot check did not sample. Rebuild once.
+            if self._semantic.read_only or _retried:
+                worst = float(np.abs(scores).max())
+                raise IndexFormatError(
+                    f"{self._semantic.index_path()}: damaged rows (a score of {worst:.3g});"
+                    " rebuild the index (`cortex reindex`)"
+                )
+            self._semantic.rebuild()
+            return self.retrieve(plan, opts, allowed, _retried=True)
+        if opts.min_similarity is not None:
+            keep = scores >= opts.min_similarity
+            ids, scores = ids[keep], scores[keep]
+        state = (query, mean, sd)
+        if len(ids) == 0:
+            return Leg(state=state)
+        info = self._semantic.store.rank_info(ids.tolist(), opts)
+        hits = [
+            Hit(int(i), semantic_score(float(s), mean, sd), float(s), info[int(i)])
+            for i, s in zip(ids.tolist(), scores.tolist(), strict=True)
+            if int(i) in info
+        ]
+        return Leg(hits[: plan.pool], state=state, tier="vector")
+
+    def rescore(
+        self, plan: Plan, opts: Options, leg: Leg, ids: Sequence[int]
+    ) -> dict[int, tuple[float, float]]:
+        if leg.state is None or not ids:
+            return {}
+        query, mean, sd = leg.state
+        index = self._semantic.index()
+        wanted = np.unique(np.asarray(ids, dtype=np.int64))
+        found, scores = index.search(query, len(wanted), allowed=wanted)
+        return {
+            int(i): (semantic_score(float(s), mean, sd), float(s))
+            for i, s in zip(found.tolist(), scores.tolist(), strict=True)
+            if np.isfinite(s) and abs(s) <= 1.001
+        }
