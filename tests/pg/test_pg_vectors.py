@@ -1,0 +1,94 @@
+"""Vector search with pgvector: exact and HNSW, filters and the wall inside the query,
+models never mixed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cortex.options import Options
+from cortex.pg import vectors
+from cortex.pg.store import EmbeddingBatch, PgStore
+from cortex.store import MemoryInput, content_hash
+
+DIM = 16
+
+
+def _unit(rng: np.random.Generator, n: int) -> np.ndarray:
+    v = rng.standard_normal((n, DIM)).astype(np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+@pytest.fixture
+def filled(pg_url: str):
+    rng = np.random.default_rng(7)
+    vecs = _unit(rng, 300)
+    items = [
+        MemoryInput(f"memory {i}", project="even" if i % 2 == 0 else "odd", sector=
+                    "semantic" if i % 3 == 0 else None)
+        for i in range(300)
+    ]  # fmt: skip
+    with PgStore.open(pg_url) as store:
+        by_hash = {content_hash(it.content): v for it, v in zip(items, vecs, strict=True)}
+        ids = store.add_many(items, EmbeddingBatch("model-a", DIM, by_hash))
+        # the same memories under another model, with other vectors: never mixed in
+        other = {h: -v for h, v in by_hash.items()}
+        store.add_many([], None)
+        with store.transaction() as tx:
+            store._write_embeddings(tx, EmbeddingBatch("model-b", DIM, other),
+                                    list(zip(ids, items, strict=True)), 0.0)  # fmt: skip
+        yield store, ids, vecs
+
+
+def _exact(vecs: np.ndarray, ids: list[int], q: np.ndarray, keep, k: int) -> list[int]:
+    sims = vecs @ q
+    order = [i for i in np.argsort(-sims, kind="stable") if keep(i)]
+    return [ids[i] for i in order[:k]]
+
+
+def test_exact_search_matches_numpy_under_filters(filled) -> None:
+    store, ids, vecs = filled
+    q = vecs[5]
+    hits = vectors.search(store, q, "model-a", Options(), 10, exact=True)
+    assert [h.memory_id for h in hits] == _exact(vecs, ids, q, lambda i: True, 10)
+    assert hits[0].memory_id == ids[5] and hits[0].score == pytest.approx(1.0, abs=1e-5)
+    walled = vectors.search(store, q, "model-a", Options(project="odd"), 10, exact=True)
+    assert [h.memory_id for h in walled] == _exact(vecs, ids, q, lambda i: i % 2 == 1, 10)
+    both = vectors.search(
+        store, q, "model-a", Options(project="even", sector="semantic"), 10, exact=True
+    )
+    assert [h.memory_id for h in both] == _exact(
+        vecs, ids, q, lambda i: i % 2 == 0 and i % 3 == 0, 10
+    )
+
+
+def test_models_never_mix(filled) -> None:
+    store, ids, vecs = filled
+    a = vectors.search(store, vecs[5], "model-a", Options(), 1, exact=True)
+    b = vectors.search(store, vecs[5], "model-b", Options(), 1, exact=True)
+    assert a[0].memory_id == ids[5] and b[0].memory_id != ids[5]
+    assert vectors.search(store, vecs[5], "model-c", Options(), 5, exact=True) == []
+    assert vectors.search(store, vecs[5][:8], "model-a", Options(), 5, exact=True) == []
+
+
+def test_hnsw_index_is_used_and_close_to_exact_with_filters(filled) -> None:
+    store, ids, vecs = filled
+    assert not vectors.ensure_hnsw(store, "model-a", DIM, min_rows=1000)  # too few rows
+    assert vectors.ensure_hnsw(store, "model-a", DIM, min_rows=100)
+    assert vectors.has_hnsw(store, "model-a", DIM)
+    assert not vectors.has_hnsw(store, "model-b", DIM)
+    agree = total = 0
+    for i in range(0, 300, 15):
+        q = vecs[i]
+        for opts in (Options(), Options(project="odd")):
+            approx = vectors.search(store, q, "model-a", opts, 10)
+            exact = vectors.search(store, q, "model-a", opts, 10, exact=True)
+            assert len(approx) == len(exact) == 10  # a filter does not leave the pool short
+            if opts.project:
+                assert all(ids.index(h.memory_id) % 2 == 1 for h in approx)
+            agree += len({h.memory_id for h in approx} & {h.memory_id for h in exact})
+            total += 10
+    assert agree / total >= 0.95
+    store.delete(ids[5])
+    assert ids[5] not in {h.memory_id for h in vectors.search(store, vecs[5], "model-a",
+                                                               Options(), 10)}  # fmt: skip
