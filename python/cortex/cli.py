@@ -339,6 +339,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cors-origin", action="append", default=[], help="allow this web origin")
     p.add_argument("--rate-limit", default="50/s", help="per-client rate: N/s, N/min or off")
 
+    p = sub.add_parser(
+        "migrate", help="copy a database between SQLite and PostgreSQL (resumable)"
+    )
+    p.add_argument("src", help="a database file or a postgresql:// URL")
+    p.add_argument("dst", help="a postgresql:// URL or a database file")
+
     p = sub.add_parser("model", help="show the embedding model, or install it")
     p.add_argument("action", nargs="?", choices=["show", "install"], default="show")
     p.add_argument("--force", action="store_true", help="install again even if present")
@@ -613,6 +619,21 @@ def _cmd_model(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def _cmd_migrate(args: argparse.Namespace, out: TextIO) -> int:
+    from cortex.pg.migrate import describe, migrate
+
+    bars: dict[str, Progress] = {}
+
+    def progress(table: str, done: int, total: int) -> None:
+        bars.setdefault(table, Progress(f"copying {table}"))(done, total)
+
+    copied = migrate(args.src, args.dst, progress=progress)
+    out.write(f"copied {describe(args.src)} -> {describe(args.dst)}\n")
+    for table, n in copied.items():
+        out.write(f"{table:>22}: {n} rows\n")
+    return 0
+
+
 _COMMANDS = {
     "add": _cmd_add,
     "import": _cmd_import,
@@ -623,6 +644,7 @@ _COMMANDS = {
     "reindex": _cmd_reindex,
     "model": _cmd_model,
     "eval": _cmd_eval,
+    "migrate": _cmd_migrate,
     "mcp": _cmd_mcp,
     "serve": _cmd_serve,
 }

@@ -1,0 +1,115 @@
+"""`cortex migrate`: SQLite -> PostgreSQL -> SQLite, every table, the same ids, resumable."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import cortex
+from cortex import keyword as lite_keyword
+from cortex.options import Mode, Options
+from cortex.pg import keyword, vectors
+from cortex.pg.migrate import TABLES, migrate
+from cortex.pg.store import PgStore
+from cortex.store import Store
+from tests.conftest import run_cli
+
+OPTS = Options(mode=Mode.KEYWORD, record=False)
+
+
+def _fill(path: Path) -> None:
+    with cortex.open(path, embedder=None) as e:
+        ids = [
+            e.add(f"deploy note {i}: the auth service restarts on port {8000 + i}",
+                  project="ops" if i % 3 else None, session="s1" if i % 2 else None)
+            for i in range(25)
+        ]  # fmt: skip
+        e.add("東京タワーの近くでラーメンを食べた", project="travel")
+        e.add_fact(ids[0], "config", "port 8000")
+        e.supersede(ids[1], ids[2])
+        e.relate(ids[3], ids[4])
+        e.delete(ids[5])
+        e.start_session("s2", project="ops", summary="a session")
+        e.link(ids[6], "s2", "reinforced")
+        e.search("deploy auth", limit=5)  # writes the recall log
+    rng = np.random.default_rng(1)
+    with sqlite3.connect(path) as conn:
+        for memory_id in range(1, 27):
+            for model, dim in (("model-a", 8), ("model-b", 4)):
+                vec = rng.standard_normal(dim).astype("<f4")
+                conn.execute(
+                    "INSERT INTO embeddings VALUES (?, ?, ?, ?, ?, ?)",
+                    (memory_id, model, dim, f"h{memory_id}", vec.tobytes(), 1.0),
+                )
+
+
+def _dump(path: Path) -> dict[str, list[tuple]]:
+    with sqlite3.connect(path) as conn:
+        out = {}
+        for table, key, _ in TABLES:
+            cols = "*" if table != "session_memories" else "rowid, *"
+            out[table] = conn.execute(f"SELECT {cols} FROM {table} ORDER BY {key}").fetchall()
+        out["memories"] = [r[:-1] for r in out["memories"]]  # has_cjk: recomputed
+        return out
+
+
+def test_round_trip_keeps_every_row_and_id(pg_url: str, tmp_path: Path) -> None:
+    src, back = tmp_path / "src.db", tmp_path / "back.db"
+    _fill(src)
+    copied = migrate(str(src), pg_url)
+    original = _dump(src)
+    assert copied == {t: len(original[t]) for t, _, _ in TABLES}
+    assert migrate(str(src), pg_url) == {t: 0 for t, _, _ in TABLES}  # idempotent
+    lite = Store.open(src, read_only=True)
+    with PgStore.open(pg_url) as pg:
+        for query in ("deploy", "auth 8003", "ラーメン", "port*"):
+            ours = [h.memory_id for h in keyword.search(pg, query, OPTS, 50).hits]
+            theirs = [h.memory_id for h in lite_keyword.search(lite, query, OPTS, 50).hits]
+            assert ours == theirs and ours, query
+        vec = np.frombuffer(original["embeddings"][0][4], dtype="<f4")
+        hits = vectors.search(pg, vec, original["embeddings"][0][1], Options(), 3, exact=True)
+        assert hits[0].memory_id == original["embeddings"][0][0]
+        # new memories continue after the copied ids
+        assert pg.add_many([cortex.store.MemoryInput("new")])[0] == 27
+    lite.close()
+    migrate(pg_url, str(back))
+    copy = _dump(back)
+    copy["memories"] = [r for r in copy["memories"] if r[0] != 27]
+    copy["embeddings"] = copy["embeddings"]
+    for table, _, _ in TABLES:
+        assert sorted(copy[table], key=repr) == sorted(original[table], key=repr), table
+
+
+def test_a_stopped_copy_resumes(pg_url: str, tmp_path: Path) -> None:
+    src = tmp_path / "src.db"
+    _fill(src)
+    calls = []
+
+    def stop_after_two(table: str, done: int, total: int) -> None:
+        calls.append((table, done))
+        if table == "memories" and len([c for c in calls if c[0] == "memories"]) == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        migrate(str(src), pg_url, progress=stop_after_two, batch=4)
+    with PgStore.open(pg_url) as pg:
+        assert pg.stats()["memories"] + pg.stats()["deleted"] == 8  # two batches committed
+    copied = migrate(str(src), pg_url, batch=4)
+    assert copied["memories"] == 26 - 8 and copied["sessions"] == 0
+    with PgStore.open(pg_url) as pg:
+        assert pg.stats()["memories"] + pg.stats()["deleted"] == 26
+
+
+def test_cli_migrate_and_bad_arguments(pg_url: str, tmp_path: Path) -> None:
+    src = tmp_path / "src.db"
+    _fill(src)
+    done = run_cli("migrate", str(src), pg_url)
+    assert done.code == 0, done.err
+    assert "memories" in done.out and "26" in done.out
+    same = run_cli("migrate", str(src), str(tmp_path / "other.db"))
+    assert same.code != 0 and "one postgresql:// URL" in same.err
+    missing = run_cli("migrate", str(tmp_path / "nope.db"), pg_url)
+    assert missing.code != 0 and "no database" in missing.err
