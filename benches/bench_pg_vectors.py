@@ -70,7 +70,9 @@ def main() -> None:
                 src = docs[np.arange(have, have + n) % len(docs)]
                 if have >= len(docs):
                     src = src + rng.normal(0, 0.02, src.shape).astype(np.float32)
-                items = [MemoryInput(f"m{have + i}", project=f"p{(have + i) % 2}") for i in range(n)]
+                items = [
+                    MemoryInput(f"m{have + i}", project=f"p{(have + i) % 2}") for i in range(n)
+                ]
                 by_hash = {content_hash(it.content): v for it, v in zip(items, src, strict=True)}
                 store.add_many(items, EmbeddingBatch("minilm", docs.shape[1], by_hash))
                 have += n

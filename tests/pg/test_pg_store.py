@@ -122,9 +122,10 @@ def test_keyword_stats_follow_every_write(store: PgStore) -> None:
             " GROUP BY project_id"
         ))
     )  # fmt: skip
-    for project, expected in truth.items():
-        assert store.keyword_stats(project or None) == expected or project == ""
-    assert store.keyword_stats("") == truth[""]
+    assert store.keyword_stats("p") == truth["p"] and store.keyword_stats("q") == truth["q"]
+    assert store.query(
+        "SELECT sum(docs), sum(total_len) FROM keyword_stats WHERE project_id = ''"
+    ) == [truth[""]]
     assert store.keyword_stats() == (
         sum(n for n, _ in truth.values()),
         sum(t for _, t in truth.values()),
@@ -192,3 +193,18 @@ def test_read_only_refuses_writes(pg_url: str) -> None:
     with PgStore.open(pg_url, read_only=True) as ro:
         with pytest.raises(StorageError):
             ro.add(MemoryInput("x"))
+
+
+def test_empty_project_is_its_own_project(store: PgStore) -> None:
+    from cortex.options import Mode, Options
+    from cortex.pg import keyword
+
+    ids = store.add_many(
+        [MemoryInput("shared word", project=""), MemoryInput("shared word"),
+         MemoryInput("shared word", project="\x1fx"), MemoryInput("shared word", project="x")]
+    )  # fmt: skip
+    assert [store.get(i).project for i in ids] == ["", None, "\x1fx", "x"]
+    opts = Options(mode=Mode.KEYWORD, record=False)
+    for project, wanted in (("", ids[0]), ("\x1fx", ids[2]), ("x", ids[3])):
+        found = keyword.search(store, "shared", opts.replace(project=project), 10).hits
+        assert [h.memory_id for h in found] == [wanted], project

@@ -25,7 +25,7 @@ from typing import Any
 
 from cortex.errors import InvalidOptionError, StorageError
 from cortex.pg.db import Vector, is_postgres_url, redact
-from cortex.pg.store import PgStore, db_project
+from cortex.pg.store import PgStore, api_project, db_project
 from cortex.pg.text import index_text
 from cortex.store import Store, has_cjk
 
@@ -295,8 +295,7 @@ def _pg_columns(table: str) -> str:
 
 
 def _sqlite_insert(conn: sqlite3.Connection, table: str, rows: Sequence[tuple[Any, ...]]) -> int:
-    def project(value: str) -> str | None:
-        return None if value == "" else value
+    project = api_project
 
     if table == "sessions":
         data = [(r[1], project(r[2]), r[3], r[4], r[5]) for r in rows]

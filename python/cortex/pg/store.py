@@ -56,13 +56,26 @@ _COPY_COLUMNS = (
 )
 
 
+#: Marks a stored project that would otherwise read as "no project" (or as another one).
+_ESCAPE = "\x1f"
+
+
 def db_project(project: str | None) -> str:
-    """A project as stored: PostgreSQL keys cannot be NULL, so no project is ``''``."""
-    return "" if project is None else project
+    """A project as stored. Keys cannot be NULL, so no project is ``''``; a project that
+    is itself ``''`` (or starts with the escape) is stored escaped, so the mapping stays
+    one-to-one and project ``""`` is as much a wall as any other."""
+    if project is None:
+        return ""
+    if project == "" or project.startswith(_ESCAPE):
+        return _ESCAPE + project
+    return project
 
 
 def api_project(value: str) -> str | None:
-    return None if value == "" else value
+    """The inverse of :func:`db_project`."""
+    if value == "":
+        return None
+    return value[1:] if value.startswith(_ESCAPE) else value
 
 
 def row_to_memory(row: Sequence[Any]) -> Memory:
@@ -625,7 +638,7 @@ class PgStore:
             "schema_version": self.schema_version(),
             "memories": int(live),
             "deleted": int(deleted),
-            "projects": {p: int(n) for p, n in projects},
+            "projects": {api_project(p) or "": int(n) for p, n in projects},
             "sources": int(sources),
             "facts": int(facts),
             "sessions": int(sessions),
