@@ -26,9 +26,10 @@ where its words are adjacent.
 
 from __future__ import annotations
 
+import json
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -308,6 +309,16 @@ def _idf(n_docs: int, df: int) -> float:
     return max(_MIN_IDF, math.log((n_docs - df + 0.5) / (df + 0.5)))
 
 
+@dataclass(slots=True)
+class Ran:
+    """The BM25 query a tier ran: enough to score other memories against it later."""
+
+    column: str = ""
+    match: str | None = None
+    terms: list[tuple[str, bool]] = field(default_factory=list)
+    bound: float = 0.0
+
+
 def _bm25(
     conn: Any,
     column: str,
@@ -315,6 +326,9 @@ def _bm25(
     terms: list[tuple[str, bool]],
     opts: Options,
     pool: int,
+    *,
+    only: Sequence[int] | None = None,
+    sink: Ran | None = None,
 ) -> list[tuple[Hit, bool]]:
     """Up to `pool` memories under the filters by BM25, with whether each holds every term.
 
@@ -361,6 +375,9 @@ def _bm25(
     if len(scored) < len(terms):
         every = "false"  # unscored terms: no claim that a memory holds them all
     narrow = "c.matched" if match is not None else "true"
+    if only is not None:
+        narrow += " AND c.id = ANY(%s)"
+    bound = " + ".join(idf.format(min=_MIN_IDF, i=i) for i in range(len(scored)))
     order = _order_sql(opts).replace("m.", "c.")
     if match is None:
         order = f"every DESC, {order}"
@@ -369,7 +386,7 @@ def _bm25(
         f" {'m.' + column + ' @@ %s::tsquery' if match is not None else 'true'} AS matched,"
         f" {tfs} FROM memories m WHERE m.{column} @@ %s::tsquery AND m.deleted_at IS NULL"
         f"{wall}), d AS (SELECT {dfs} FROM c)"
-        f" SELECT c.id, {score} AS score, ({every}) AS every,"
+        f" SELECT c.id, {score} AS score, ({every}) AS every, {bound} AS bound,"
         " c.created_at, c.confidence, c.salience, c.sector, c.source_path"
         f" FROM c, d WHERE c.ok AND {narrow} ORDER BY {order} LIMIT %s"
     )
@@ -380,12 +397,17 @@ def _bm25(
         any_term,
         *wall_params,
         *score_params,
-        pool,
+        *([n_docs] * len(scored)),
+        *([sorted({int(i) for i in only})] if only is not None else []),
+        pool if only is None else len(only),
     ]
     rows = conn.execute(sql, params).fetchall()
+    if sink is not None:
+        sink.column, sink.match, sink.terms = column, match, terms
+        sink.bound = float(rows[0][3]) if rows else sink.bound
     return [
         (Hit(int(i), bm25_to_score(-float(s)), float(s), RankInfo(*rest)), bool(every))
-        for i, s, every, *rest in rows
+        for i, s, every, _, *rest in rows
     ]
 
 
@@ -402,10 +424,17 @@ def search(store: PgStore, query: str, opts: Options, pool: int) -> KeywordResul
 
     try:
         with store.db.connection() as conn:
+            ran = Ran()
             if has_cjk(text):
                 result = _cjk(store, conn, text, opts, pool)
             else:
-                result = _latin(store, conn, text, opts, pool)
+                result = _latin(store, conn, text, opts, pool, ran)
+                if ran.column:
+                    result.bound = ran.bound
+                    result.rescore_table = ran.column
+                    result.rescore_expression = json.dumps(
+                        {"match": ran.match, "terms": [list(t) for t in ran.terms]}
+                    )
             if not result.hits and not result.final:
                 fallback = _like(conn, text, opts, pool)
                 if fallback.hits:
@@ -428,6 +457,7 @@ def _run(
     pool: int,
     *,
     plain: bool = False,
+    sink: Ran | None = None,
 ) -> tuple[list[tuple[Hit, bool]], str]:
     """Compile `tree` on `index` (column, tokenizer) and rank its matches; `plain`: the
     OR of plain words, those holding every word first (the AND and OR tiers at once)."""
@@ -441,10 +471,13 @@ def _run(
     for atom in _positive(tree):
         seq = lexemes.get(id(atom), [])
         terms += [(lex, atom.prefix and k == len(seq) - 1) for k, lex in enumerate(seq)]
-    return _bm25(conn, column, None if plain else tsquery, terms, opts, pool), tsquery
+    rows = _bm25(conn, column, None if plain else tsquery, terms, opts, pool, sink=sink)
+    return rows, tsquery
 
 
-def _latin(store: PgStore, conn: Any, text: str, opts: Options, pool: int) -> KeywordResult:
+def _latin(
+    store: PgStore, conn: Any, text: str, opts: Options, pool: int, ran: Ran
+) -> KeywordResult:
     terms = _terms(text)
     notices: list[str] = []
     if _SYNTAX.search(text):
@@ -459,7 +492,7 @@ def _latin(store: PgStore, conn: Any, text: str, opts: Options, pool: int) -> Ke
             notices.append(f"not a valid FTS5 query ({exc}); searched for the quoted terms instead")
         else:
             index = EXACT if "*" in text else STEMMED
-            rows, _ = _run(store, conn, tree, index, opts, pool)
+            rows, _ = _run(store, conn, tree, index, opts, pool, sink=ran)
             hits = [h for h, _ in rows]
             return KeywordResult(hits, "fts", text, None, [], terms, final=True)
     elif not terms:
@@ -468,8 +501,9 @@ def _latin(store: PgStore, conn: Any, text: str, opts: Options, pool: int) -> Ke
     quoted = [quote(t) for t in terms]
     # One scan answers both plain tiers: the memories holding every word come first.
     rows, _ = _run(
-        store, conn, Node("or", [Atom(t) for t in terms]), STEMMED, opts, pool, plain=True
-    )
+        store, conn, Node("or", [Atom(t) for t in terms]), STEMMED, opts, pool, plain=True,
+        sink=ran,
+    )  # fmt: skip
     hits = [h for h, every in rows if every]
     if hits or len(terms) == 1:
         tier_expr = " ".join(quoted)
@@ -481,8 +515,9 @@ def _latin(store: PgStore, conn: Any, text: str, opts: Options, pool: int) -> Ke
         return KeywordResult(hits, "fts", tier_expr, tier_expr, notices, terms)
     prefix_expr = " OR ".join(q + "*" for q in quoted)
     rows, _ = _run(
-        store, conn, Node("or", [Atom(t, prefix=True) for t in terms]), EXACT, opts, pool
-    )
+        store, conn, Node("or", [Atom(t, prefix=True) for t in terms]), EXACT, opts, pool,
+        sink=ran,
+    )  # fmt: skip
     hits = [h for h, _ in rows]
     return KeywordResult(
         hits, "prefix" if hits else "none", prefix_expr, prefix_expr, notices, terms
@@ -491,7 +526,7 @@ def _latin(store: PgStore, conn: Any, text: str, opts: Options, pool: int) -> Ke
 
 def _substring_bm25(
     conn: Any, terms: list[str], required: list[str], opts: Options, pool: int
-) -> list[Hit]:
+) -> tuple[list[Hit], float]:
     """BM25 over substring counts: memories holding every `required` term (all CJK
     memories when none is), ranked by the occurrences of `terms`. The trigram index
     answers the LIKEs of terms of three characters or more."""
@@ -523,10 +558,11 @@ def _substring_bm25(
         sql,
         [K1, K1, B, B, avgdl, terms, idf, *fparams, *(_like_param(t) for t in required), pool],
     ).fetchall()
-    return [
+    hits = [
         Hit(int(i), bm25_to_score(-float(score or 0.0)), float(score or 0.0), RankInfo(*rest))
         for i, score, *rest in rows
     ]
+    return hits, sum(idf)
 
 
 def _cjk(store: PgStore, conn: Any, text: str, opts: Options, pool: int) -> KeywordResult:
@@ -534,9 +570,9 @@ def _cjk(store: PgStore, conn: Any, text: str, opts: Options, pool: int) -> Keyw
     terms = _cjk_terms(text, bigrams=False)
     if not terms:
         return KeywordResult(notices=["the query holds no words to search for"])
-    hits = _substring_bm25(conn, terms, terms, opts, pool)
+    hits, bound = _substring_bm25(conn, terms, terms, opts, pool)
     ran = " AND ".join(f"LIKE {quote('%' + t + '%')}" for t in terms)
-    return KeywordResult(hits, "trigram" if hits else "none", None, ran, [], terms)
+    return KeywordResult(hits, "trigram" if hits else "none", None, ran, [], terms, bound=bound)
 
 
 def _like(conn: Any, text: str, opts: Options, pool: int) -> KeywordResult:
@@ -561,4 +597,29 @@ def _like(conn: Any, text: str, opts: Options, pool: int) -> KeywordResult:
     rows = conn.execute(sql, [*likes, *likes, *params, pool]).fetchall()
     total = len(terms)
     hits = [Hit(int(i), n / (total + 1), float(n), RankInfo(*rest)) for i, n, *rest in rows]
-    return KeywordResult(hits, "like" if hits else "none", None, None, [], terms)
+    return KeywordResult(
+        hits, "like" if hits else "none", None, None, [], terms, bound=float(total)
+    )
+
+
+def rescore(
+    store: PgStore, result: KeywordResult, ids: Sequence[int], opts: Options
+) -> dict[int, float]:
+    """BM25 (``raw``) of each memory among `ids` that the query that ran matches: the
+    keyword score of memories the other leg found. Filters are the caller's (`ids`
+    passed them); the collection statistics are the same as the search's."""
+    if not ids or not result.rescore_table or not result.rescore_expression:
+        return {}
+    spec = json.loads(result.rescore_expression)
+    terms = [(str(t[0]), bool(t[1])) for t in spec["terms"]]
+    import psycopg
+
+    try:
+        with store.db.connection() as conn:
+            rows = _bm25(
+                conn, result.rescore_table, spec["match"], terms,
+                opts, len(ids), only=ids,
+            )  # fmt: skip
+    except psycopg.Error as exc:
+        raise StorageError(store.db.explain(exc)) from None
+    return {h.memory_id: h.raw for h, _ in rows}

@@ -1,0 +1,104 @@
+"""The PostgreSQL backend's two retrievers behind the search pipeline's seam
+(:class:`cortex.search.hits.Retriever`): keyword (BM25 in SQL) and semantic (pgvector).
+
+Scores are calibrated as the SQLite retrievers' are (:mod:`cortex.search.hits`): keyword
+BM25 over the sum of the query's IDFs; semantic cosine as a z-score against the query's
+own similarity distribution over the store (a fixed sample of up to STATS_ROWS rows).
+Both apply `opts`'s filters in their own SQL (the project wall in every statement), so
+the `allowed` ids the pipeline may pass are not needed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from cortex.errors import EmbeddingError, StorageError
+from cortex.options import Options
+from cortex.pg import keyword, vectors
+from cortex.pg.db import Vector
+from cortex.pg.store import PgStore
+from cortex.search.hits import Hit, Leg, keyword_score, semantic_score, shrunk_stats
+from cortex.search.plan import Plan
+
+__all__ = ["PgKeywordRetriever", "PgSemanticRetriever"]
+
+#: The query's cosine distribution is read over this many rows of the model (the first
+#: by id: a fixed sample, so a query scores the same from one search to the next).
+STATS_ROWS = 2048
+
+
+class PgKeywordRetriever:
+    def __init__(self, store: PgStore) -> None:
+        self._store = store
+
+    def retrieve(self, plan: Plan, opts: Options, allowed: Any = None) -> Leg:
+        found = keyword.search(self._store, plan.text, opts, plan.pool)
+        bound = found.bound
+        hits = [
+            Hit(h.memory_id, keyword_score(h.raw / bound if bound > 0 else 0.0), h.raw, h.info)
+            for h in found.hits
+        ]
+        return Leg(hits, list(found.notices), found.rewritten, list(found.terms), found.tier, found)
+
+    def rescore(
+        self, plan: Plan, opts: Options, leg: Leg, ids: Sequence[int]
+    ) -> dict[int, tuple[float, float]]:
+        found = leg.state
+        if found is None or found.bound <= 0:
+            return {}
+        raw = keyword.rescore(self._store, found, ids, opts)
+        return {i: (keyword_score(r / found.bound), r) for i, r in raw.items()}
+
+
+class PgSemanticRetriever:
+    """Cosine top-k over the active model's vectors in pgvector."""
+
+    def __init__(self, store: PgStore, embedder: Any) -> None:
+        self._store = store
+        self._embedder = embedder
+
+    def _query(self, text: str) -> np.ndarray:
+        if self._embedder is None:
+            raise EmbeddingError("semantic search is off")
+        query = np.asarray(self._embedder.embed(text), dtype=np.float32)
+        if query.shape != (self._embedder.dim,) or not np.isfinite(query).all():
+            raise EmbeddingError("the embedder returned an unusable query vector")
+        return query
+
+    def _stats(self, query: np.ndarray) -> tuple[float, float]:
+        dim = int(query.shape[0])
+        rows = self._store.query(
+            f"SELECT count(*), avg(s), stddev_pop(s) FROM (SELECT 1 - (vector::vector({dim})"
+            f" <=> %s::vector({dim})) AS s FROM embeddings WHERE model_id = %s AND dim = %s"
+            " ORDER BY memory_id LIMIT %s) t",
+            (Vector(query), str(self._embedder.model_id), dim, STATS_ROWS),
+        )
+        n, mean, sd = rows[0]
+        return shrunk_stats(int(n), float(mean or 0.0), float(sd or 0.0))
+
+    def retrieve(self, plan: Plan, opts: Options, allowed: Any = None) -> Leg:
+        query = self._query(plan.semantic_text)
+        mean, sd = self._stats(query)
+        found = vectors.search(self._store, query, str(self._embedder.model_id), opts, plan.pool)
+        hits = [Hit(h.memory_id, semantic_score(h.score, mean, sd), h.score, h.info) for h in found]
+        return Leg(hits, state=(query, mean, sd), tier="vector")
+
+    def rescore(
+        self, plan: Plan, opts: Options, leg: Leg, ids: Sequence[int]
+    ) -> dict[int, tuple[float, float]]:
+        if leg.state is None or not ids:
+            return {}
+        query, mean, sd = leg.state
+        dim = int(query.shape[0])
+        try:
+            rows = self._store.query(
+                f"SELECT memory_id, 1 - (vector::vector({dim}) <=> %s::vector({dim}))"
+                " FROM embeddings WHERE model_id = %s AND dim = %s AND memory_id = ANY(%s)",
+                (Vector(query), str(self._embedder.model_id), dim, sorted({int(i) for i in ids})),
+            )
+        except StorageError:
+            raise
+        return {int(i): (semantic_score(float(s), mean, sd), float(s)) for i, s in rows}

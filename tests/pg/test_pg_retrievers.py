@@ -1,0 +1,85 @@
+"""The PostgreSQL retrievers behind the pipeline's seam give what the SQLite ones give."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cortex.options import Mode, Options
+from cortex.pg.retrievers import PgKeywordRetriever, PgSemanticRetriever
+from cortex.pg.store import EmbeddingBatch, PgStore
+from cortex.search.plan import plan
+from cortex.search.sqlite import KeywordRetriever
+from cortex.store import MemoryInput, Store, content_hash
+
+TEXTS = [
+    "Deploy the auth service with the blue-green script on Fridays",
+    "Deployment of the billing service failed: database migration timed out",
+    "Authentication tokens expire after one hour; refresh them early",
+    "The quick brown fox jumps over the lazy dog",
+    "Deploying on Fridays is risky; deploy on Tuesdays instead",
+]
+
+
+class FakeEmbedder:
+    """Bag-of-letters vectors: deterministic, enough to order five sentences."""
+
+    model_id = "letters"
+    dim = 26
+
+    def embed(self, text: str) -> np.ndarray:
+        v = np.zeros(26, dtype=np.float32)
+        for c in text.lower():
+            if "a" <= c <= "z":
+                v[ord(c) - 97] += 1
+        return v / max(float(np.linalg.norm(v)), 1e-9)
+
+
+@pytest.fixture
+def stores(pg_url: str, tmp_path: Path):
+    items = [MemoryInput(t, project="p") for t in TEXTS]
+    emb = FakeEmbedder()
+    pg = PgStore.open(pg_url)
+    pg.add_many(
+        items, EmbeddingBatch("letters", 26, {content_hash(t): emb.embed(t) for t in TEXTS})
+    )
+    lite = Store.open(tmp_path / "same.db")
+    lite.add_many(items)
+    yield pg, lite
+    pg.close()
+    lite.close()
+
+
+@pytest.mark.parametrize("query", ["deploy fridays", "service", "auth* OR fox", "billing deploy"])
+def test_keyword_leg_equals_sqlite(stores, query: str) -> None:
+    pg, lite = stores
+    opts = Options(mode=Mode.KEYWORD, record=False)
+    p = plan(query, opts)
+    ours = PgKeywordRetriever(pg).retrieve(p, opts)
+    theirs = KeywordRetriever(lite, None).retrieve(p, opts)
+    assert [h.memory_id for h in ours.hits] == [h.memory_id for h in theirs.hits]
+    assert [h.score for h in ours.hits] == pytest.approx([h.score for h in theirs.hits], rel=1e-6)
+    others = [1, 2, 3, 4, 5]
+    got = PgKeywordRetriever(pg).rescore(p, opts, ours, others)
+    want = KeywordRetriever(lite, None).rescore(p, opts, theirs, others)
+    assert got.keys() == want.keys()
+    for i in got:
+        assert got[i] == pytest.approx(want[i], rel=1e-6)
+
+
+def test_semantic_leg_ranks_by_cosine_and_rescores(stores) -> None:
+    pg, _ = stores
+    emb = FakeEmbedder()
+    opts = Options(mode=Mode.SEMANTIC, record=False)
+    p = plan("deploy on fridays", opts)
+    leg = PgSemanticRetriever(pg, emb).retrieve(p, opts)
+    q = emb.embed(p.semantic_text)
+    cos = {i + 1: float(emb.embed(t) @ q) for i, t in enumerate(TEXTS)}
+    assert [h.memory_id for h in leg.hits] == sorted(cos, key=lambda i: (-cos[i], i))
+    assert all(0.0 <= h.score <= 1.0 for h in leg.hits)
+    again = PgSemanticRetriever(pg, emb).rescore(p, opts, leg, [2, 4])
+    assert again[2][1] == pytest.approx(cos[2], abs=1e-5)
+    walled = PgSemanticRetriever(pg, emb).retrieve(p, opts.replace(project="other"))
+    assert walled.hits == []
