@@ -23,10 +23,32 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "python"))
 
-WORDS = (
-    "deploy auth service port config restart database migration token cache queue worker "
-    "release branch review test build cluster node memory index search vector keyword"
-).split()
+WORDS = [
+    "deploy",
+    "auth",
+    "service",
+    "port",
+    "config",
+    "restart",
+    "database",
+    "migration",
+    "token",
+    "cache",
+    "queue",
+    "worker",
+    "release",
+    "branch",
+    "review",
+    "test",
+    "build",
+    "cluster",
+    "node",
+    "memory",
+    "index",
+    "search",
+    "vector",
+    "keyword",
+]
 DIM = 384
 
 
@@ -99,8 +121,9 @@ def main() -> None:
     ap.add_argument("--per-writer", type=int, default=5000)
     ap.add_argument("--batch", type=int, default=500)
     args = ap.parse_args()
-    from cortex.pg.store import PgStore
     from tests.pg_server import running_server
+
+    from cortex.pg.store import PgStore
 
     total = args.writers * args.per_writer
     with tempfile.TemporaryDirectory() as tmp, running_server(durable=True) as server:

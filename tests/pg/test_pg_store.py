@@ -190,9 +190,8 @@ def test_stats_name_the_database_without_password(store: PgStore) -> None:
 
 def test_read_only_refuses_writes(pg_url: str) -> None:
     PgStore.open(pg_url).close()
-    with PgStore.open(pg_url, read_only=True) as ro:
-        with pytest.raises(StorageError):
-            ro.add(MemoryInput("x"))
+    with PgStore.open(pg_url, read_only=True) as ro, pytest.raises(StorageError):
+        ro.add(MemoryInput("x"))
 
 
 def test_empty_project_is_its_own_project(store: PgStore) -> None:

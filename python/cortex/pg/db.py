@@ -102,9 +102,10 @@ def _register_vector(conn: psycopg.Connection[Any]) -> None:
     from psycopg.pq import Format
     from psycopg.types import TypeInfo
 
-    info = TypeInfo.fetch(conn, "vector")
-    if info is None:
+    found = TypeInfo.fetch(conn, "vector")
+    if found is None:
         raise StorageError("the pgvector extension is not installed in this database")
+    info: TypeInfo = found
 
     class VectorDumper(Dumper):
         format = Format.BINARY

@@ -117,7 +117,10 @@ def _to_postgres(
             0
         ]
         copied[table] = 0
-        sql = f"SELECT {skey}, {_COLUMNS[table]} FROM {table} WHERE {skey} > ? ORDER BY {skey} LIMIT ?"
+        sql = (
+            f"SELECT {skey}, {_COLUMNS[table]} FROM {table} WHERE {skey} > ?"
+            f" ORDER BY {skey} LIMIT ?"
+        )
         while True:
             rows = conn.execute(sql, (after, batch)).fetchall()
             if not rows:
@@ -226,7 +229,7 @@ def _to_sqlite(
     pg: PgStore, conn: sqlite3.Connection, progress: Progress | None, batch: int
 ) -> dict[str, int]:
     copied: dict[str, int] = {}
-    for table, _, pkey in TABLES:
+    for table, _, _ in TABLES:
         total = int(pg.query(f"SELECT count(*) FROM {table}")[0][0])
         row = conn.execute("SELECT value FROM meta WHERE key = ?", (f"migrate:{table}",)).fetchone()
         after: Any = _decode_key(table, row[0]) if row else None
@@ -297,9 +300,13 @@ def _pg_columns(table: str) -> str:
 def _sqlite_insert(conn: sqlite3.Connection, table: str, rows: Sequence[tuple[Any, ...]]) -> int:
     project = api_project
 
+    data: list[tuple[Any, ...]]
     if table == "sessions":
         data = [(r[1], project(r[2]), r[3], r[4], r[5]) for r in rows]
-        sql = "INSERT OR IGNORE INTO sessions (id, project_id, started_at, ended_at, summary) VALUES (?, ?, ?, ?, ?)"
+        sql = (
+            "INSERT OR IGNORE INTO sessions (id, project_id, started_at, ended_at, summary)"
+            " VALUES (?, ?, ?, ?, ?)"
+        )
     elif table == "memories":
         data = [(*r[1:2], project(r[2]), *r[3:21], int(has_cjk(r[3]))) for r in rows]
         sql = (
