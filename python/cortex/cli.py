@@ -339,9 +339,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cors-origin", action="append", default=[], help="allow this web origin")
     p.add_argument("--rate-limit", default="50/s", help="per-client rate: N/s, N/min or off")
 
-    p = sub.add_parser(
-        "migrate", help="copy a database between SQLite and PostgreSQL (resumable)"
-    )
+    p = sub.add_parser("migrate", help="copy a database between SQLite and PostgreSQL (resumable)")
     p.add_argument("src", help="a database file or a postgresql:// URL")
     p.add_argument("dst", help="a postgresql:// URL or a database file")
 
