@@ -877,6 +877,42 @@ class Store:
                 out[int(memory_id)] = str(session)
         return out
 
+    def adjacent(self, ids: Sequence[int]) -> dict[int, list[int]]:
+        """The live memories right before and after each of `ids` in its source (by chunk
+        index) and in the session it was created in (by time), within its project."""
+        out: dict[int, list[int]] = {}
+        if not ids:
+            return out
+        wanted = list(dict.fromkeys(int(i) for i in ids))[:500]
+        marks = ",".join("?" * len(wanted))
+        by_source = self.query(
+            "WITH src AS (SELECT DISTINCT project_id, source_path FROM memories"
+            f" WHERE id IN ({marks}) AND source_path IS NOT NULL),"
+            " seq AS (SELECT m.id, LAG(m.id) OVER w AS prev, LEAD(m.id) OVER w AS next"
+            " FROM memories m JOIN src ON m.source_path = src.source_path"
+            " AND m.project_id IS src.project_id WHERE m.deleted_at IS NULL"
+            " WINDOW w AS (PARTITION BY m.project_id, m.source_path"
+            " ORDER BY m.chunk_index, m.id))"
+            f" SELECT id, prev, next FROM seq WHERE id IN ({marks})",
+            [*wanted, *wanted],
+        )
+        by_session = self.query(
+            "WITH ses AS (SELECT DISTINCT session_id FROM session_memories"
+            f" WHERE usage = 'created' AND memory_id IN ({marks})),"
+            " seq AS (SELECT m.id, LAG(m.id) OVER w AS prev, LEAD(m.id) OVER w AS next"
+            " FROM session_memories sm JOIN ses ON sm.session_id = ses.session_id"
+            " JOIN memories m ON m.id = sm.memory_id"
+            " WHERE sm.usage = 'created' AND m.deleted_at IS NULL"
+            " WINDOW w AS (PARTITION BY sm.session_id, m.project_id"
+            " ORDER BY m.created_at, m.id))"
+            f" SELECT id, prev, next FROM seq WHERE id IN ({marks})",
+            [*wanted, *wanted],
+        )
+        for memory_id, prev, nxt in [*by_source, *by_session]:
+            found = out.setdefault(int(memory_id), [])
+            found.extend(int(x) for x in (prev, nxt) if x is not None and int(x) not in found)
+        return out
+
     def neighbours(self, memory: Memory, n: int) -> tuple[list[Memory], list[Memory]]:
         """Up to `n` live memories just before and after `memory` in its own source (by
         chunk index) or, for a memory without a source, in the session it was created in

@@ -46,6 +46,11 @@ TIME_BOOST = 0.5
 #: created_until is inclusive; a window's end is not.
 _TICK = timedelta(microseconds=1)
 
+#: How much of its best neighbour's score a memory borrows, and how many of the best
+#: candidates have their neighbours looked up (eval/README.md, conversations).
+NEIGHBOUR_WEIGHT = 0.5
+NEIGHBOUR_TOP = 30
+
 #: Seed 000: a superseded memory shown on request (`include_superseded`) ranks at half
 #: its score, below what replaced it.
 SUPERSEDED_FACTOR = 0.5
@@ -288,6 +293,8 @@ class Pipeline:
         if opts.fusion is not Fusion.RRF:
             for c in by_id.values():
                 c.base = combine(c.bm25, c.semantic, alpha, opts.fusion)
+            if NEIGHBOUR_WEIGHT and not p.constrained:
+                self._borrow(p, opts, kw, sem, by_id, alpha)
             return list(by_id.values())
         import numpy as np
 
@@ -301,6 +308,54 @@ class Pipeline:
         for memory_id, score in zip(fused.ids.tolist(), fused.scores.tolist(), strict=True):
             by_id[memory_id].base = float(score)
         return list(by_id.values())
+
+    def _borrow(
+        self,
+        p: Plan,
+        opts: Options,
+        kw: Leg | None,
+        sem: Leg | None,
+        by_id: dict[int, Candidate],
+        alpha: float,
+    ) -> None:
+        """Let a memory borrow from its neighbours: the chunks right before and after it in
+        its source, the turns right before and after it in its session. An answer often
+        sits next to the turn that names the topic ("yes, the blue one"; "he moved it to
+        Friday"): the neighbours of the best candidates join the candidates, scored on
+        both legs, and each candidate's score rises by NEIGHBOUR_WEIGHT times its best
+        neighbour's (as evidence: ``1 - (1 - own) * (1 - w * neighbour)``)."""
+        top = sorted(by_id.values(), key=lambda c: -c.base)[:NEIGHBOUR_TOP]
+        adjacent = self._store.adjacent([c.memory_id for c in top if c.base > 0])
+        fresh = sorted({n for ns in adjacent.values() for n in ns if n not in by_id})
+        if fresh:
+            info = self._store.rank_info(fresh, opts)
+            for i in fresh:
+                if i in info:
+                    by_id[i] = Candidate(i, info[i], match_type=MatchType.BM25)
+            fresh = [i for i in fresh if i in by_id]
+            if kw is not None and fresh:
+                for i, (score, raw) in self._keyword.rescore(p, opts, kw, fresh).items():
+                    by_id[i].bm25, by_id[i].bm25_raw = score, raw
+            if sem is not None and fresh:
+                for i, (score, raw) in self._semantic.rescore(p, opts, sem, fresh).items():
+                    by_id[i].semantic, by_id[i].cosine = score, raw
+            for i in fresh:
+                c = by_id[i]
+                c.match_type = MatchType.HYBRID if c.bm25 and c.semantic else (
+                    MatchType.BM25 if c.bm25 else MatchType.SEMANTIC
+                )
+                c.base = combine(c.bm25, c.semantic, alpha, opts.fusion)
+        own = {i: c.base for i, c in by_id.items()}
+        best: dict[int, float] = {}
+        for i, ns in adjacent.items():
+            for n in ns:
+                if i in own and n in own:
+                    best[i] = max(best.get(i, 0.0), own[n])
+                    best[n] = max(best.get(n, 0.0), own[i])
+        for i, b in best.items():
+            c = by_id[i]
+            c.neighbour = b
+            c.base = 1.0 - (1.0 - own[i]) * (1.0 - NEIGHBOUR_WEIGHT * b)
 
     # ------------------------------------------------------------------ listing
 
@@ -352,8 +407,9 @@ class Pipeline:
         sectors = opts.sector_weights if opts.sector_weights is not None else SECTOR_WEIGHTS
         for c in candidates:
             info = c.info
+            c.facts = tuple(facts.get(c.memory_id, ()))
             c.effective_confidence = effective_confidence(
-                info.confidence, [(f[4], f[5], f[6]) for f in facts.get(c.memory_id, ())], now
+                info.confidence, [(f[4], f[5], f[6]) for f in c.facts], now
             )
             if browse:
                 c.score = 0.0
@@ -411,7 +467,6 @@ class Pipeline:
         ids = [c.memory_id for c in top]
         marker = keyword.highlighter(list(terms)) if terms else None
         snippets = {i: keyword.text_snippet(memories[i].content, marker) for i in ids}
-        facts = self._store.facts_for(ids) if opts.include_facts else {}
         extra = recall.enrichment(self._store, [memories[i] for i in ids])
         context = {i: self._context(memories[i], opts.context) for i in ids} if opts.context else {}
         out = []
@@ -427,7 +482,7 @@ class Pipeline:
                     last_reinforced=from_epoch(f[6]),  # type: ignore[arg-type]
                     effective_confidence=fact_confidence(f[4], f[5], f[6], now),
                 )
-                for f in facts.get(c.memory_id, ())
+                for f in (c.facts if opts.include_facts else ())
             )
             memory = memories[c.memory_id]
             out.append(
