@@ -951,7 +951,7 @@ _RULES: tuple[tuple[re.Pattern[str], _Handler], ...] = (
                 r"(?:Z|[+-]\d{2}:?\d{2})?)?(?![\w/:@]|[.-]\d)", _I), _h_iso),
     (re.compile(r"\b(?:(?P<y1>\d{4})[\s-]?)?Q(?P<q>[1-4])(?:[\s-]?(?P<y2>\d{4}))?\b", _I),
      _h_quarter),
-    # Chinese and Japanese
+    # Chinese and Japanese (from _CJK_FROM on: skipped for ASCII queries)
     (re.compile(r"(?P<d>大前天|一昨昨日|前天|一昨日|一昨天|昨天|昨日|今天|今日|明天|明日|后天|"
                 r"後天|明後日)(?P<p>上午|早上|早晨|清晨|凌晨|中午|下午|傍晚|晚上|夜里|夜裡|夜间|"
                 r"夜間)?"), _h_cn_day),
@@ -981,14 +981,30 @@ _RULES: tuple[tuple[re.Pattern[str], _Handler], ...] = (
      _h_cn_quarter),
 )  # fmt: skip
 
-#: A query that matches none of this has no time expression: the quick path.
-_TRIGGER = re.compile(
-    r"\d|[今昨前明后後天日周週星期礼禮拜月年最近早晚午曜先来來去季段]|\b(?:today|tonight|yester"
-    r"|tomorrow|week|month|year|quarter|ago\b|recent|lately|late\b|morning|afternoon|evening"
-    r"|night|day|mon|tue|wed|thu|fri|sat|sun|jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov"
-    r"|dec|q[1-4]|these|earlier)",
-    _I,
-)
+#: The index of the first Chinese/Japanese rule: an ASCII query needs none of them.
+_CJK_FROM = next(i for i, (_, handler) in enumerate(_RULES) if handler is _h_cn_day)
+
+#: The quick path: a query with no digit, no CJK time character and no word that starts like
+#: a time word (its first three letters, or one of the short words) has no time expression.
+#: Every English rule needs one of these; false alarms ("decisions", "more") only cost the
+#: full scan.
+_TRIGGER_CHARS = re.compile(r"[\d今昨前明后後天日周週星期礼禮拜月年最近早晚午曜先来來去季段]")
+_TRIGGER_PREFIXES = frozenset(
+    {"tod", "ton", "yes", "tom", "day", "mor", "aft", "eve", "nig", "ear", "wee", "mon", "yea",
+     "qua", "ago", "min", "hou", "rec", "lat", "tue", "wed", "thu", "fri", "sat", "sun",
+     "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"}
+)  # fmt: skip
+_TRIGGER_WORDS = frozenset({"hr", "hrs", "fortnight", "fortnights"})
+_LETTERS = re.compile(r"[a-z]+")
+
+
+def _may_have_time(text: str) -> bool:
+    if _TRIGGER_CHARS.search(text):
+        return True
+    return any(
+        w[:3] in _TRIGGER_PREFIXES or w in _TRIGGER_WORDS for w in _LETTERS.findall(text.lower())
+    )
+
 
 # --------------------------------------------------------------------------------------
 # Composition: operators, ranges, several expressions
@@ -1046,7 +1062,7 @@ class _Expr:
 def _scan(ctx: _Ctx, text: str) -> list[_Hit]:
     """The leftmost-longest non-overlapping time expressions of `text`."""
     found: list[_Hit] = []
-    for rx, handler in _RULES:
+    for rx, handler in _RULES[: _CJK_FROM if text.isascii() else len(_RULES)]:
         for m in rx.finditer(text):
             try:
                 hit = handler(m, ctx)
@@ -1292,9 +1308,8 @@ _TIME_NOUNS = frozenset(
      "date", "when"}
 )  # fmt: skip
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
-_TOKEN = re.compile(
-    rf"(?P<cjk>[{_CJK}]+)|(?P<w>(?:(?![{_CJK}])\w)+(?:[./\-+#'’](?:(?![{_CJK}])\w)+)*)"
-)
+_TOKEN = re.compile(r"\w+(?:[./\-+#'’]\w+)*")
+_CJK_RUN = re.compile(rf"([{_CJK}]+)")
 _CJK_LEAD = re.compile(r"^(?:我们|我們|你们|你們|他们|他們|她们|她們|我|你|他|她|它|的|了)+")
 _CJK_TRAIL = re.compile(r"(?:的|了|吗|嗎|呢|吧|啊|呀|の|は|が|を|に|で|と|も|か)+$")
 _IDENTIFIER = re.compile(r"[\d./_]")
@@ -1309,18 +1324,32 @@ def _cjk_topics(run: str) -> list[str]:
     return out
 
 
+def _tokens(searched: str) -> list[tuple[str, bool, int]]:
+    """(token, is a CJK run, offset): words as \\w runs, with CJK runs cut out of them."""
+    out: list[tuple[str, bool, int]] = []
+    for m in _TOKEN.finditer(searched):
+        token = m.group(0)
+        if token.isascii():
+            out.append((token, False, m.start()))
+            continue
+        for i, part in enumerate(_CJK_RUN.split(token)):
+            part = part.strip("./-+#'’")
+            if part:
+                out.append((part, i % 2 == 1, m.start() + (i > 0)))
+    return out
+
+
 def _topics(searched: str) -> tuple[str, ...]:
     seen: dict[str, None] = {}
-    for m in _TOKEN.finditer(searched):
-        if m.group("cjk"):
-            for piece in _cjk_topics(m.group("cjk")):
+    for raw, cjk, offset in _tokens(searched):
+        if cjk:
+            for piece in _cjk_topics(raw):
                 seen.setdefault(piece, None)
             continue
-        raw = m.group("w")
         word = raw.lower().replace("’", "'")
         if word.endswith("'s"):
             word = word[:-2]
-        name = word == "may" and raw[0] == "M" and m.start() > 0  # "the May release"
+        name = word == "may" and raw[0] == "M" and offset > 0  # "the May release"
         if (word.endswith("n't") or word in _STOP or word in _TIME_NOUNS) and not name:
             continue
         if word.strip("_"):
@@ -1372,7 +1401,7 @@ def interpret(query: str, now: datetime, *, tz: tzinfo | None = None) -> Interpr
     normalised = " ".join(query.split())
     timeframe: TimeFrame | None = None
     spans: list[tuple[int, int]] = []
-    if _TRIGGER.search(query, 0, MAX_SCAN):
+    if _may_have_time(query[:MAX_SCAN]):
         ctx = _Ctx(query, query.lower(), now, now.date(), zone)
         timeframe, spans = _timeframe(ctx)
     searched = _strip_spans(query, spans) if spans else normalised
