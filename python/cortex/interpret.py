@@ -110,7 +110,9 @@ weeks starting on Monday and every day boundary at local midnight of the zone:
   (until), 从 X 到/至 Y (range). Japanese: 昨日, 一昨日, 今日, 明日, 先週, 今週, 来週,
   先月, 今月, 来月, 昨年, N日前/N週間前/Nヶ月前/N年前, 月曜日..日曜日, から/まで.
 - Numbers that are no dates give no window: "keep logs for 3 days", "in 3 days", HTTP
-  codes, versions. Only "ago", "past/last N", and the forms above make one.
+  codes, versions. Only "ago", "past/last N", and the forms above make one. Slashed
+  day-month forms (3/14, 14/3) are not read: their order is ambiguous, and so is a fraction.
+  Clock times ("at 3pm") are not read either: the day around them is.
 
 Several expressions in one query are intersected when they overlap ("last week on
 Tuesday") and spanned when they do not ("yesterday and today"). Time scanning reads the
@@ -290,14 +292,15 @@ _VAGUE = {"couple": 2, "few": 3, "several": 5}
 
 _WD_RX = "|".join(_WEEKDAYS) + "|" + "|".join(sorted(_WD_ABBR, key=len, reverse=True))
 _MON_RX = "|".join(_MONTHS) + "|" + "|".join(sorted(_MON_ABBR, key=len, reverse=True))
-_NUM_RX = r"\d{1,4}|a\s+couple(?:\s+of)?|couple(?:\s+of)?|a\s+few|few|several|" + "|".join(
-    sorted(_NUMBERS, key=len, reverse=True)
+_NUM_RX = (
+    r"\d{1,4}|half\s+an?|a\s+couple(?:\s+of)?|couple(?:\s+of)?|a\s+few|few|several|"
+    + "|".join(sorted(_NUMBERS, key=len, reverse=True))
 )
 _UNIT_RX = r"(?P<unit>minute|min|hour|hr|day|week|fortnight|month|year)s?"
 #: Words before a month name that make it a date ("in March"), not a verb or a modal.
 _MONTH_PRE = frozenset(
     {"in", "during", "since", "after", "before", "until", "till", "til", "by", "from",
-     "around", "about", "of", "early", "mid", "late", "last", "this", "next", "between",
+     "around", "of", "early", "mid", "late", "last", "this", "next", "between",
      "and", "to", "through", "thru", "throughout", "starting", "beginning", "circa", "end",
      "start"}
 )  # fmt: skip
@@ -322,6 +325,8 @@ _PARTS = {"morning": (5, 12), "afternoon": (12, 18), "evening": (18, 24), "night
 def _count(text: str) -> tuple[float, bool]:
     """The number a count word or digits say, and whether it is vague."""
     t = text.lower().split()
+    if t[0] == "half":
+        return 0.5, False
     for word, n in _VAGUE.items():
         if word in t:
             return float(n), True
@@ -451,10 +456,15 @@ def _ago(ctx: _Ctx, start: int, stop: int, n: float, vague: bool, unit: str) -> 
     """The window of "n units ago": see the module docstring."""
     if n <= 0 or n > 5000:
         return None
+    if unit == "year" and n != int(n):  # half a year ago: six months
+        n, unit = n * 12, "month"
+    if unit == "month" and n != int(n):  # half a month ago: two weeks
+        n, unit = float(max(1, round(n * 30 / 7))), "week"
     if unit in ("minute", "hour"):
         step = timedelta(minutes=n) if unit == "minute" else timedelta(hours=n)
         instant = ctx.now - step
-        half = max(step / 2, timedelta(minutes=5)) if unit == "minute" else timedelta(hours=1)
+        half = timedelta(hours=1) if unit == "hour" and n >= 1 else step / 2
+        half = max(half, timedelta(minutes=5))
         return _Hit(start, stop, instant - half, instant + half, "around", soft=True)
     centre = _back(ctx.today, unit, n)
     if unit == "day" and not vague:
@@ -946,7 +956,7 @@ _RULES: tuple[tuple[re.Pattern[str], _Handler], ...] = (
     (re.compile(rf"\b(?:the\s+)?(?P<day>\d{{1,2}})(?P<ord>st|nd|rd|th)?\s+(?P<of>of\s+)?"
                 rf"(?P<mon>{_MON_RX})(?!\w|\.\w)\.?(?:,?\s+(?P<year>\d{{4}})\b)?", _I),
      _h_day_month),
-    (re.compile(r"(?<![\w./:#@-])(?P<y>\d{4})(?:(?P<sep>[-/])(?P<m>\d{1,2})(?:(?P=sep)"
+    (re.compile(r"(?<![\w/:#@-])(?<![^.]\.)(?P<y>\d{4})(?:(?P<sep>[-/])(?P<m>\d{1,2})(?:(?P=sep)"
                 r"(?P<d>\d{1,2}))?)?(?:[T ]\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?"
                 r"(?:Z|[+-]\d{2}:?\d{2})?)?(?![\w/:@]|[.-]\d)", _I), _h_iso),
     (re.compile(r"\b(?:(?P<y1>\d{4})[\s-]?)?Q(?P<q>[1-4])(?:[\s-]?(?P<y2>\d{4}))?\b", _I),
@@ -1025,7 +1035,9 @@ _POST_OP = re.compile(
     r"(?P<bare_before>前)|(?P<bare_after>后|後))",
     _I,
 )
-_RANGE_GAP = re.compile(r"\s*(?P<c>to|until|till|through|thru|and|&|-|–|—|~|～|〜|到|至|和)\s*", _I)
+_RANGE_GAP = re.compile(
+    r"\s*(?P<c>to|until|till|through|thru|and|&|\.\.|-|–|—|~|～|〜|到|至|和)\s*", _I
+)
 _RANGE_PRE = re.compile(r"(?:\b(?P<en>between|from)|(?P<zh>从|從|自从|自從|自))\s*$", _I)
 _JOIN_GAP = re.compile(r"\s*(?:and|or|,|&|和|或|及|、)?\s*", _I)
 #: Chinese glue, unless it ends a word: 现在 (now), 关于 (about), 由于 (because)...
@@ -1360,11 +1372,12 @@ def _topics(searched: str) -> tuple[str, ...]:
 def _intent(query: str, searched: str, topics: tuple[str, ...], timed: bool) -> Intent:
     if not query.strip():
         return Intent.EXPLORE
-    if _DEBUG.search(query):
+    # the markers are read in `searched`: an "about" that said "about March 14" is spent
+    if _DEBUG.search(searched):
         return Intent.DEBUG
-    if _LEARN.search(query):
+    if _LEARN.search(searched):
         return Intent.LEARN
-    if _EXPLORE.search(query):
+    if _EXPLORE.search(searched):
         return Intent.EXPLORE
     words = [w.lower() for w in re.findall(r"[^\W\d_]+", searched)]
     if (
