@@ -523,6 +523,18 @@ def test_bad_arguments_raise_type_error() -> None:
         interpret("today", date(2026, 3, 18))  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="tz must be a tzinfo"):
         interpret("today", WED, tz="UTC")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="cannot be read in"):
+        interpret("today", datetime(1, 1, 1, tzinfo=UTC), tz=ZoneInfo("Pacific/Kiritimati"))
+
+
+@pytest.mark.parametrize("query", ["around yesterday", "next year", "tomorrow", "1000 years ago"])
+@pytest.mark.parametrize("now", [datetime(1, 1, 1), datetime(9999, 12, 31, 23, 59)])
+def test_windows_past_the_calendar_are_dropped_not_raised(query: str, now: datetime) -> None:
+    got = interpret(query, now)
+    if got.timeframe is None:
+        assert got.searched == query  # nothing was understood, nothing was taken out
+    else:
+        _check(got, UTC)
 
 
 def test_long_query_is_scanned_only_at_its_head() -> None:
@@ -551,7 +563,7 @@ _ZONES = st.sampled_from(
         timezone(timedelta(hours=-11)),
     ]
 )
-_NOWS = st.datetimes(min_value=datetime(1902, 1, 1), max_value=datetime(2198, 12, 31))
+_NOWS = st.datetimes(min_value=datetime(1, 1, 3), max_value=datetime(9999, 12, 29))
 
 
 def _check(got: Interpretation, zone: object) -> None:

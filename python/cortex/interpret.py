@@ -1401,7 +1401,8 @@ def interpret(query: str, now: datetime, *, tz: tzinfo | None = None) -> Interpr
 
     Pure and deterministic: the same query, `now` and `tz` give the same answer. Raises
     `TypeError` for a query that is not a string, a `now` that is not a datetime or a `tz`
-    that is not a tzinfo; never for the text of the query.
+    that is not a tzinfo, and `ValueError` for a `now` at the edge of the datetime range that
+    `tz` pushes past it; never for the text of the query.
     """
     if not isinstance(query, str):
         raise TypeError(f"query must be a str, not {type(query).__name__}")
@@ -1410,13 +1411,20 @@ def interpret(query: str, now: datetime, *, tz: tzinfo | None = None) -> Interpr
     if tz is not None and not isinstance(tz, tzinfo):
         raise TypeError(f"tz must be a tzinfo (e.g. zoneinfo.ZoneInfo('Europe/Paris')), not {tz!r}")
     zone = tz or now.tzinfo or UTC
-    now = now.replace(tzinfo=zone) if now.tzinfo is None else now.astimezone(zone)
+    try:
+        now = now.replace(tzinfo=zone) if now.tzinfo is None else now.astimezone(zone)
+    except OverflowError:
+        raise ValueError(f"now={now.isoformat()} cannot be read in {zone}: pass a later or "
+                         "earlier clock, or no tz") from None  # fmt: skip
     normalised = " ".join(query.split())
     timeframe: TimeFrame | None = None
     spans: list[tuple[int, int]] = []
     if _may_have_time(query[:MAX_SCAN]):
         ctx = _Ctx(query, query.lower(), now, now.date(), zone)
-        timeframe, spans = _timeframe(ctx)
+        try:
+            timeframe, spans = _timeframe(ctx)
+        except (OverflowError, ValueError):  # a window past year 1 or 9999: none, words kept
+            timeframe, spans = None, []
     searched = _strip_spans(query, spans) if spans else normalised
     topics = _topics(searched)
     intent = _intent(query, searched, topics, timeframe is not None)
