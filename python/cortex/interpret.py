@@ -97,7 +97,9 @@ weeks starting on Monday and every day boundary at local midnight of the zone:
   before / prior to X → [open, start of X); until/till/by/up to X → [open, end of X);
   around/circa/approximately X (and "about" before a calendar date) → X widened by 3 days
   on each side, soft; between X and Y, from X to/until/through Y, X to Y → [start of the
-  earlier, end of the later), kind "range"; "X onwards", "X or later" → since.
+  earlier, end of the later), kind "range" (also "X..Y"); "X onwards", "X or later" →
+  since. A range whose first end has no year and would fall after its second is moved a
+  year back: "from March to May" said in March 2026 is March-May 2025.
 - Chinese: 今天/今日, 昨天/昨日, 前天, 大前天, 明天, 后天; 今早/今晨, 今晚, 昨晚, and
   <day>上午/早上/中午/下午/晚上; 上周/上星期/上个星期/上礼拜 (last week), 这周/本周/
   这个星期 (this week), 下周, 上上周; 周二/星期二/礼拜二 (the most recent Tuesday, today
@@ -114,10 +116,18 @@ weeks starting on Monday and every day boundary at local midnight of the zone:
   day-month forms (3/14, 14/3) are not read: their order is ambiguous, and so is a fraction.
   Clock times ("at 3pm") are not read either: the day around them is.
 
-Several expressions in one query are intersected when they overlap ("last week on
-Tuesday") and spanned when they do not ("yesterday and today"). Time scanning reads the
-first ``MAX_SCAN`` characters; the rest of a long query is kept as it is. A query with no
-digit, no CJK time character and no time word takes a quick path that runs one regex.
+Several expressions in one query are intersected when they overlap and spanned when they
+do not ("yesterday and today", "Friday or Saturday"); a bare weekday beside a longer window
+is that weekday inside it ("last week on Tuesday", 上周 周二). Time scanning reads the first
+``MAX_SCAN`` characters; the rest of a long query is kept as it is. A query with no digit,
+no CJK time character and no word starting like a time word takes a quick path (a set
+look-up per word). A window that would leave the calendar (year 1 to 9999) is dropped and
+its words kept.
+
+Kinds: "day" (a day, or a part of one), "week", "weekend", "month" (also early/mid/late),
+"quarter", "year", "range" (between/from-to, or several expressions), "since" and "before"
+(one open end), "around" (around X; N weeks/months/years/hours ago), "recent" (the past N
+units; recently).
 """
 
 from __future__ import annotations
