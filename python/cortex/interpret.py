@@ -147,8 +147,9 @@ KINDS = frozenset(
      "around", "recent"}
 )  # fmt: skip
 
-#: Only the first MAX_SCAN characters of a query are read for time words: a prompt-sized
-#: query keeps its tail as it is, and the scan stays well under a millisecond.
+#: Only the first MAX_SCAN characters of a query are read for time words, topics and intent:
+#: a prompt-sized query keeps its tail as it is in `searched`, and the cost stays bounded
+#: (about 6 ms for 4,000 characters of prose; a typical query takes 0.15 ms).
 MAX_SCAN = 4096
 
 #: Days on each side of an "around <date>" window.
@@ -1436,6 +1437,7 @@ def interpret(query: str, now: datetime, *, tz: tzinfo | None = None) -> Interpr
         except (OverflowError, ValueError):  # a window past year 1 or 9999: none, words kept
             timeframe, spans = None, []
     searched = _strip_spans(query, spans) if spans else normalised
-    topics = _topics(searched)
-    intent = _intent(query, searched, topics, timeframe is not None)
+    head = searched[:MAX_SCAN]  # a prompt-sized query: its head says what it is about
+    topics = _topics(head)
+    intent = _intent(query, head, topics, timeframe is not None)
     return Interpretation(timeframe, searched, intent, topics)
