@@ -172,7 +172,7 @@ def main() -> None:
         rows.append(t_floor.row(name, "floor: keyword _terms", len(qs)))
 
     try:
-        from dateparser.search import search_dates
+        from dateparser.search import search_dates  # type: ignore[import-untyped, unused-ignore]
     except ImportError:
         search_dates = None
         print("dateparser not installed: its row is skipped", file=sys.stderr)
