@@ -13,7 +13,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from cortex import filters, fusion, keyword, recall
+from cortex import filters, fusion, keyword, recall, validate
 from cortex.errors import (
     EmbeddingError,
     IndexFormatError,
@@ -48,6 +48,8 @@ __all__ = ["Engine", "Searcher", "open"]
 #: Each retriever fetches at least this many candidates (or 2 x limit if more), whatever
 #: the limit: the first n results are then the same for every limit up to half of it.
 CANDIDATE_POOL = 100
+#: The largest daily decay rate a fact may have (1000 / day is gone within minutes).
+MAX_DECAY_RATE = 1000.0
 
 
 @runtime_checkable
@@ -57,12 +59,9 @@ class Searcher(Protocol):
     def search(self, query: str | None, options: Options | None = None) -> list[Result]: ...
 
 
-def _epoch(value: datetime | float | None) -> float | None:
-    if value is None or isinstance(value, int | float):
-        return value
-    if isinstance(value, datetime):
-        return value.timestamp()
-    raise InvalidOptionError(f"created_at must be a datetime or epoch seconds, not {value!r}")
+def _epoch(value: datetime | float | str | None, field: str = "created_at") -> float | None:
+    """Epoch seconds of a date given to the API, checked by :mod:`cortex.validate`."""
+    return validate.timestamp(field, value)
 
 
 class Engine:
@@ -243,8 +242,10 @@ class Engine:
         rows = self._semantic.rebuild()
         return {"embedded": done, "model_id": self._semantic.model_id, "rows": rows}
 
-    def get(self, memory_id: int) -> Memory:
-        return self._store.get(memory_id)
+    def get(self, memory_id: int, *, project: str | None = None) -> Memory:
+        """One live memory by id; with `project`, only if it belongs to that project (a
+        memory of another project is not found: a project is a wall)."""
+        return self._store.get(memory_id, project=project)
 
     def update(self, memory_id: int, **fields: Any) -> Memory:
         """Change fields of a memory; new content is re-embedded in the same transaction."""
@@ -273,10 +274,16 @@ class Engine:
         `last_reinforced` on; without a rate, the default of its type applies
         (:data:`cortex.ranking.FACT_DECAY_RATES`: identities never fade, states in weeks)."""
         self._store.get(memory_id)
+        validate.name("type", type)
+        if not isinstance(content, str) or not content.strip():
+            raise InvalidOptionError("a fact's content must be a non-empty string")
+        validate.check_text("content", content)
+        confidence = validate.unit("confidence", confidence)
         if decay_rate is None:
             decay_rate = FACT_DECAY_RATES.get(type, DEFAULT_FACT_DECAY)
+        decay_rate = validate.number("decay_rate", decay_rate, lo=0.0, hi=MAX_DECAY_RATE)
         now = time.time()
-        reinforced = _epoch(last_reinforced)
+        reinforced = _epoch(last_reinforced, "last_reinforced")
         with self._store.transaction() as tx:
             cur = tx.execute(
                 "INSERT INTO facts (memory_id, type, content, confidence, decay_rate,"
@@ -307,6 +314,8 @@ class Engine:
                 raise InvalidOptionError(str(exc)) from None
         if query is not None and not isinstance(query, str):
             raise QueryError(f"a query is a string or None, not {type(query).__name__}")
+        if query is not None and not validate.is_encodable(query):
+            raise QueryError("the query holds a lone surrogate (not valid Unicode); give UTF-8")
         now = time.time()
         pool = max(CANDIDATE_POOL, 2 * opts.limit)
         if query is None:
@@ -361,10 +370,13 @@ class Engine:
                 notices.append(f"semantic search failed, keyword results only: {exc}")
                 mode, use_sem = Mode.KEYWORD, False
         candidates = self._fuse(kw.hits if kw is not None else [], sem, opts, use_kw, use_sem)
-        ranked, hidden = self._rank(candidates, opts, now, threshold=opts.threshold(mode))
+        damaged: list[str] = []
+        ranked, hidden = self._rank(
+            candidates, opts, now, threshold=opts.threshold(mode), damaged=damaged
+        )
         default_type = MatchType.SEMANTIC if mode is Mode.SEMANTIC else MatchType.BM25
         results = Results(
-            self._finish(ranked, opts, now, default_type, kw),
+            self._finish(ranked, opts, now, default_type, kw, damaged=damaged),
             query=query,
             mode=str(mode),
             rewritten=kw.rewritten if kw is not None else None,
@@ -375,6 +387,7 @@ class Engine:
                 f"nothing passed the thresholds: {hidden} match(es) scored below min_score"
                 f" {opts.threshold(mode)} or min_confidence {opts.min_confidence}"
             )
+        _damage_notice(damaged, notices)
         self._record(results, opts, notices)
         results.notices = tuple(notices)
         return results
@@ -432,20 +445,25 @@ class Engine:
             [*params, pool],
         )
         candidates = [Candidate(int(i), RankInfo(*rest)) for i, *rest in rows]
-        ranked, hidden = self._rank(candidates, opts, now, browse=True)
+        damaged: list[str] = []
+        ranked, hidden = self._rank(candidates, opts, now, browse=True, damaged=damaged)
         results = Results(
-            self._finish(ranked, opts, now, MatchType.FILTER, None),
+            self._finish(ranked, opts, now, MatchType.FILTER, None, damaged=damaged),
             query=None,
             mode="filter",
             hidden=hidden,
         )
         notices: list[str] = []
+        _damage_notice(damaged, notices)
         self._record(results, opts, notices)
         results.notices = tuple(notices)
         return results
 
-    def _load_facts(self, ids: Sequence[int]) -> dict[int, list[tuple[Any, ...]]]:
-        """Facts of the given memories, by memory id (one cheap probe when there are none)."""
+    def _load_facts(
+        self, ids: Sequence[int], damaged: list[str] | None = None
+    ) -> dict[int, list[tuple[Any, ...]]]:
+        """Facts of the given memories, by memory id (one cheap probe when there are none).
+        A damaged fact row is left out (and named in `damaged`)."""
         out: dict[int, list[tuple[Any, ...]]] = {}
         if not ids or not self._store.query("SELECT EXISTS (SELECT 1 FROM facts)")[0][0]:
             return out
@@ -457,6 +475,10 @@ class Engine:
                 f" FROM facts WHERE memory_id IN ({marks}) ORDER BY id",
                 part,
             ):
+                if not validate.fact_row_ok(row):
+                    if damaged is not None and f"fact {row[0]}" not in damaged:
+                        damaged.append(f"fact {row[0]}")
+                    continue
                 out.setdefault(row[1], []).append(row)
         return out
 
@@ -468,11 +490,18 @@ class Engine:
         *,
         browse: bool = False,
         threshold: float = 0.0,
+        damaged: list[str] | None = None,
     ) -> tuple[list[Candidate], int]:
-        """Boosts, confidence, thresholds and order (DESIGN pipeline steps 4-5)."""
+        """Boosts, confidence, thresholds and order (DESIGN pipeline steps 4-5). A candidate
+        whose stored ranking columns are damaged is left out and named in `damaged`."""
+        bad = [c.memory_id for c in candidates if not validate.rank_info_ok(c.info)]
+        if bad:
+            if damaged is not None:
+                damaged.extend(f"memory {i}" for i in bad)
+            candidates = [c for c in candidates if c.memory_id not in set(bad)]
         if not candidates:
             return [], 0
-        facts = self._load_facts([c.memory_id for c in candidates])
+        facts = self._load_facts([c.memory_id for c in candidates], damaged)
         kept: list[Candidate] = []
         hidden = 0
         sectors = opts.sector_weights if opts.sector_weights is not None else SECTOR_WEIGHTS
@@ -512,10 +541,23 @@ class Engine:
         now: float,
         match_type: MatchType,
         kw: keyword.KeywordResult | None,
+        *,
+        damaged: list[str] | None = None,
     ) -> list[Result]:
-        """Limit, budget and enrichment (pipeline steps 5-6) of the ranked candidates."""
-        top = ranked[: opts.limit]
-        memories = self._store.get_many([c.memory_id for c in top])
+        """Limit, budget and enrichment (pipeline steps 5-6) of the ranked candidates.
+        A memory whose row cannot be read is skipped (named in `damaged`) and the next
+        candidate takes its place."""
+        top: list[Candidate] = []
+        memories: dict[int, Memory] = {}
+        start = 0
+        while len(top) < opts.limit and start < len(ranked):
+            part = ranked[start : start + opts.limit - len(top)]
+            start += len(part)
+            bad: list[int] = []
+            memories.update(self._store.get_many([c.memory_id for c in part], damaged=bad))
+            top.extend(c for c in part if c.memory_id in memories)
+            if damaged is not None:
+                damaged.extend(f"memory {i}" for i in bad)
         if opts.token_budget is not None:
             used = 0
             for n, c in enumerate(top):
@@ -530,7 +572,7 @@ class Engine:
             snippets = keyword.snippets(kw, contents, ids)
         else:
             snippets = {i: keyword.text_snippet(contents[i], None) for i in ids}
-        facts = self._load_facts(ids) if opts.include_facts else {}
+        facts = self._load_facts(ids, damaged) if opts.include_facts else {}
         extra = recall.enrichment(self._store, [memories[i] for i in ids])
         out = []
         for c in top:
@@ -595,8 +637,12 @@ class Engine:
         """Open a session and return its id (a fresh one unless given)."""
         return recall.start_session(self._store, session_id, project=project, summary=summary)
 
-    def end_session(self, session_id: str, *, summary: str | None = None) -> None:
-        recall.end_session(self._store, session_id, summary=summary)
+    def end_session(
+        self, session_id: str, *, summary: str | None = None, project: str | None = None
+    ) -> None:
+        """End a session; pass `project` when the same session id is used in several
+        projects (a session belongs to one project)."""
+        recall.end_session(self._store, session_id, summary=summary, project=project)
 
     def link(self, memory_id: int, session_id: str, usage: str = "recalled") -> None:
         """Record that a memory was created / recalled / updated / reinforced in a session."""
@@ -615,13 +661,30 @@ class Engine:
     ) -> None:
         recall.relate(self._store, source_id, target_id, type, created_by)
 
-    def timeline(self, anchor_id: int, before: int = 5, after: int = 5) -> recall.Timeline:
-        """The memories of the anchor's project just before and after it, with their sessions."""
-        return recall.timeline(self._store, anchor_id, before, after)
+    def timeline(
+        self, anchor_id: int, before: int = 5, after: int = 5, *, project: str | None = None
+    ) -> recall.Timeline:
+        """The memories of the anchor's project just before and after it, with their sessions.
+        With `project`, an anchor of another project is not found."""
+        return recall.timeline(self._store, anchor_id, before, after, project=project)
 
-    def session_context(self, memory_id: int) -> recall.SessionContext | None:
+    def session_context(
+        self, memory_id: int, *, project: str | None = None
+    ) -> recall.SessionContext | None:
         """The latest session the memory took part in, and how."""
-        return recall.session_context(self._store, memory_id)
+        return recall.session_context(self._store, memory_id, project=project)
+
+
+def _damage_notice(damaged: list[str], notices: list[str]) -> None:
+    """One notice naming the damaged rows a search skipped (an older cortex or another
+    tool wrote values no reader can convert); the rest of the answer stands."""
+    if damaged:
+        names = list(dict.fromkeys(damaged))
+        shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+        notices.append(
+            f"skipped {len(names)} damaged row(s) that cannot be read ({shown}); "
+            "delete or repair them"
+        )
 
 
 def open(
