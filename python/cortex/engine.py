@@ -191,13 +191,15 @@ class Engine:
         session: str | None = None,
         progress: Callable[[int, int, Path], None] | None = None,
         embed_progress: Callable[[int, int], None] | None = None,
+        follow_links: bool = False,
     ) -> ImportReport:
         """Import a Markdown/JSON/JSONL file or a folder of them (see :mod:`cortex.ingest`).
 
         Memories are embedded on the way in when a model is installed; without one they are
         imported all the same (found by keyword) and ``report.not_embedded`` says why.
         `progress` reports files done; `embed_progress` the texts of the current file
-        embedded (one large JSONL file is minutes of embedding).
+        embedded (one large JSONL file is minutes of embedding). Symbolic links out of the
+        imported folder are not followed unless `follow_links` (``report.skipped``).
         """
         reason = self._semantic.unavailable()
         embedded = 0
@@ -215,6 +217,7 @@ class Engine:
             session=session,
             progress=progress,
             embed=embed if reason is None else None,
+            follow_links=follow_links,
         )
         report.embedded = embedded
         report.not_embedded = reason
@@ -225,6 +228,12 @@ class Engine:
         """Embed every live memory that has no vector of the active model (after a model
         change, or memories added while no model was installed), then rebuild the vector
         index from SQLite. Returns what it did."""
+        if self._store.read_only:
+            raise StorageError(
+                f"cannot reindex {self.path}: it is open read-only "
+                + ("(this user cannot write it)" if self._store.notice else "")
+                + "; reindex where the database is writable"
+            )
         backlog = self._semantic.backlog()
         by_id = dict(backlog)
         done = 0
@@ -611,6 +620,8 @@ class Engine:
 
     def _record(self, results: Results, opts: Options, notices: list[str]) -> None:
         """Pipeline step 7, after the order is fixed: it cannot change this search's ranking."""
+        if self._store.notice is not None:  # opened read-only although asked writable
+            notices.append(self._store.notice)
         if not opts.record or self._store.read_only or not results:
             return
         try:

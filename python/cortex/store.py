@@ -455,9 +455,14 @@ class SyncCounts:
 class Store:
     """One cortex database file. Open with :meth:`open`; safe to share between threads."""
 
-    def __init__(self, path: Path, *, read_only: bool = False) -> None:
+    def __init__(self, path: Path, *, read_only: bool = False, immutable: bool = False) -> None:
         self.path = path
         self.read_only = read_only
+        #: Opened with SQLite's immutable=1 (see _read_only_uri): no locks, no -shm.
+        self.immutable = immutable
+        #: Set when a database asked for writable was opened read-only instead (the user
+        #: may read it but not write it); searches report it, nothing is recorded.
+        self.notice: str | None = None
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._all_lock = threading.Lock()
@@ -481,6 +486,19 @@ class Store:
             raise StorageError(
                 f"no database at {p}; create one with `cortex import PATH` or `cortex add TEXT`"
             )
+        exists = p.exists() and p.stat().st_size > 0
+        immutable = exists and _needs_immutable(p)
+        if exists:
+            # Before anything is written (the WAL switch, the meta table): another
+            # application's SQLite file is refused and left exactly as it was.
+            _check_is_cortex(p, immutable)
+        notice = None
+        if exists and not read_only and not _writable(p):
+            read_only = True
+            notice = (
+                f"{p} is not writable by this user: opened read-only (searches work; "
+                "nothing is recorded)"
+            )
         if not read_only:
             try:
                 p.parent.mkdir(parents=True, exist_ok=True)
@@ -488,7 +506,8 @@ class Store:
                 raise StorageError(f"cannot create {p}: a part of its folder is a file") from None
             except OSError as exc:
                 raise StorageError(f"cannot create the folder of {p}: {exc.strerror}") from None
-        store = cls(p, read_only=read_only)
+        store = cls(p, read_only=read_only, immutable=immutable)
+        store.notice = notice
         store._migrate()
         return store
 
@@ -497,7 +516,7 @@ class Store:
     def _connect(self) -> sqlite3.Connection:
         try:
             if self.read_only:
-                uri = f"{self.path.resolve().as_uri()}?mode=ro"
+                uri = _read_only_uri(self.path, self.immutable)
                 conn = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=30.0)
             else:
                 conn = sqlite3.connect(
@@ -859,6 +878,43 @@ class Store:
             counts.removed = len(stale)
         return counts
 
+    def sync_file(
+        self,
+        source_path: str,
+        import_project: str | None,
+        groups: Mapping[str | None, Sequence[MemoryInput]],
+        on_write: OnWrite | None = None,
+    ) -> SyncCounts:
+        """Sync one imported file in one transaction: each (project, chunks) group with
+        :meth:`sync_source`, and every project this file's records went to when it was last
+        imported under `import_project` (a record naming its own project, since removed from
+        the file, is soft-deleted like the others). The projects written are remembered."""
+        counts = SyncCounts()
+        with self.transaction() as tx:
+            previous = [
+                row[0]
+                for row in tx.execute(
+                    "SELECT project FROM import_sources"
+                    " WHERE source_path = ? AND import_project IS ?",
+                    (source_path, import_project),
+                ).fetchall()
+            ]
+            todo: dict[str | None, Sequence[MemoryInput]] = {import_project: []}
+            todo.update({p: [] for p in previous})
+            todo.update(groups)
+            for project, chunks in todo.items():
+                counts += self.sync_source(source_path, project, chunks, on_write)
+            tx.execute(
+                "DELETE FROM import_sources WHERE source_path = ? AND import_project IS ?",
+                (source_path, import_project),
+            )
+            tx.executemany(
+                "INSERT INTO import_sources (source_path, import_project, project)"
+                " VALUES (?, ?, ?)",
+                [(source_path, import_project, p) for p, chunks in groups.items() if chunks],
+            )
+        return counts
+
     # ---------------------------------------------------------------- reads
 
     def get(
@@ -936,6 +992,87 @@ class Store:
             "newest": span[1],
             "size_bytes": size,
         }
+
+
+def _read_only_uri(path: Path, immutable: bool) -> str:
+    uri = f"{path.resolve().as_uri()}?mode=ro"
+    return f"{uri}&immutable=1" if immutable else uri
+
+
+def _needs_immutable(path: Path) -> bool:
+    """Whether a database can only be read with SQLite's ``immutable=1``.
+
+    A reader of a WAL database needs the ``-shm`` index beside it, and creates it when
+    missing; in a folder it cannot write (a read-only mount, a shipped snapshot) that
+    fails and the file cannot be read at all, even with ``mode=ro``. When the WAL is also
+    absent or empty (the database was closed cleanly: every commit is in the main file),
+    the main file alone is the whole database, and ``immutable=1`` tells SQLite to read
+    it as it is, without locks or ``-shm``. That is only safe while nothing writes the
+    file, which holds here: no one who could write it could have left its folder without
+    a ``-shm`` they can create. With a non-empty WAL, commits live only there; the normal
+    path then reports the folder as unreadable rather than hide them.
+    """
+    folder = path.parent
+    shm = Path(f"{path}-shm")
+    wal = Path(f"{path}-wal")
+    if shm.exists() or os.access(folder, os.W_OK):
+        return False
+    if not _is_wal_file(path):
+        return False  # a rollback-journal database reads without -shm
+    return not wal.exists() or wal.stat().st_size == 0
+
+
+def _is_wal_file(path: Path) -> bool:
+    """Bytes 18-19 of an SQLite header are 2 in WAL mode."""
+    try:
+        with open(path, "rb") as f:
+            header = f.read(20)
+    except OSError:
+        return False
+    return len(header) == 20 and header[18] == 2 and header[19] == 2
+
+
+def _writable(path: Path) -> bool:
+    """Whether this user can write the database: the file, and its folder too unless the
+    WAL's -wal and -shm already exist (SQLite creates them beside the file)."""
+    if not os.access(path, os.W_OK):
+        return False
+    if os.access(path.parent, os.W_OK):
+        return True
+    return all(
+        os.access(f"{path}{suffix}", os.W_OK) for suffix in ("-wal", "-shm")
+    ) and _is_wal_file(path)
+
+
+def _check_is_cortex(path: Path, immutable: bool) -> None:
+    """Refuse an existing file that is not a cortex database, reading it read-only so that
+    it is left byte for byte as it was (no WAL switch, no meta table). An empty database, or
+    one holding only the meta table (another process creating it right now), passes."""
+    try:
+        conn = sqlite3.connect(_read_only_uri(path, immutable), uri=True, timeout=30.0)
+    except sqlite3.Error as exc:
+        raise StorageError(_explain(path, exc)) from None
+    try:
+        tables = {
+            row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        }
+        if not tables - {"meta"}:
+            return
+        version = None
+        if "meta" in tables:
+            with suppress(sqlite3.Error):  # another application's `meta` of other columns
+                row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+                version = row[0] if row else None
+        if version is None or "memories" not in tables:
+            shown = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
+            raise StorageError(
+                f"{path} is an SQLite database of another application (tables: {shown}), "
+                "not a cortex database; give cortex a path of its own"
+            )
+    except sqlite3.DatabaseError as exc:
+        raise StorageError(_explain(path, exc)) from None
+    finally:
+        conn.close()
 
 
 def _unchanged(chunk: MemoryInput, row: Sequence[Any]) -> bool:
