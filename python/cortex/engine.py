@@ -297,7 +297,15 @@ class Engine:
             cur = tx.execute(
                 "INSERT INTO facts (memory_id, type, content, confidence, decay_rate,"
                 " last_reinforced, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (memory_id, type, content, confidence, decay_rate, reinforced or now, now),
+                (
+                    memory_id,
+                    type,
+                    content,
+                    confidence,
+                    decay_rate,
+                    reinforced if reinforced is not None else now,
+                    now,
+                ),
             )
             return int(cur.lastrowid or 0)
 

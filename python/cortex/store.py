@@ -802,6 +802,7 @@ class Store:
 
     def delete(self, memory_id: int) -> None:
         """Soft delete: the row stays (with `deleted_at`), but no search finds it again."""
+        validate.memory_id(memory_id)
         with self.transaction() as tx:
             cur = tx.execute(
                 "UPDATE memories SET deleted_at = ? WHERE id = ? AND deleted_at IS NULL",
