@@ -199,7 +199,10 @@ def parse_records(
             for i, obj in enumerate(items)
         ]
     records: list[MemoryInput] = []
-    for lineno, line in enumerate(text.splitlines(), 1):
+    # Lines end at "\n" only: str.splitlines() would also cut at U+0085, U+2028 and other
+    # separators that JSON strings may hold raw, breaking a record written with
+    # ensure_ascii=False (cortex's own --json output) in two.
+    for lineno, line in enumerate(text.split("\n"), 1):
         if not line.strip():
             continue
         obj = _loads(line, f"{path}:{lineno}")
