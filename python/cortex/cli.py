@@ -644,7 +644,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UnicodeError as exc:
         # Text that is not valid UTF-8 reached a place that must encode it (an argument
         # decoded by Python with surrogateescape, a file): the input's fault, not a bug.
-        print(f"cortex: error: input is not valid UTF-8 ({exc.reason})", file=sys.stderr)
+        reason = getattr(exc, "reason", type(exc).__name__)
+        print(f"cortex: error: input is not valid UTF-8 ({reason})", file=sys.stderr)
         return EXIT_ERROR
     except BrokenPipeError:
         # The reader went away (`cortex search x | head`): not an error worth a message.

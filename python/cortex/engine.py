@@ -615,7 +615,7 @@ class Engine:
                     semantic_score=c.semantic,
                     effective_confidence=c.effective_confidence,
                     snippet=snippets.get(c.memory_id, ""),
-                    match_type=c.match_type or match_type,
+                    match_type=MatchType(c.match_type) if c.match_type else match_type,
                     facts=fact_objs,
                     source_session=extra.source_session.get(c.memory_id),
                     is_superseded=memory.superseded_by is not None,
