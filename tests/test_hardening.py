@@ -853,6 +853,26 @@ def test_a_clean_wal_database_in_a_read_only_folder_is_readable(shared_folder: P
     assert mode == 0o555
 
 
+def test_an_unreadable_file_is_reported_and_the_import_goes_on(shared_folder: Path) -> None:
+    notes = shared_folder / "notes"
+    notes.mkdir()
+    (notes / "a.md").write_text("# A\n\nreadable\n")
+    (notes / "b.md").write_text("# B\n\nunreadable\n")
+    (notes / "c.md").write_text("# C\n\nreadable too\n")
+    (notes / "b.md").chmod(0o000)
+    code = (
+        "import json, cortex\n"
+        "with cortex.open('import.db', embedder=None) as e:\n"
+        "    r = e.import_path('notes')\n"
+        "    print(json.dumps([r.files, r.errors]))\n"
+    )
+    run = _as_unprivileged(code, shared_folder)
+    assert run.returncode == 0, run.stderr
+    files, errors = json.loads(run.stdout)
+    assert files == 2 and len(errors) == 1 and errors[0][0].endswith("b.md")
+    assert "cannot read" in errors[0][1]
+
+
 # --------------------------------------------------------------------------- 8. sessions
 
 
