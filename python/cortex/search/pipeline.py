@@ -16,7 +16,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from cortex import fusion, keyword, recall
+from cortex import fusion, keyword, recall, validate
 from cortex.errors import EmbeddingError, IndexFormatError, StorageError
 from cortex.interpret import interpret
 from cortex.options import Fusion, Mode, Options, Order, OrderBy, TimeFilter
@@ -166,12 +166,14 @@ class Pipeline:
         t0 = time.perf_counter()
         p, kw, sem, mode, candidates, notices = self.candidates(text, opts, pool)
         t1 = time.perf_counter()
+        damaged: list[str] = []
         ranked, hidden = self._rank(
-            candidates, opts, now, threshold=opts.threshold(mode), window=window
+            candidates, opts, now, threshold=opts.threshold(mode), window=window, damaged=damaged
         )
         default_type = MatchType.SEMANTIC if mode is Mode.SEMANTIC else MatchType.BM25
         terms = kw.terms if kw is not None else _content_words(p.text)
-        results = self._results(ranked, opts, now, default_type, terms)
+        results = self._results(ranked, opts, now, default_type, terms, damaged)
+        _damage_notice(damaged, notices)
         results.query, results.mode, results.hidden = shown, str(mode), hidden
         results.rewritten = kw.rewritten if kw is not None else None
         if not results and hidden:
@@ -179,6 +181,8 @@ class Pipeline:
                 f"nothing passed the thresholds: {hidden} match(es) scored below min_score"
                 f" {opts.threshold(mode)} or min_confidence {opts.min_confidence}"
             )
+        if self._store.notice is not None:  # opened read-only although asked writable
+            notices.append(self._store.notice)
         self._record(results, opts, notices)
         results.notices = tuple(notices)
         if log.isEnabledFor(logging.DEBUG):
@@ -341,8 +345,10 @@ class Pipeline:
                     by_id[i].semantic, by_id[i].cosine = score, raw
             for i in fresh:
                 c = by_id[i]
-                c.match_type = MatchType.HYBRID if c.bm25 and c.semantic else (
-                    MatchType.BM25 if c.bm25 else MatchType.SEMANTIC
+                c.match_type = (
+                    MatchType.HYBRID
+                    if c.bm25 and c.semantic
+                    else (MatchType.BM25 if c.bm25 else MatchType.SEMANTIC)
                 )
                 c.base = combine(c.bm25, c.semantic, alpha, opts.fusion)
         own = {i: c.base for i, c in by_id.items()}
@@ -363,9 +369,15 @@ class Pipeline:
         """No text: the memories that pass the filters, newest first (or by confidence).
         A listing records nothing: it is not a recall."""
         candidates = [Candidate(i, info) for i, info in self._store.list_filtered(opts, pool)]
-        ranked, hidden = self._rank(candidates, opts, now, browse=True)
-        results = self._results(ranked, opts, now, MatchType.FILTER, [])
+        damaged: list[str] = []
+        ranked, hidden = self._rank(candidates, opts, now, browse=True, damaged=damaged)
+        results = self._results(ranked, opts, now, MatchType.FILTER, [], damaged)
         results.query, results.mode, results.hidden = query, "filter", hidden
+        notices: list[str] = []
+        _damage_notice(damaged, notices)
+        if self._store.notice is not None:
+            notices.append(self._store.notice)
+        results.notices = tuple(notices)
         return results
 
     def _results(
@@ -375,12 +387,13 @@ class Pipeline:
         now: float,
         match_type: MatchType,
         terms: Sequence[str],
+        damaged: list[str],
     ) -> Results:
         """The page of `ranked` that `opts` asks for, enriched, with the counts of all."""
         end = opts.offset + opts.limit
         sessions = self._store.sessions_of([c.memory_id for c in ranked])
         return Results(
-            self._finish(ranked[opts.offset : end], opts, now, match_type, terms),
+            self._finish(ranked[opts.offset :], opts, now, match_type, terms, damaged),
             total=len(ranked),
             has_more=len(ranked) > end,
             aggregations=pages.aggregations(ranked, sessions),
@@ -397,11 +410,18 @@ class Pipeline:
         browse: bool = False,
         threshold: float = 0.0,
         window: tuple[float, float] | None = None,
+        damaged: list[str] | None = None,
     ) -> tuple[list[Candidate], int]:
-        """Boosts, confidence, thresholds and order (DESIGN pipeline steps 4-5)."""
+        """Boosts, confidence, thresholds and order (DESIGN pipeline steps 4-5). A candidate
+        whose stored ranking columns are damaged is left out and named in `damaged`."""
+        bad = {c.memory_id for c in candidates if not validate.rank_info_ok(c.info)}
+        if bad:
+            if damaged is not None:
+                damaged.extend(f"memory {i}" for i in sorted(bad))
+            candidates = [c for c in candidates if c.memory_id not in bad]
         if not candidates:
             return [], 0
-        facts = self._store.facts_for([c.memory_id for c in candidates])
+        facts = self._store.facts_for([c.memory_id for c in candidates], damaged)
         kept: list[Candidate] = []
         hidden = 0
         sectors = opts.sector_weights if opts.sector_weights is not None else SECTOR_WEIGHTS
@@ -451,11 +471,21 @@ class Pipeline:
         now: float,
         match_type: MatchType,
         terms: Sequence[str],
+        damaged: list[str],
     ) -> list[Result]:
-        """Budget and enrichment (pipeline steps 5-6) of one page of ranked candidates."""
-        top = list(ranked)
-        memories = self._store.get_many([c.memory_id for c in top])
-        top = [c for c in top if c.memory_id in memories]
+        """Limit, budget and enrichment (pipeline steps 5-6) of the ranked candidates from
+        the page's first on. A memory whose row cannot be read is skipped (named in
+        `damaged`) and the next candidate takes its place."""
+        top: list[Candidate] = []
+        memories: dict[int, Any] = {}
+        start = 0
+        while len(top) < opts.limit and start < len(ranked):
+            part = ranked[start : start + opts.limit - len(top)]
+            start += len(part)
+            bad: list[int] = []
+            memories.update(self._store.get_many([c.memory_id for c in part], damaged=bad))
+            top.extend(c for c in part if c.memory_id in memories)
+            damaged.extend(f"memory {i}" for i in bad)
         if opts.token_budget is not None:
             used = 0
             for n, c in enumerate(top):
@@ -537,6 +567,18 @@ class Pipeline:
             )
         except StorageError as exc:  # the answer stands; say that it was not recorded
             notices.append(f"recall not recorded: {exc}")
+
+
+def _damage_notice(damaged: list[str], notices: list[str]) -> None:
+    """One notice naming the damaged rows a search skipped (an older cortex or another
+    tool wrote values no reader can convert); the rest of the answer stands."""
+    if damaged:
+        names = list(dict.fromkeys(damaged))
+        shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+        notices.append(
+            f"skipped {len(names)} damaged row(s) that cannot be read ({shown}); "
+            "delete or repair them"
+        )
 
 
 def _content_words(text: str) -> list[str]:

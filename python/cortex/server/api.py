@@ -46,9 +46,9 @@ __all__ = [
     "add_arguments",
     "decorate_result",
     "fallback_aggregations",
-    "seed_aggregations",
     "parse_json",
     "plan_search",
+    "seed_aggregations",
 ]
 
 
