@@ -174,6 +174,9 @@ WINDOWS: list[tuple[str, datetime, str | None, str | None, str, str]] = [
     ("a year ago", LEAPDAY, "2026-08-28", "2027-08-28", "around", ""),
     ("an hour ago", WED, "2026-03-18T13:30", "2026-03-18T15:30", "around", ""),
     ("what did I fix 2 days ago?", WED, "2026-03-16", "2026-03-17", "day", "what did I fix?"),
+    ("half a year ago", WED, "2025-09-03", "2025-10-04", "around", ""),
+    ("half an hour ago", WED, "2026-03-18T14:45", "2026-03-18T15:15", "around", ""),
+    ("10 minutes ago", WED, "2026-03-18T15:15", "2026-03-18T15:25", "around", ""),
     # the past N
     ("the past 3 days", WED, "2026-03-15", "2026-03-19", "recent", ""),
     ("in the last 2 weeks", WED, "2026-03-04", "2026-03-19", "recent", ""),
@@ -197,6 +200,12 @@ WINDOWS: list[tuple[str, datetime, str | None, str | None, str, str]] = [
     ("about 2026-03-14", WED, "2026-03-11", "2026-03-18", "around", ""),
     ("yesterday and today", WED, "2026-03-17", "2026-03-19", "range", ""),
     ("Q3 onwards", WED, "2025-07-01", None, "since", ""),
+    ("2026-03-01..2026-03-05", WED, "2026-03-01", "2026-03-06", "range", ""),
+    ("from jan to mar", WED, "2026-01-01", "2026-04-01", "range", ""),
+    ("Did the build fail on Friday or Saturday?", WED, "2026-03-13", "2026-03-15", "range",
+     "Did the build fail?"),
+    ("since yesterday morning", WED, "2026-03-17T05", None, "since", ""),
+    ("around last Tuesday", WED, "2026-03-14", "2026-03-21", "around", ""),
     # Chinese
     ("昨天修复的bug", WED, "2026-03-17", "2026-03-18", "day", "修复的bug"),
     ("今天", WED, "2026-03-18", "2026-03-19", "day", ""),
@@ -246,6 +255,12 @@ WINDOWS: list[tuple[str, datetime, str | None, str | None, str, str]] = [
     ("从3月1日到3月10日", WED, "2026-03-01", "2026-03-11", "range", ""),
     ("我在上周修复了登录问题", WED, "2026-03-09", "2026-03-16", "week", "我 修复了登录问题"),
     ("上季度", WED, "2025-10-01", "2026-01-01", "quarter", ""),
+    ("2026年第一季度", WED, "2026-01-01", "2026-04-01", "quarter", ""),
+    ("这周五", WED, "2026-03-20", "2026-03-21", "day", ""),
+    ("下周一的计划", WED, "2026-03-23", "2026-03-24", "day", "计划"),
+    ("上上周", WED, "2026-03-02", "2026-03-09", "week", ""),
+    ("半年前", WED, "2025-09-03", "2025-10-04", "around", ""),
+    ("半个月前", WED, "2026-03-01", "2026-03-08", "around", ""),
     # Japanese basics
     ("昨日", WED, "2026-03-17", "2026-03-18", "day", ""),
     ("先週の会議", WED, "2026-03-09", "2026-03-16", "week", "会議"),
@@ -344,6 +359,14 @@ NO_WINDOW = [
     "Q5 planning",
     "the last time we deployed",
     "a second ago",
+    "we talked about March madness",
+    "version 1.2026.3",
+    "the 2025 roadmap",
+    "roadmap for 2025",
+    "What did I learn on 3/14?",
+    "in the morning",
+    "every morning",
+    "week 12",
 ]
 
 
@@ -500,6 +523,18 @@ def test_bad_arguments_raise_type_error() -> None:
         interpret("today", date(2026, 3, 18))  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="tz must be a tzinfo"):
         interpret("today", WED, tz="UTC")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="cannot be read in"):
+        interpret("today", datetime(1, 1, 1, tzinfo=UTC), tz=ZoneInfo("Pacific/Kiritimati"))
+
+
+@pytest.mark.parametrize("query", ["around yesterday", "next year", "tomorrow", "1000 years ago"])
+@pytest.mark.parametrize("now", [datetime(1, 1, 1), datetime(9999, 12, 31, 23, 59)])
+def test_windows_past_the_calendar_are_dropped_not_raised(query: str, now: datetime) -> None:
+    got = interpret(query, now)
+    if got.timeframe is None:
+        assert got.searched == query  # nothing was understood, nothing was taken out
+    else:
+        _check(got, UTC)
 
 
 def test_long_query_is_scanned_only_at_its_head() -> None:
@@ -528,7 +563,7 @@ _ZONES = st.sampled_from(
         timezone(timedelta(hours=-11)),
     ]
 )
-_NOWS = st.datetimes(min_value=datetime(1902, 1, 1), max_value=datetime(2198, 12, 31))
+_NOWS = st.datetimes(min_value=datetime(1, 1, 3), max_value=datetime(9999, 12, 29))
 
 
 def _check(got: Interpretation, zone: object) -> None:

@@ -285,6 +285,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("paths", nargs="+", metavar="PATH")
     p.add_argument("--project", help="the project of memories whose record names none")
     p.add_argument("--session", help="link imported memories to this session")
+    p.add_argument(
+        "--follow-links",
+        action="store_true",
+        help="follow symbolic links that point out of the imported folder",
+    )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
 
     p = sub.add_parser("search", help="search the memories")
@@ -299,6 +304,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("show", help="print one memory")
     p.add_argument("id", type=int)
+    p.add_argument("--project", help="only if it belongs to this project")
     p.add_argument("--json", action="store_true")
 
     p = sub.add_parser("stats", help="what the database holds")
@@ -308,6 +314,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("id", type=int)
     p.add_argument("--before", type=int, default=5)
     p.add_argument("--after", type=int, default=5)
+    p.add_argument("--project", help="only if the anchor belongs to this project")
     p.add_argument("--json", action="store_true")
 
     p = sub.add_parser("reindex", help="embed memories that lack vectors; rebuild the index")
@@ -329,6 +336,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("mcp", help="serve the memory tools to an MCP client over stdio")
     # SUPPRESS keeps `cortex --db X mcp` working as well as `cortex mcp --db X`
     p.add_argument("--db", default=argparse.SUPPRESS, help="the database file")
+    p.add_argument(
+        "--project",
+        action="append",
+        metavar="NAME",
+        help="serve only this project's memories (repeatable); every tool is confined to them",
+    )
 
     p = sub.add_parser("serve", help="serve the HTTP API and the search page")
     p.add_argument("--db", default=argparse.SUPPRESS, help="the database file")
@@ -362,7 +375,11 @@ def _cmd_add(args: argparse.Namespace, out: TextIO) -> int:
     if content is None or content == "-":
         if sys.stdin.isatty():
             raise UsageError("give the memory's text as an argument or on stdin")
-        content = sys.stdin.read()
+        try:  # read bytes and decode here: invalid UTF-8 is a one-line error, not a crash
+            stdin = getattr(sys.stdin, "buffer", None)
+            content = stdin.read().decode("utf-8") if stdin is not None else sys.stdin.read()
+        except UnicodeDecodeError as exc:
+            raise UsageError(f"stdin is not valid UTF-8 (byte {exc.start})") from None
     metadata = None
     if args.metadata:
         try:
@@ -408,7 +425,10 @@ def _cmd_import(args: argparse.Namespace, out: TextIO) -> int:
                 session=args.session,
                 progress=progress,
                 embed_progress=Progress("embedding"),
+                follow_links=args.follow_links,
             )
+            for where, reason in report.skipped:
+                print(f"cortex: skipped {where}: {reason}", file=sys.stderr)
             reports.append({"path": path, **report.to_dict()})
             for where, error in report.errors:
                 print(f"cortex: cannot import {where}: {error}", file=sys.stderr)
@@ -458,7 +478,7 @@ def _cmd_search(args: argparse.Namespace, out: TextIO) -> int:
 
 def _cmd_show(args: argparse.Namespace, out: TextIO) -> int:
     with cortex.open(_db_path(args), read_only=True, embedder=None, keyword_index="off") as engine:
-        memory = engine.get(args.id)
+        memory = engine.get(args.id, project=args.project)
     if args.json:
         _dump(memory.to_dict(), out)
         return 0
@@ -494,7 +514,7 @@ def _cmd_stats(args: argparse.Namespace, out: TextIO) -> int:
 
 def _cmd_timeline(args: argparse.Namespace, out: TextIO) -> int:
     with cortex.open(_db_path(args), read_only=True, embedder=None, keyword_index="off") as engine:
-        tl = engine.timeline(args.id, args.before, args.after)
+        tl = engine.timeline(args.id, args.before, args.after, project=args.project)
     if args.json:
         _dump(tl.to_dict(), out)
         return 0
@@ -564,7 +584,7 @@ def _cmd_mcp(args: argparse.Namespace, out: TextIO) -> int:
         raise CortexError(
             f"`cortex mcp` needs the MCP SDK ({exc}); pip install 'cortex-memory[mcp]'"
         ) from None
-    serve(_db_path(args))
+    serve(_db_path(args), projects=args.project)
     return 0
 
 
@@ -666,6 +686,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("cortex: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except UnicodeError as exc:
+        # Text that is not valid UTF-8 reached a place that must encode it (an argument
+        # decoded by Python with surrogateescape, a file): the input's fault, not a bug.
+        reason = getattr(exc, "reason", type(exc).__name__)
+        print(f"cortex: error: input is not valid UTF-8 ({reason})", file=sys.stderr)
+        return EXIT_ERROR
     except BrokenPipeError:
         # The reader went away (`cortex search x | head`): not an error worth a message.
         devnull = os.open(os.devnull, os.O_WRONLY)

@@ -9,8 +9,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from cortex import recall
-from cortex.errors import InvalidOptionError, NotFoundError, QueryError
+from cortex import recall, validate
+from cortex.errors import InvalidOptionError, NotFoundError, QueryError, StorageError
 from cortex.ingest import ImportReport, import_path
 from cortex.keyword_index import KeywordIndexer
 from cortex.options import Options
@@ -24,6 +24,9 @@ from cortex.store import MemoryInput, Store, content_hash
 
 __all__ = ["CANDIDATE_POOL", "Engine", "Searcher", "open"]
 
+#: The largest daily decay rate a fact may have (1000 / day is gone within minutes).
+MAX_DECAY_RATE = 1000.0
+
 
 @runtime_checkable
 class Searcher(Protocol):
@@ -32,12 +35,9 @@ class Searcher(Protocol):
     def search(self, query: str | None, options: Options | None = None) -> list[Result]: ...
 
 
-def _epoch(value: datetime | float | None) -> float | None:
-    if value is None or isinstance(value, int | float):
-        return value
-    if isinstance(value, datetime):
-        return value.timestamp()
-    raise InvalidOptionError(f"created_at must be a datetime or epoch seconds, not {value!r}")
+def _epoch(value: datetime | float | str | None, field: str = "created_at") -> float | None:
+    """Epoch seconds of a date given to the API, checked by :mod:`cortex.validate`."""
+    return validate.timestamp(field, value)
 
 
 class Engine:
@@ -161,13 +161,15 @@ class Engine:
         session: str | None = None,
         progress: Callable[[int, int, Path], None] | None = None,
         embed_progress: Callable[[int, int], None] | None = None,
+        follow_links: bool = False,
     ) -> ImportReport:
         """Import a Markdown/JSON/JSONL file or a folder of them (see :mod:`cortex.ingest`).
 
         Memories are embedded on the way in when a model is installed; without one they are
         imported all the same (found by keyword) and ``report.not_embedded`` says why.
         `progress` reports files done; `embed_progress` the texts of the current file
-        embedded (one large JSONL file is minutes of embedding).
+        embedded (one large JSONL file is minutes of embedding). Symbolic links out of the
+        imported folder are not followed unless `follow_links` (``report.skipped``).
         """
         reason = self._semantic.unavailable()
         embedded = 0
@@ -185,6 +187,7 @@ class Engine:
             session=session,
             progress=progress,
             embed=embed if reason is None else None,
+            follow_links=follow_links,
         )
         report.embedded = embedded
         report.not_embedded = reason
@@ -195,6 +198,12 @@ class Engine:
         """Embed every live memory that has no vector of the active model (after a model
         change, or memories added while no model was installed), then rebuild the vector
         index from SQLite. Returns what it did."""
+        if self._store.read_only:
+            raise StorageError(
+                f"cannot reindex {self.path}: it is open read-only "
+                + ("(this user cannot write it)" if self._store.notice else "")
+                + "; reindex where the database is writable"
+            )
         backlog = self._semantic.backlog()
         by_id = dict(backlog)
         done = 0
@@ -212,8 +221,10 @@ class Engine:
         rows = self._semantic.rebuild()
         return {"embedded": done, "model_id": self._semantic.model_id, "rows": rows}
 
-    def get(self, memory_id: int) -> Memory:
-        return self._store.get(memory_id)
+    def get(self, memory_id: int, *, project: str | None = None) -> Memory:
+        """One live memory by id; with `project`, only if it belongs to that project (a
+        memory of another project is not found: a project is a wall)."""
+        return self._store.get(memory_id, project=project)
 
     def update(self, memory_id: int, **fields: Any) -> Memory:
         """Change fields of a memory; new content is re-embedded in the same transaction."""
@@ -242,15 +253,29 @@ class Engine:
         `last_reinforced` on; without a rate, the default of its type applies
         (:data:`cortex.ranking.FACT_DECAY_RATES`: identities never fade, states in weeks)."""
         self._store.get(memory_id)
+        validate.name("type", type)
+        if not isinstance(content, str) or not content.strip():
+            raise InvalidOptionError("a fact's content must be a non-empty string")
+        validate.check_text("content", content)
+        confidence = validate.unit("confidence", confidence)
         if decay_rate is None:
             decay_rate = FACT_DECAY_RATES.get(type, DEFAULT_FACT_DECAY)
+        decay_rate = validate.number("decay_rate", decay_rate, lo=0.0, hi=MAX_DECAY_RATE)
         now = time.time()
-        reinforced = _epoch(last_reinforced)
+        reinforced = _epoch(last_reinforced, "last_reinforced")
         with self._store.transaction() as tx:
             cur = tx.execute(
                 "INSERT INTO facts (memory_id, type, content, confidence, decay_rate,"
                 " last_reinforced, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (memory_id, type, content, confidence, decay_rate, reinforced or now, now),
+                (
+                    memory_id,
+                    type,
+                    content,
+                    confidence,
+                    decay_rate,
+                    reinforced if reinforced is not None else now,
+                    now,
+                ),
             )
             return int(cur.lastrowid or 0)
 
@@ -280,6 +305,8 @@ class Engine:
                 raise InvalidOptionError(str(exc)) from None
         if query is not None and not isinstance(query, str):
             raise QueryError(f"a query is a string or None, not {type(query).__name__}")
+        if query is not None and not validate.is_encodable(query):
+            raise QueryError("the query holds a lone surrogate (not valid Unicode); give UTF-8")
         return self._pipeline.search(query, opts)
 
     def reinforce(self, ids: Sequence[int], amount: float = 0.02) -> None:
@@ -314,8 +341,12 @@ class Engine:
         """Open a session and return its id (a fresh one unless given)."""
         return recall.start_session(self._store, session_id, project=project, summary=summary)
 
-    def end_session(self, session_id: str, *, summary: str | None = None) -> None:
-        recall.end_session(self._store, session_id, summary=summary)
+    def end_session(
+        self, session_id: str, *, summary: str | None = None, project: str | None = None
+    ) -> None:
+        """End a session; pass `project` when the same session id is used in several
+        projects (a session belongs to one project)."""
+        recall.end_session(self._store, session_id, summary=summary, project=project)
 
     def link(self, memory_id: int, session_id: str, usage: str = "recalled") -> None:
         """Record that a memory was created / recalled / updated / reinforced in a session."""
@@ -334,13 +365,30 @@ class Engine:
     ) -> None:
         recall.relate(self._store, source_id, target_id, type, created_by)
 
-    def timeline(self, anchor_id: int, before: int = 5, after: int = 5) -> recall.Timeline:
-        """The memories of the anchor's project just before and after it, with their sessions."""
-        return recall.timeline(self._store, anchor_id, before, after)
+    def timeline(
+        self, anchor_id: int, before: int = 5, after: int = 5, *, project: str | None = None
+    ) -> recall.Timeline:
+        """The memories of the anchor's project just before and after it, with their sessions.
+        With `project`, an anchor of another project is not found."""
+        return recall.timeline(self._store, anchor_id, before, after, project=project)
 
-    def session_context(self, memory_id: int) -> recall.SessionContext | None:
+    def session_context(
+        self, memory_id: int, *, project: str | None = None
+    ) -> recall.SessionContext | None:
         """The latest session the memory took part in, and how."""
-        return recall.session_context(self._store, memory_id)
+        return recall.session_context(self._store, memory_id, project=project)
+
+
+def _damage_notice(damaged: list[str], notices: list[str]) -> None:
+    """One notice naming the damaged rows a search skipped (an older cortex or another
+    tool wrote values no reader can convert); the rest of the answer stands."""
+    if damaged:
+        names = list(dict.fromkeys(damaged))
+        shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+        notices.append(
+            f"skipped {len(names)} damaged row(s) that cannot be read ({shown}); "
+            "delete or repair them"
+        )
 
 
 def open(

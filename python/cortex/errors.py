@@ -12,6 +12,7 @@ from __future__ import annotations
 
 __all__ = [
     "CortexError",
+    "DamagedRowError",
     "EmbeddingError",
     "ImportFileError",
     "IndexFormatError",
@@ -36,6 +37,11 @@ class InvalidOptionError(CortexError, ValueError):
 
 class StorageError(CortexError):
     """The SQLite store cannot be opened, read or written."""
+
+
+class DamagedRowError(StorageError):
+    """A stored row that cannot be read back (written by an older cortex or another tool:
+    a date out of range, metadata that is not JSON). Searches skip it with a notice."""
 
 
 class NotFoundError(CortexError, KeyError):

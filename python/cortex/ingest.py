@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from cortex import validate
 from cortex.errors import ImportFileError, InvalidOptionError
 from cortex.store import MemoryInput, OnWrite, Store, SyncCounts
 
@@ -43,6 +45,8 @@ class ImportReport:
     files: int = 0
     counts: SyncCounts = field(default_factory=SyncCounts)
     errors: list[tuple[str, str]] = field(default_factory=list)
+    #: Symbolic links left alone because they point out of the import root (see follow_links).
+    skipped: list[tuple[str, str]] = field(default_factory=list)
     embedded: int = 0  # memories written with a vector of the active model
     not_embedded: str | None = None  # why memories were written without vectors
 
@@ -56,6 +60,7 @@ class ImportReport:
             "unchanged": self.counts.unchanged,
             "removed": self.counts.removed,
             "errors": [{"path": p, "error": e} for p, e in self.errors],
+            "skipped": [{"path": p, "reason": r} for p, r in self.skipped],
         }
 
 
@@ -129,18 +134,19 @@ def _parse_time(value: Any, where: str) -> float | None:
     if isinstance(value, bool):
         raise ImportFileError(f"{where}: created_at must be a date, not {value!r}")
     if isinstance(value, int | float):
-        if not math.isfinite(value):
-            raise ImportFileError(f"{where}: created_at is not a finite number")
-        return float(value / 1000 if value > 1e11 else value)  # accept milliseconds too
-    if isinstance(value, str):
         try:
-            parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-        except ValueError:
-            raise ImportFileError(
-                f"{where}: created_at {value!r} is not an ISO 8601 date (2026-11-18T09:30:00Z)"
-            ) from None
-        return (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).timestamp()
-    raise ImportFileError(f"{where}: created_at must be a string or a number")
+            seconds = float(value / 1000 if value > 1e11 else value)  # accept milliseconds too
+        except OverflowError:  # an integer of hundreds of digits
+            seconds = math.inf
+        if not math.isfinite(seconds):
+            raise ImportFileError(f"{where}: created_at is not a finite number of seconds")
+        value = seconds
+    if not isinstance(value, str | float):
+        raise ImportFileError(f"{where}: created_at must be a string or a number")
+    try:  # one set of rules for every write path: ISO 8601 or seconds, 1970..9999-12-30
+        return validate.timestamp("created_at", value)
+    except InvalidOptionError as exc:
+        raise ImportFileError(f"{where}: {exc}") from None
 
 
 def _record(
@@ -184,10 +190,7 @@ def parse_records(
     or of a JSONL file (one object a line; blank lines skipped)."""
     source = str(path)
     if path.suffix.lower() == ".json":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ImportFileError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from None
+        data = _loads(text, str(path), whole_file=True)
         if isinstance(data, Mapping) and isinstance(data.get("memories"), list):
             data = data["memories"]
         items = data if isinstance(data, list) else [data]
@@ -196,15 +199,29 @@ def parse_records(
             for i, obj in enumerate(items)
         ]
     records: list[MemoryInput] = []
-    for lineno, line in enumerate(text.splitlines(), 1):
+    # Lines end at "\n" only: str.splitlines() would also cut at U+0085, U+2028 and other
+    # separators that JSON strings may hold raw, breaking a record written with
+    # ensure_ascii=False (cortex's own --json output) in two.
+    for lineno, line in enumerate(text.split("\n"), 1):
         if not line.strip():
             continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ImportFileError(f"{path}:{lineno}: invalid JSON ({exc.msg})") from None
+        obj = _loads(line, f"{path}:{lineno}")
         records.append(_record(obj, f"{path}:{lineno}", source, len(records), project, session))
     return records
+
+
+def _loads(text: str, where: str, *, whole_file: bool = False) -> Any:
+    """json.loads with every failure as ImportFileError: invalid JSON, nesting deeper than
+    the parser's recursion limit, an integer of more digits than Python converts."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        line = f":{exc.lineno}" if whole_file else ""
+        raise ImportFileError(f"{where}{line}: invalid JSON ({exc.msg})") from None
+    except RecursionError:
+        raise ImportFileError(f"{where}: JSON nested too deep to read") from None
+    except ValueError as exc:  # "Exceeds the limit (4300 digits) for integer string conversion"
+        raise ImportFileError(f"{where}: {str(exc).split(';')[0]}") from None
 
 
 def _read_text(path: Path) -> str:
@@ -248,17 +265,53 @@ def file_chunks(
         raise ImportFileError(f"{path}: {exc}") from None
 
 
-def iter_files(root: Path) -> Iterator[Path]:
-    """The importable files under `root` (itself if a file), sorted, hidden folders skipped."""
+def iter_files(
+    root: Path, *, follow_links: bool = False, skipped: list[tuple[str, str]] | None = None
+) -> Iterator[Path]:
+    """The importable files under `root` (itself if a file), sorted, hidden folders skipped.
+
+    A symbolic link whose target lies outside `root` is not followed unless `follow_links`
+    (``x.md -> /etc/...`` must not import that file by surprise); it is listed in `skipped`.
+    With `follow_links`, linked folders are walked too, each real folder once (no loops).
+    """
     if root.is_file():
         yield root
         return
-    for path in sorted(root.rglob("*")):
-        rel = path.relative_to(root)
-        if any(part.startswith(".") for part in rel.parts):
+    base = root.resolve()
+    seen: set[Path] = set()
+    found: list[Path] = []
+    for folder, dirs, names in os.walk(root, followlinks=follow_links):
+        here = Path(folder)
+        real = here.resolve()
+        if real in seen:  # a link back to a folder already walked
+            dirs[:] = []
             continue
-        if path.is_file() and path.suffix.lower() in MARKDOWN_SUFFIXES | RECORD_SUFFIXES:
-            yield path
+        seen.add(real)
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        if skipped is not None and not follow_links:
+            skipped.extend(
+                (str(here / d), "a linked folder out of the import root (use --follow-links)")
+                for d in dirs
+                if (here / d).is_symlink() and not (here / d).resolve().is_relative_to(base)
+            )
+        for name in names:
+            path = here / name
+            if (
+                name.startswith(".")
+                or path.suffix.lower() not in MARKDOWN_SUFFIXES | RECORD_SUFFIXES
+            ):
+                continue
+            if path.is_symlink():
+                target = path.resolve()
+                if not follow_links and not target.is_relative_to(base):
+                    if skipped is not None:
+                        skipped.append(
+                            (str(path), "a link out of the import root (use --follow-links)")
+                        )
+                    continue
+            if path.is_file():
+                found.append(path)
+    yield from sorted(found)
 
 
 def import_path(
@@ -269,39 +322,53 @@ def import_path(
     session: str | None = None,
     progress: Callable[[int, int, Path], None] | None = None,
     embed: Callable[[list[MemoryInput]], OnWrite] | None = None,
+    follow_links: bool = False,
 ) -> ImportReport:
     """Import a file or a folder. Each file is synced in its own transaction; a file that
     cannot be read or parsed is reported in `errors` and the others are still imported.
 
     `embed(chunks)` computes the vectors of a file's chunks before its transaction starts
     (embedding is slow; the write lock is not held meanwhile) and returns the hook that
-    stores them inside it.
+    stores them inside it. Symbolic links out of the import root are left alone (listed in
+    `skipped`) unless `follow_links`.
     """
+    validate.name("project", project)
+    validate.name("session", session)
     root = Path(path).expanduser()
     if not root.exists():
-        raise ImportFileError(f"{root}: no such file or folder")
+        raise ImportFileError(f"{validate.display(root)}: no such file or folder")
     if root.is_file() and root.suffix.lower() not in MARKDOWN_SUFFIXES | RECORD_SUFFIXES:
         raise ImportFileError(
-            f"{root}: cannot import a {root.suffix or 'suffix-less'} file; "
+            f"{validate.display(root)}: cannot import a "
+            f"{validate.display(root.suffix) or 'suffix-less'} file; "
             "cortex imports .md, .markdown, .json, .jsonl and .ndjson"
         )
-    files = list(iter_files(root))
     report = ImportReport()
+    files = list(iter_files(root, follow_links=follow_links, skipped=report.skipped))
+    report.skipped = [(validate.display(p), r) for p, r in report.skipped]
     for n, file in enumerate(files, 1):
-        resolved = file.resolve()
         try:
+            resolved = file.resolve()
+            source = str(resolved)
+            if not validate.is_encodable(source):
+                raise ImportFileError(
+                    f"{validate.display(file)}: the file name is not valid UTF-8; rename it"
+                )
             chunks = file_chunks(resolved, project, session)
             groups: dict[str | None, list[MemoryInput]] = {}
             for chunk in chunks:
                 groups.setdefault(chunk.project, []).append(chunk)
-            if not groups:
-                groups[project] = []  # an emptied file removes its memories
             on_write = embed(chunks) if embed is not None and chunks else None
-            for group_project, group in groups.items():
-                report.counts += store.sync_source(str(resolved), group_project, group, on_write)
+            report.counts += store.sync_file(source, project, groups, on_write)
             report.files += 1
-        except ImportFileError as exc:
-            report.errors.append((str(file), str(exc)))
+        except (ImportFileError, InvalidOptionError) as exc:
+            report.errors.append((validate.display(file), validate.display(str(exc))))
+        except (OSError, RecursionError, ValueError) as exc:
+            # Anything else one file can do (unreadable while walked, a path too long):
+            # that file is reported, the import goes on.
+            report.errors.append(
+                (validate.display(file), f"{type(exc).__name__}: {validate.display(exc)}")
+            )
         if progress is not None:
             progress(n, len(files), file)
     return report

@@ -18,18 +18,23 @@ import argparse
 import inspect
 import json
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NotRequired
 
+import anyio
+import mcp_types
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field, PlainValidator, WithJsonSchema
 from typing_extensions import TypedDict
 
 import cortex
-from cortex.errors import CortexError, InvalidOptionError
+from cortex import validate
+from cortex.errors import CortexError, InvalidOptionError, NotFoundError
 from cortex.options import MAX_LIMIT, Fusion, Mode, OrderBy
 from cortex.paths import default_db
 
@@ -224,6 +229,72 @@ def _run(work: Callable[[], Mapping[str, Any]]) -> CallToolResult:
         return _refusal(str(exc))
 
 
+# --------------------------------------------------------------------------- transport
+
+
+class _CheckedLines:
+    """stdin's lines for the SDK's stdio reader, with the ones it cannot parse answered.
+
+    The SDK drops a line its JSON parser refuses (a lone-surrogate escape such as
+    ``"\\ud800"``, nesting deeper than its limit of 255) without a reply, so the client
+    waits forever for that request. Each line is parsed here with the same parser first;
+    a line it refuses gets a JSON-RPC error reply (-32700 parse error, -32600 for JSON
+    that is not a JSON-RPC message) with the request's id when Python's own parser can
+    still find it, and never reaches the SDK. The server goes on with the next line.
+    """
+
+    def __init__(self, source: Any) -> None:
+        self._source = source
+        self._reply: Any = None
+        self._ready = anyio.Event()
+
+    def attach(self, write_stream: Any) -> None:
+        self._reply = write_stream
+        self._ready.set()
+
+    def __aiter__(self) -> AsyncIterator[str]:
+        return self._lines()
+
+    async def _lines(self) -> AsyncIterator[str]:
+        async for line in self._source:
+            if not line.strip():
+                continue
+            try:
+                mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+            except Exception as exc:  # pydantic's ValidationError: the line is answered here
+                await self._ready.wait()
+                await self._reply.send(SessionMessage(_parse_error(line, exc)))
+                continue
+            yield line
+
+
+def _parse_error(line: str, exc: Exception) -> Any:
+    """The JSON-RPC error answering a line the SDK cannot take."""
+    kinds = {e.get("type") for e in getattr(exc, "errors", lambda: [])()}
+    request_id: int | str | None = None
+    try:
+        data = json.loads(line)
+    except (ValueError, RecursionError):
+        data = None
+    if isinstance(data, dict):
+        rid = data.get("id")
+        if isinstance(rid, str) or (isinstance(rid, int) and not isinstance(rid, bool)):
+            request_id = rid
+    if "json_invalid" in kinds:
+        code, message = (
+            mcp_types.PARSE_ERROR,
+            (
+                "Parse error: the request is not JSON this server can read (a lone surrogate "
+                "escape such as \\ud800, or nesting deeper than 255 levels)"
+            ),
+        )
+    else:
+        code, message = mcp_types.INVALID_REQUEST, "Invalid request: not a JSON-RPC 2.0 message"
+    return mcp_types.JSONRPCError(
+        jsonrpc="2.0", id=request_id, error=mcp_types.ErrorData(code=code, message=message)
+    )
+
+
 # --------------------------------------------------------------------------- server
 
 
@@ -264,9 +335,59 @@ class _CortexServer(MCPServer):
                 return _refusal(f"{name} needs {', '.join(map(repr, missing))}")
         return await super().call_tool(name, arguments, context)
 
+    async def run_stdio_async(self) -> None:
+        """The SDK's stdio transport, with every line checked first (see _CheckedLines)."""
+        from io import TextIOWrapper
 
-def build_server(engine: cortex.Engine) -> MCPServer:
-    """The MCP server of `engine`'s memories, not yet running (tests drive it in-process)."""
+        lines = _CheckedLines(
+            anyio.wrap_file(TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace"))
+        )
+        async with stdio_server(stdin=lines) as (read_stream, write_stream):  # type: ignore[arg-type]
+            lines.attach(write_stream)
+            lowlevel = self._lowlevel_server
+            await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
+
+
+def build_server(engine: cortex.Engine, *, projects: Sequence[str] | None = None) -> MCPServer:
+    """The MCP server of `engine`'s memories, not yet running (tests drive it in-process).
+
+    With `projects`, the server is confined to those projects: every tool reads and writes
+    only their memories (another project's id is not found), and a tool's `project`
+    argument must name one of them (it defaults to the only one when there is one).
+    """
+    served = tuple(projects) if projects else None
+    if served is not None:
+        for name in served:
+            validate.name("project", name)
+
+    def confine(project: object) -> object:
+        """The project a call may touch: the one given, checked against `served`."""
+        if served is None:
+            return project
+        if project is _OMITTED or project is None:
+            if len(served) == 1:
+                return served[0]
+            raise InvalidOptionError(
+                f"this server serves the projects {', '.join(map(repr, served))}; "
+                "pass project= to say which"
+            )
+        if project not in served:
+            raise InvalidOptionError(
+                f"project {project!r} is not served here; this server serves "
+                + ", ".join(map(repr, served))
+            )
+        return project
+
+    def fetch(memory_id: object, project: object) -> cortex.Memory:
+        """A memory by id, not found unless it belongs to the project (or the served ones)."""
+        wanted = project if project is not _OMITTED else None
+        if served is not None and wanted is not None:
+            confine(wanted)
+        memory = engine.get(memory_id, project=wanted)  # type: ignore[arg-type]
+        if served is not None and memory.project not in served:
+            raise NotFoundError(f"no memory with id {memory_id}")
+        return memory
+
     server = _CortexServer(
         "cortex",
         version=cortex.__version__,
@@ -427,7 +548,13 @@ def build_server(engine: cortex.Engine) -> MCPServer:
             session_id=session_id,
         )
         text = None if query is _OMITTED else query
-        return _run(lambda: engine.search(text, **changes).to_dict())
+
+        def work() -> dict[str, Any]:
+            if served is not None:
+                changes["project"] = confine(project)
+            return engine.search(text, **changes).to_dict()
+
+        return _run(work)
 
     def memory_add(
         content: Annotated[Text, _doc("string", "The memory's text.")],
@@ -461,7 +588,7 @@ def build_server(engine: cortex.Engine) -> MCPServer:
 
         def work() -> dict[str, Any]:
             fields = _given(
-                project=project,
+                project=confine(project),
                 session=session,
                 scope=scope,
                 category=category,
@@ -487,17 +614,28 @@ def build_server(engine: cortex.Engine) -> MCPServer:
             Integer,
             _doc("integer", "How many later memories (default 5).", minimum=0, maximum=1000),
         ] = _OPTIONAL,
+        project: Annotated[
+            Text, _doc("string", "Only if the anchor belongs to this project.")
+        ] = _OPTIONAL,
     ) -> Annotated[CallToolResult, TimelineData]:
         """The memories of the anchor's project just before and after it in time, oldest
         first, with the sessions they belong to."""
         counts = _given(before=before, after=after)
-        return _run(lambda: engine.timeline(anchor_id, **counts).to_dict())
+
+        def work() -> dict[str, Any]:
+            anchor = fetch(anchor_id, project)
+            return engine.timeline(anchor.id, **counts, project=anchor.project).to_dict()  # type: ignore[arg-type]
+
+        return _run(work)
 
     def memory_get(
         id: Annotated[Integer, _doc("integer", "The memory's id.")],
+        project: Annotated[
+            Text, _doc("string", "Only if the memory belongs to this project.")
+        ] = _OPTIONAL,
     ) -> Annotated[CallToolResult, MemoryData]:
         """One memory in full: content, project, scope, dates, superseded_by, metadata."""
-        return _run(lambda: engine.get(id).to_dict())
+        return _run(lambda: fetch(id, project).to_dict())
 
     reads = ToolAnnotations(read_only_hint=True, open_world_hint=False)
     server.register(
@@ -519,11 +657,12 @@ def build_server(engine: cortex.Engine) -> MCPServer:
     return server
 
 
-def serve(db_path: Path, *, embedder: Any = "auto") -> None:
+def serve(db_path: Path, *, embedder: Any = "auto", projects: Sequence[str] | None = None) -> None:
     """Open the database at `db_path` (creating it) and serve it over stdio until the
-    client closes stdin. One Engine serves every call: the model loads once."""
+    client closes stdin. One Engine serves every call: the model loads once. With
+    `projects`, every tool is confined to those projects' memories."""
     with cortex.open(db_path, embedder=embedder) as engine:
-        build_server(engine).run("stdio")
+        build_server(engine, projects=projects).run("stdio")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -535,6 +674,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--db", help="the database file (default: $CORTEX_DB or the per-user cortex.db)"
     )
+    parser.add_argument(
+        "--project",
+        action="append",
+        metavar="NAME",
+        help="serve only this project's memories (repeatable)",
+    )
     args = parser.parse_args(argv)
     db = Path(args.db).expanduser() if args.db else default_db()
     if sys.stdin.isatty():  # a person ran it: say what it waits for (stdout is the protocol's)
@@ -544,7 +689,7 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
     try:
-        serve(db)
+        serve(db, projects=args.project)
     except CortexError as exc:
         print(f"cortex: error: {exc}", file=sys.stderr)
         return 1

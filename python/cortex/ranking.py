@@ -10,6 +10,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = [
     "DEFAULT_FACT_DECAY",
@@ -139,6 +140,8 @@ class Candidate:
     cosine: float | None = None  # cosine similarity (None: not scored)
     superseded: float = 1.0
     timeframe: float = 1.0  # the boost of a soft time window
+    neighbour: float = 0.0  # the best fused score of an adjacent chunk or turn
+    facts: tuple[tuple[Any, ...], ...] = ()  # rows of the memory's facts, read once
     recency: float = 1.0
     decay: float = 1.0
     salience: float = 1.0
@@ -168,5 +171,6 @@ class Candidate:
             "effective_confidence": self.effective_confidence,
             "superseded": self.superseded,
             "timeframe": self.timeframe,
+            "neighbour": self.neighbour,
             "score": self.score,
         }

@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from cortex.errors import InvalidOptionError, NotFoundError
+from cortex import validate
+from cortex.errors import DamagedRowError, InvalidOptionError, NotFoundError
 from cortex.result import Memory, from_epoch, iso
-from cortex.store import _MEMORY_COLUMNS, Store, row_to_memory
+from cortex.store import _MEMORY_COLUMNS, SESSION_KEY, Store, row_to_memory
 
 __all__ = [
     "USAGES",
@@ -96,14 +97,19 @@ class Timeline:
         }
 
 
-def _session_row(row: Sequence[Any]) -> SessionInfo:
-    return SessionInfo(
-        id=row[0],
-        project=row[1],
-        started_at=from_epoch(row[2]),  # type: ignore[arg-type]
-        ended_at=from_epoch(row[3]),
-        summary=row[4],
-    )
+def _session_row(row: Sequence[Any]) -> SessionInfo | None:
+    """A SessionInfo, or None for a damaged session row (its dates cannot be converted):
+    the memory is still shown, without its session."""
+    try:
+        return SessionInfo(
+            id=row[0],
+            project=row[1],
+            started_at=from_epoch(row[2]),  # type: ignore[arg-type]
+            ended_at=from_epoch(row[3]),
+            summary=row[4],
+        )
+    except (TypeError, ValueError, OverflowError, OSError):
+        return None
 
 
 def start_session(
@@ -115,22 +121,51 @@ def start_session(
 ) -> str:
     """Open a session (a fresh id unless one is given) and return its id."""
     sid = session_id or uuid.uuid4().hex
-    if not isinstance(sid, str) or "\x00" in sid:
-        raise InvalidOptionError("a session id is a string without NUL bytes")
+    validate.name("session id", sid)
+    validate.name("project", project)
+    if summary is not None:
+        if not isinstance(summary, str):
+            raise InvalidOptionError("a session summary is a string")
+        validate.check_text("summary", summary)
     with store.transaction() as tx:
         tx.execute(
             "INSERT INTO sessions (id, project_id, started_at, summary) VALUES (?, ?, ?, ?)"
-            " ON CONFLICT(id) DO UPDATE SET summary = COALESCE(excluded.summary, summary)",
+            f" ON CONFLICT{SESSION_KEY} DO UPDATE SET"
+            " summary = COALESCE(excluded.summary, summary)",
             (sid, project, time.time(), summary),
         )
     return sid
 
 
-def end_session(store: Store, session_id: str, *, summary: str | None = None) -> None:
+def end_session(
+    store: Store,
+    session_id: str,
+    *,
+    summary: str | None = None,
+    project: str | None = None,
+) -> None:
+    """End a session. A session belongs to a project: without `project`, the session id
+    must name exactly one session (else the projects holding it are listed)."""
+    validate.name("session id", session_id)
+    if summary is not None:
+        if not isinstance(summary, str):
+            raise InvalidOptionError("a session summary is a string")
+        validate.check_text("summary", summary)
     with store.transaction() as tx:
+        if project is None:
+            projects = [r[0] for r in tx.execute(
+                "SELECT project_id FROM sessions WHERE id = ?", (session_id,)
+            ).fetchall()]  # fmt: skip
+            if len(projects) > 1:
+                raise InvalidOptionError(
+                    f"session {session_id!r} exists in several projects "
+                    f"({', '.join(repr(p) for p in projects)}); pass project="
+                )
+            project = projects[0] if projects else None
         cur = tx.execute(
-            "UPDATE sessions SET ended_at = ?, summary = COALESCE(?, summary) WHERE id = ?",
-            (time.time(), summary, session_id),
+            "UPDATE sessions SET ended_at = ?, summary = COALESCE(?, summary)"
+            " WHERE id = ? AND project_id IS ?",
+            (time.time(), summary, session_id, project),
         )
         if cur.rowcount == 0:
             raise NotFoundError(f"no session with id {session_id!r}")
@@ -188,38 +223,58 @@ def _sessions_of(store: Store, ids: Sequence[int]) -> dict[int, SessionInfo]:
     if not ids:
         return out
     marks = ",".join("?" * len(ids))
+    # A memory's session is the one of its own project (sessions belong to a project).
     rows = store.query(
         "SELECT sm.memory_id, s.id, s.project_id, s.started_at, s.ended_at, s.summary"
-        " FROM session_memories sm JOIN sessions s ON s.id = sm.session_id"
+        " FROM session_memories sm JOIN memories m ON m.id = sm.memory_id"
+        " JOIN sessions s ON s.id = sm.session_id AND s.project_id IS m.project_id"
         f" WHERE sm.usage = 'created' AND sm.memory_id IN ({marks})"
         " ORDER BY sm.created_at DESC, sm.rowid DESC",
         list(ids),
     )
     for row in rows:  # oldest last, so the first 'created' link wins
-        out[row[0]] = _session_row(row[1:])
+        info = _session_row(row[1:])
+        if info is not None:
+            out[row[0]] = info
     return out
 
 
-def session_context(store: Store, memory_id: int) -> SessionContext | None:
-    store.get(memory_id)
+def session_context(
+    store: Store, memory_id: int, *, project: str | None = None
+) -> SessionContext | None:
+    memory = store.get(memory_id, project=project)
     rows = store.query(
         "SELECT s.id, s.project_id, s.started_at, s.ended_at, s.summary, sm.usage,"
-        " (SELECT COUNT(DISTINCT memory_id) FROM session_memories WHERE session_id = s.id)"
+        " (SELECT COUNT(DISTINCT x.memory_id) FROM session_memories x"
+        "  JOIN memories xm ON xm.id = x.memory_id"
+        "  WHERE x.session_id = s.id AND xm.project_id IS s.project_id)"
         " FROM session_memories sm JOIN sessions s ON s.id = sm.session_id"
-        " WHERE sm.memory_id = ? ORDER BY sm.created_at DESC, sm.rowid DESC LIMIT 1",
-        (memory_id,),
+        " WHERE sm.memory_id = ? AND s.project_id IS ?"
+        " ORDER BY sm.created_at DESC, sm.rowid DESC LIMIT 1",
+        (memory_id, memory.project),
     )
     if not rows:
         return None
     row = rows[0]
-    return SessionContext(_session_row(row[:5]), int(row[6]), row[5])
+    info = _session_row(row[:5])
+    return None if info is None else SessionContext(info, int(row[6]), row[5])
 
 
-def timeline(store: Store, anchor_id: int, before: int = 5, after: int = 5) -> Timeline:
+def timeline(
+    store: Store,
+    anchor_id: int,
+    before: int = 5,
+    after: int = 5,
+    *,
+    project: str | None = None,
+) -> Timeline:
+    """The anchor and the memories of its project around it; with `project`, an anchor of
+    another project is not found. A damaged neighbour row is skipped (the anchor itself
+    damaged raises DamagedRowError)."""
     for name, value in (("before", before), ("after", after)):
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 1000:
             raise InvalidOptionError(f"{name} must be an integer in [0, 1000], not {value!r}")
-    anchor = store.get(anchor_id)
+    anchor = store.get(anchor_id, project=project)
     created = anchor.created_at.timestamp() if anchor.created_at else 0.0
     live = "deleted_at IS NULL AND project_id IS ?"
     earlier = store.query(
@@ -234,20 +289,32 @@ def timeline(store: Store, anchor_id: int, before: int = 5, after: int = 5) -> T
         " ORDER BY created_at, id LIMIT ?",
         (anchor.project, created, created, anchor_id, after),
     )
-    before_m = tuple(row_to_memory(r) for r in reversed(earlier))
-    after_m = tuple(row_to_memory(r) for r in later)
+    before_m = tuple(_readable(reversed(earlier)))
+    after_m = tuple(_readable(later))
     ids = [m.id for m in (*before_m, anchor, *after_m)]
     marks = ",".join("?" * len(ids))
-    sessions = {
-        row[0]: _session_row(row)
-        for row in store.query(
-            "SELECT DISTINCT s.id, s.project_id, s.started_at, s.ended_at, s.summary"
-            " FROM session_memories sm JOIN sessions s ON s.id = sm.session_id"
-            f" WHERE sm.memory_id IN ({marks})",
-            ids,
-        )
-    }
+    sessions: dict[str, SessionInfo] = {}
+    for row in store.query(  # the sessions of the anchor's project only
+        "SELECT DISTINCT s.id, s.project_id, s.started_at, s.ended_at, s.summary"
+        " FROM session_memories sm JOIN sessions s ON s.id = sm.session_id"
+        f" WHERE sm.memory_id IN ({marks}) AND s.project_id IS ?",
+        [*ids, anchor.project],
+    ):
+        info = _session_row(row)
+        if info is not None:
+            sessions[row[0]] = info
     return Timeline(anchor, before_m, after_m, sessions)
+
+
+def _readable(rows: Any) -> list[Memory]:
+    """The memories of `rows` that can be read (a damaged row is left out)."""
+    out = []
+    for row in rows:
+        try:
+            out.append(row_to_memory(row))
+        except DamagedRowError:
+            continue
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,7 +335,8 @@ def enrichment(store: Store, memories: Sequence[Memory]) -> Enrichment:
         for m in memories:
             if m.superseded_by is not None and m.superseded_by in newer:
                 n = newer[m.superseded_by]
-                if n.project != m.project:
+                if n.project != m.project or n.deleted_at is not None:
+                    # A deleted replacement's text is gone for every reader.
                     # A project is a wall: another project's text never shows in this
                     # one's results (`memory.superseded_by` still holds the id).
                     continue
@@ -276,12 +344,17 @@ def enrichment(store: Store, memories: Sequence[Memory]) -> Enrichment:
     related: dict[int, int] = {}
     if ids:
         marks = ",".join("?" * len(ids))
+        # Only relationships within the memory's own project count: a project is a wall.
         for memory_id, count in store.query(
             "SELECT id, SUM(n) FROM ("
-            " SELECT source_id AS id, COUNT(*) AS n FROM memory_relationships"
-            f" WHERE source_id IN ({marks}) GROUP BY source_id UNION ALL"
-            " SELECT target_id AS id, COUNT(*) AS n FROM memory_relationships"
-            f" WHERE target_id IN ({marks}) GROUP BY target_id) GROUP BY id",
+            " SELECT r.source_id AS id, COUNT(*) AS n FROM memory_relationships r"
+            " JOIN memories a ON a.id = r.source_id JOIN memories b ON b.id = r.target_id"
+            f" WHERE r.source_id IN ({marks}) AND a.project_id IS b.project_id"
+            " GROUP BY r.source_id UNION ALL"
+            " SELECT r.target_id AS id, COUNT(*) AS n FROM memory_relationships r"
+            " JOIN memories a ON a.id = r.source_id JOIN memories b ON b.id = r.target_id"
+            f" WHERE r.target_id IN ({marks}) AND a.project_id IS b.project_id"
+            " GROUP BY r.target_id) GROUP BY id",
             [*ids, *ids],
         ):
             related[memory_id] = int(count)
@@ -326,9 +399,13 @@ def record_recall(
             [(now, reinforce, m) for m, _, _ in rows],
         )
         if session_id:
+            # The session of each recalled memory's own project (sessions belong to one).
+            marks = ",".join("?" * len(rows))
             tx.execute(
-                "INSERT INTO sessions (id, started_at) VALUES (?, ?) ON CONFLICT(id) DO NOTHING",
-                (session_id, now),
+                "INSERT INTO sessions (id, project_id, started_at)"
+                f" SELECT DISTINCT ?, project_id, ? FROM memories WHERE id IN ({marks})"
+                f" ON CONFLICT{SESSION_KEY} DO NOTHING",
+                [session_id, now, *[m for m, _, _ in rows]],
             )
             tx.executemany(
                 "INSERT INTO session_memories (session_id, memory_id, usage, created_at)"

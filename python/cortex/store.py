@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import re
 import sqlite3
@@ -20,11 +19,12 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cortex.errors import InvalidOptionError, NotFoundError, StorageError
+from cortex import validate
+from cortex.errors import DamagedRowError, InvalidOptionError, NotFoundError, StorageError
 from cortex.result import Memory, from_epoch
 
 __all__ = ["SCHEMA_VERSION", "MemoryInput", "Store", "SyncCounts", "content_hash", "has_cjk"]
@@ -249,9 +249,66 @@ WHEN old.content IS NOT new.content OR old.deleted_at IS NOT new.deleted_at BEGI
 END;
 """
 
+# Sessions belong to a project: the same session id used in two projects is two sessions
+# (before, project B's memories in session "s" showed project A's session and summary). A
+# session is keyed by (id, project); `ifnull(project_id, char(0))` keys the memories without
+# a project apart from every named one (a project name never holds NUL). A memory's
+# session is the one of its own project, so session_memories keeps its columns and every
+# join adds `s.project_id IS m.project_id`; its foreign key to sessions(id), no longer
+# unique, is dropped. Existing links of a memory to another project's session become a
+# session of the memory's project (started at the first link, without the summary).
+# import_sources records which projects the records of a file imported under a default
+# project went to, so that a record removed from the file is soft-deleted on re-import
+# even when it named its own project. Self-contained: it reads only version-1 tables.
+_SCHEMA_SESSIONS_BY_PROJECT = """
+CREATE TABLE sessions_new (
+    id         TEXT NOT NULL,
+    project_id TEXT,
+    started_at REAL NOT NULL,
+    ended_at   REAL,
+    summary    TEXT
+);
+INSERT INTO sessions_new (id, project_id, started_at, ended_at, summary)
+    SELECT id, project_id, started_at, ended_at, summary FROM sessions ORDER BY rowid;
+INSERT INTO sessions_new (id, project_id, started_at)
+    SELECT sm.session_id, m.project_id, MIN(sm.created_at)
+    FROM session_memories sm
+    JOIN memories m ON m.id = sm.memory_id
+    JOIN sessions s ON s.id = sm.session_id
+    WHERE m.project_id IS NOT s.project_id
+    GROUP BY sm.session_id, m.project_id;
+CREATE TABLE session_memories_new (
+    session_id TEXT NOT NULL,
+    memory_id  INTEGER NOT NULL REFERENCES memories(id),
+    usage      TEXT NOT NULL CHECK (usage IN ('created', 'recalled', 'updated', 'reinforced')),
+    created_at REAL NOT NULL
+);
+INSERT INTO session_memories_new (rowid, session_id, memory_id, usage, created_at)
+    SELECT rowid, session_id, memory_id, usage, created_at FROM session_memories;
+DROP TABLE session_memories;
+DROP TABLE sessions;
+ALTER TABLE sessions_new RENAME TO sessions;
+ALTER TABLE session_memories_new RENAME TO session_memories;
+CREATE UNIQUE INDEX sessions_key ON sessions(id, ifnull(project_id, char(0)));
+CREATE INDEX session_memories_memory ON session_memories(memory_id, created_at);
+CREATE INDEX session_memories_session ON session_memories(session_id);
+
+CREATE TABLE import_sources (
+    source_path    TEXT NOT NULL,
+    import_project TEXT,
+    project        TEXT
+);
+CREATE UNIQUE INDEX import_sources_key ON import_sources(
+    source_path, ifnull(import_project, char(0)), ifnull(project, char(0))
+);
+"""
+
+#: The conflict target of the sessions key (see _SCHEMA_SESSIONS_BY_PROJECT).
+SESSION_KEY = "(id, ifnull(project_id, char(0)))"
+
 # Forward migrations: MIGRATIONS[i] takes a database at schema version i to i + 1. A
 # migration never edits an earlier entry; a new schema is a new entry at the end.
-MIGRATIONS: tuple[str, ...] = (_SCHEMA_V1, _SCHEMA_V2)
+MIGRATIONS: tuple[str, ...] = (_SCHEMA_V1, _SCHEMA_V2, _SCHEMA_SESSIONS_BY_PROJECT)
 SCHEMA_VERSION = len(MIGRATIONS)
 #: Entries of memory_changes kept by the housekeeping after a bulk import.
 CHANGES_KEPT = 100_000
@@ -264,28 +321,53 @@ _MEMORY_COLUMNS = (
 
 
 def row_to_memory(row: Sequence[Any]) -> Memory:
-    """A Memory from a row selected with `_MEMORY_COLUMNS` (in that order)."""
-    return Memory(
-        id=row[0],
-        project=row[1],
-        content=row[2],
-        source_path=row[3],
-        chunk_index=row[4],
-        sector=row[5],
-        tier=row[6],
-        scope=row[7],
-        category=row[8],
-        salience=row[9],
-        confidence=row[10],
-        created_at=from_epoch(row[11]),
-        updated_at=from_epoch(row[12]),
-        valid_until=from_epoch(row[13]),
-        superseded_by=row[14],
-        deleted_at=from_epoch(row[15]),
-        last_accessed=from_epoch(row[16]),
-        access_count=row[17],
-        metadata=json.loads(row[18]) if row[18] else {},
-    )
+    """A Memory from a row selected with `_MEMORY_COLUMNS` (in that order).
+
+    A row that cannot be converted (a date out of range or not a number, metadata that is
+    not a JSON object: written by an older cortex or another tool) raises DamagedRowError
+    naming the memory, never a raw exception: readers skip it or report it.
+    """
+    try:
+        metadata = json.loads(row[18]) if row[18] else {}
+        if not isinstance(metadata, dict):
+            raise TypeError("metadata is not a JSON object")
+        if not isinstance(row[2], str) or not isinstance(row[1], str | None):
+            raise TypeError("content or project is not text")
+        return Memory(
+            id=row[0],
+            project=row[1],
+            content=row[2],
+            source_path=row[3],
+            chunk_index=row[4],
+            sector=row[5],
+            tier=row[6],
+            scope=row[7],
+            category=row[8],
+            salience=_real(row[9]),
+            confidence=_real(row[10]),
+            created_at=from_epoch(_real(row[11])),
+            updated_at=from_epoch(_real(row[12])),
+            valid_until=from_epoch(_real(row[13], optional=True)),
+            superseded_by=row[14],
+            deleted_at=from_epoch(_real(row[15], optional=True)),
+            last_accessed=from_epoch(_real(row[16], optional=True)),
+            access_count=row[17],
+            metadata=metadata,
+        )
+    except (TypeError, ValueError, OverflowError, OSError, RecursionError) as exc:
+        raise DamagedRowError(
+            f"memory {row[0]} is damaged and cannot be read ({type(exc).__name__}: "
+            f"{validate.display(str(exc))[:120]}); delete it or repair the row"
+        ) from None
+
+
+def _real(value: Any, *, optional: bool = False) -> Any:
+    """A stored number as a float; a text or blob in a REAL column is damage."""
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{value!r:.40} is not a number")
+    return float(value)
 
 
 # --------------------------------------------------------------------------- input
@@ -309,45 +391,40 @@ class MemoryInput:
     created_at: float | None = None
     metadata: Mapping[str, Any] | None = None
 
+    _metadata_json: str = field(default="{}", init=False, repr=False, compare=False)
+
     def __post_init__(self) -> None:
+        # Every check lives in cortex.validate, shared by every write path: what passes
+        # here is what every reader can turn back into a Memory.
+        s = object.__setattr__
         if not isinstance(self.content, str):
             raise InvalidOptionError(f"content must be a string, not {type(self.content).__name__}")
         if not self.content.strip():
             raise InvalidOptionError("content is empty: a memory needs some text")
-        if "\x00" in self.content:
-            raise InvalidOptionError("content holds NUL bytes: a memory is text, not binary")
         if len(self.content) > MAX_CONTENT_CHARS:
             raise InvalidOptionError(
                 f"content is {len(self.content):,} characters; the limit is "
                 f"{MAX_CONTENT_CHARS:,} (split it into several memories)"
             )
-        for name in ("project", "session", "source_path", "sector", "tier", "scope", "category"):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, str) or "\x00" in value):
-                raise InvalidOptionError(f"{name} must be a string without NUL bytes")
-        for name in ("salience", "confidence"):
-            value = getattr(self, name)
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, int | float)
-                or not math.isfinite(value)
-                or not 0.0 <= value <= 1.0
-            ):
-                raise InvalidOptionError(f"{name} must be a number in [0, 1], not {value!r}")
-        if self.created_at is not None and (
-            isinstance(self.created_at, bool)
-            or not isinstance(self.created_at, int | float)
-            or not math.isfinite(self.created_at)
+        validate.check_text("content", self.content)
+        for name in ("project", "session", "sector", "tier", "scope", "category"):
+            validate.name(name, getattr(self, name))
+        validate.name("source_path", self.source_path, max_chars=validate.MAX_PATH_CHARS)
+        if self.chunk_index is not None and (
+            isinstance(self.chunk_index, bool)
+            or not isinstance(self.chunk_index, int)
+            or not 0 <= self.chunk_index < 2**62
         ):
-            raise InvalidOptionError(f"created_at must be epoch seconds, not {self.created_at!r}")
-        if self.metadata is not None and not isinstance(self.metadata, Mapping):
-            raise InvalidOptionError("metadata must be a JSON object (a dict)")
+            raise InvalidOptionError(
+                f"chunk_index must be a small integer, not {self.chunk_index!r}"
+            )
+        s(self, "salience", validate.unit("salience", self.salience))
+        s(self, "confidence", validate.unit("confidence", self.confidence))
+        s(self, "created_at", validate.timestamp("created_at", self.created_at))
+        s(self, "_metadata_json", validate.metadata_json(self.metadata))
 
     def metadata_json(self) -> str:
-        try:
-            return json.dumps(dict(self.metadata or {}), ensure_ascii=False, sort_keys=True)
-        except (TypeError, ValueError) as exc:
-            raise InvalidOptionError(f"metadata is not JSON-serialisable: {exc}") from None
+        return self._metadata_json
 
 
 #: Called inside a write transaction for each memory written: (tx, memory id, the input,
@@ -378,9 +455,14 @@ class SyncCounts:
 class Store:
     """One cortex database file. Open with :meth:`open`; safe to share between threads."""
 
-    def __init__(self, path: Path, *, read_only: bool = False) -> None:
+    def __init__(self, path: Path, *, read_only: bool = False, immutable: bool = False) -> None:
         self.path = path
         self.read_only = read_only
+        #: Opened with SQLite's immutable=1 (see _read_only_uri): no locks, no -shm.
+        self.immutable = immutable
+        #: Set when a database asked for writable was opened read-only instead (the user
+        #: may read it but not write it); searches report it, nothing is recorded.
+        self.notice: str | None = None
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._all_lock = threading.Lock()
@@ -404,6 +486,19 @@ class Store:
             raise StorageError(
                 f"no database at {p}; create one with `cortex import PATH` or `cortex add TEXT`"
             )
+        exists = p.exists() and p.stat().st_size > 0
+        immutable = exists and _needs_immutable(p)
+        if exists:
+            # Before anything is written (the WAL switch, the meta table): another
+            # application's SQLite file is refused and left exactly as it was.
+            _check_is_cortex(p, immutable)
+        notice = None
+        if exists and not read_only and not _writable(p):
+            read_only = True
+            notice = (
+                f"{p} is not writable by this user: opened read-only (searches work; "
+                "nothing is recorded)"
+            )
         if not read_only:
             try:
                 p.parent.mkdir(parents=True, exist_ok=True)
@@ -411,7 +506,8 @@ class Store:
                 raise StorageError(f"cannot create {p}: a part of its folder is a file") from None
             except OSError as exc:
                 raise StorageError(f"cannot create the folder of {p}: {exc.strerror}") from None
-        store = cls(p, read_only=read_only)
+        store = cls(p, read_only=read_only, immutable=immutable)
+        store.notice = notice
         store._migrate()
         return store
 
@@ -420,7 +516,7 @@ class Store:
     def _connect(self) -> sqlite3.Connection:
         try:
             if self.read_only:
-                uri = f"{self.path.resolve().as_uri()}?mode=ro"
+                uri = _read_only_uri(self.path, self.immutable)
                 conn = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=30.0)
             else:
                 conn = sqlite3.connect(
@@ -626,7 +722,7 @@ class Store:
     ) -> None:
         tx.execute(
             "INSERT INTO sessions (id, project_id, started_at) VALUES (?, ?, ?) "
-            "ON CONFLICT(id) DO NOTHING",
+            f"ON CONFLICT{SESSION_KEY} DO NOTHING",
             (session_id, project, now),
         )
         tx.execute(
@@ -663,7 +759,7 @@ class Store:
             ),
             metadata=fields.get("metadata", current.metadata),
         )
-        valid_until = fields.get("valid_until")
+        valid_until = validate.timestamp("valid_until", fields.get("valid_until"))
         with self.transaction() as tx:
             self._rewrite(tx, memory_id, merged, time.time())
             if on_write is not None:
@@ -706,6 +802,7 @@ class Store:
 
     def delete(self, memory_id: int) -> None:
         """Soft delete: the row stays (with `deleted_at`), but no search finds it again."""
+        validate.memory_id(memory_id)
         with self.transaction() as tx:
             cur = tx.execute(
                 "UPDATE memories SET deleted_at = ? WHERE id = ? AND deleted_at IS NULL",
@@ -782,17 +879,69 @@ class Store:
             counts.removed = len(stale)
         return counts
 
+    def sync_file(
+        self,
+        source_path: str,
+        import_project: str | None,
+        groups: Mapping[str | None, Sequence[MemoryInput]],
+        on_write: OnWrite | None = None,
+    ) -> SyncCounts:
+        """Sync one imported file in one transaction: each (project, chunks) group with
+        :meth:`sync_source`, and every project this file's records went to when it was last
+        imported under `import_project` (a record naming its own project, since removed from
+        the file, is soft-deleted like the others). The projects written are remembered."""
+        counts = SyncCounts()
+        with self.transaction() as tx:
+            previous = [
+                row[0]
+                for row in tx.execute(
+                    "SELECT project FROM import_sources"
+                    " WHERE source_path = ? AND import_project IS ?",
+                    (source_path, import_project),
+                ).fetchall()
+            ]
+            todo: dict[str | None, Sequence[MemoryInput]] = {import_project: []}
+            todo.update({p: [] for p in previous})
+            todo.update(groups)
+            for project, chunks in todo.items():
+                counts += self.sync_source(source_path, project, chunks, on_write)
+            tx.execute(
+                "DELETE FROM import_sources WHERE source_path = ? AND import_project IS ?",
+                (source_path, import_project),
+            )
+            tx.executemany(
+                "INSERT INTO import_sources (source_path, import_project, project)"
+                " VALUES (?, ?, ?)",
+                [(source_path, import_project, p) for p, chunks in groups.items() if chunks],
+            )
+        return counts
+
     # ---------------------------------------------------------------- reads
 
-    def get(self, memory_id: int, *, include_deleted: bool = False) -> Memory:
-        if isinstance(memory_id, bool) or not isinstance(memory_id, int):
-            raise InvalidOptionError(f"a memory id is an integer, not {memory_id!r}")
+    def get(
+        self,
+        memory_id: int,
+        *,
+        include_deleted: bool = False,
+        project: str | None = None,
+    ) -> Memory:
+        """One memory by id. With `project`, a memory of another project is not found (a
+        project is a wall). A damaged row raises DamagedRowError."""
+        validate.memory_id(memory_id)
         rows = self.query(f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE id = ?", (memory_id,))
-        if not rows or (rows[0][15] is not None and not include_deleted):
+        if (
+            not rows
+            or (rows[0][15] is not None and not include_deleted)
+            or (project is not None and rows[0][1] != project)
+        ):
             raise NotFoundError(f"no memory with id {memory_id}")
         return row_to_memory(rows[0])
 
-    def get_many(self, ids: Sequence[int]) -> dict[int, Memory]:
+    def get_many(
+        self, ids: Sequence[int], *, damaged: list[int] | None = None
+    ) -> dict[int, Memory]:
+        """The memories of `ids` (deleted ones too). A damaged row is left out, and its id
+        appended to `damaged` when a list is given."""
         out: dict[int, Memory] = {}
         for start in range(0, len(ids), 500):
             part = list(ids[start : start + 500])
@@ -801,7 +950,11 @@ class Store:
                 f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE id IN ({marks})",
                 part,
             ):
-                out[row[0]] = row_to_memory(row)
+                try:
+                    out[row[0]] = row_to_memory(row)
+                except DamagedRowError:
+                    if damaged is not None:
+                        damaged.append(row[0])
         return out
 
     # ---------------------------------------------------------------- search reads
@@ -877,6 +1030,42 @@ class Store:
                 out[int(memory_id)] = str(session)
         return out
 
+    def adjacent(self, ids: Sequence[int]) -> dict[int, list[int]]:
+        """The live memories right before and after each of `ids` in its source (by chunk
+        index) and in the session it was created in (by time), within its project."""
+        out: dict[int, list[int]] = {}
+        if not ids:
+            return out
+        wanted = list(dict.fromkeys(int(i) for i in ids))[:500]
+        marks = ",".join("?" * len(wanted))
+        by_source = self.query(
+            "WITH src AS (SELECT DISTINCT project_id, source_path FROM memories"
+            f" WHERE id IN ({marks}) AND source_path IS NOT NULL),"
+            " seq AS (SELECT m.id, LAG(m.id) OVER w AS prev, LEAD(m.id) OVER w AS next"
+            " FROM memories m JOIN src ON m.source_path = src.source_path"
+            " AND m.project_id IS src.project_id WHERE m.deleted_at IS NULL"
+            " WINDOW w AS (PARTITION BY m.project_id, m.source_path"
+            " ORDER BY m.chunk_index, m.id))"
+            f" SELECT id, prev, next FROM seq WHERE id IN ({marks})",
+            [*wanted, *wanted],
+        )
+        by_session = self.query(
+            "WITH ses AS (SELECT DISTINCT session_id FROM session_memories"
+            f" WHERE usage = 'created' AND memory_id IN ({marks})),"
+            " seq AS (SELECT m.id, LAG(m.id) OVER w AS prev, LEAD(m.id) OVER w AS next"
+            " FROM session_memories sm JOIN ses ON sm.session_id = ses.session_id"
+            " JOIN memories m ON m.id = sm.memory_id"
+            " WHERE sm.usage = 'created' AND m.deleted_at IS NULL"
+            " WINDOW w AS (PARTITION BY sm.session_id, m.project_id"
+            " ORDER BY m.created_at, m.id))"
+            f" SELECT id, prev, next FROM seq WHERE id IN ({marks})",
+            [*wanted, *wanted],
+        )
+        for memory_id, prev, nxt in [*by_source, *by_session]:
+            found = out.setdefault(int(memory_id), [])
+            found.extend(int(x) for x in (prev, nxt) if x is not None and int(x) not in found)
+        return out
+
     def neighbours(self, memory: Memory, n: int) -> tuple[list[Memory], list[Memory]]:
         """Up to `n` live memories just before and after `memory` in its own source (by
         chunk index) or, for a memory without a source, in the session it was created in
@@ -923,9 +1112,14 @@ class Store:
             row_to_memory(r) for r in after_rows
         ]
 
-    def facts_for(self, ids: Sequence[int]) -> dict[int, list[tuple[Any, ...]]]:
+    def facts_for(
+        self, ids: Sequence[int], damaged: list[str] | None = None
+    ) -> dict[int, list[tuple[Any, ...]]]:
         """Facts of the given memories by memory id: rows (id, memory_id, type, content,
-        confidence, decay_rate, last_reinforced), one cheap probe when there are none."""
+        confidence, decay_rate, last_reinforced), one cheap probe when there are none. A
+        damaged fact row is left out (and named in `damaged`)."""
+        from cortex.validate import fact_row_ok
+
         out: dict[int, list[tuple[Any, ...]]] = {}
         if not ids or not self.query("SELECT EXISTS (SELECT 1 FROM facts)")[0][0]:
             return out
@@ -937,6 +1131,10 @@ class Store:
                 f" FROM facts WHERE memory_id IN ({marks}) ORDER BY id",
                 part,
             ):
+                if not fact_row_ok(row):
+                    if damaged is not None and f"fact {row[0]}" not in damaged:
+                        damaged.append(f"fact {row[0]}")
+                    continue
                 out.setdefault(row[1], []).append(row)
         return out
 
@@ -956,8 +1154,10 @@ class Store:
         facts = self.query("SELECT COUNT(*) FROM facts")[0][0]
         sessions = self.query("SELECT COUNT(*) FROM sessions")[0][0]
         embeddings = self.query("SELECT model_id, COUNT(*) FROM embeddings GROUP BY model_id")
-        span = self.query(
+        span = self.query(  # a damaged date (text, out of range) is not a bound
             "SELECT MIN(created_at), MAX(created_at) FROM memories WHERE deleted_at IS NULL"
+            " AND typeof(created_at) IN ('real', 'integer') AND created_at BETWEEN ? AND ?",
+            (validate.MIN_TIMESTAMP, validate.MAX_TIMESTAMP),
         )[0]
         size = sum(f.stat().st_size for f in (self.path, Path(f"{self.path}-wal")) if f.exists())
         return {
@@ -974,6 +1174,87 @@ class Store:
             "newest": span[1],
             "size_bytes": size,
         }
+
+
+def _read_only_uri(path: Path, immutable: bool) -> str:
+    uri = f"{path.resolve().as_uri()}?mode=ro"
+    return f"{uri}&immutable=1" if immutable else uri
+
+
+def _needs_immutable(path: Path) -> bool:
+    """Whether a database can only be read with SQLite's ``immutable=1``.
+
+    A reader of a WAL database needs the ``-shm`` index beside it, and creates it when
+    missing; in a folder it cannot write (a read-only mount, a shipped snapshot) that
+    fails and the file cannot be read at all, even with ``mode=ro``. When the WAL is also
+    absent or empty (the database was closed cleanly: every commit is in the main file),
+    the main file alone is the whole database, and ``immutable=1`` tells SQLite to read
+    it as it is, without locks or ``-shm``. That is only safe while nothing writes the
+    file, which holds here: no one who could write it could have left its folder without
+    a ``-shm`` they can create. With a non-empty WAL, commits live only there; the normal
+    path then reports the folder as unreadable rather than hide them.
+    """
+    folder = path.parent
+    shm = Path(f"{path}-shm")
+    wal = Path(f"{path}-wal")
+    if shm.exists() or os.access(folder, os.W_OK):
+        return False
+    if not _is_wal_file(path):
+        return False  # a rollback-journal database reads without -shm
+    return not wal.exists() or wal.stat().st_size == 0
+
+
+def _is_wal_file(path: Path) -> bool:
+    """Bytes 18-19 of an SQLite header are 2 in WAL mode."""
+    try:
+        with open(path, "rb") as f:
+            header = f.read(20)
+    except OSError:
+        return False
+    return len(header) == 20 and header[18] == 2 and header[19] == 2
+
+
+def _writable(path: Path) -> bool:
+    """Whether this user can write the database: the file, and its folder too unless the
+    WAL's -wal and -shm already exist (SQLite creates them beside the file)."""
+    if not os.access(path, os.W_OK):
+        return False
+    if os.access(path.parent, os.W_OK):
+        return True
+    return all(
+        os.access(f"{path}{suffix}", os.W_OK) for suffix in ("-wal", "-shm")
+    ) and _is_wal_file(path)
+
+
+def _check_is_cortex(path: Path, immutable: bool) -> None:
+    """Refuse an existing file that is not a cortex database, reading it read-only so that
+    it is left byte for byte as it was (no WAL switch, no meta table). An empty database, or
+    one holding only the meta table (another process creating it right now), passes."""
+    try:
+        conn = sqlite3.connect(_read_only_uri(path, immutable), uri=True, timeout=30.0)
+    except sqlite3.Error as exc:
+        raise StorageError(_explain(path, exc)) from None
+    try:
+        tables = {
+            row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        }
+        if not tables - {"meta"}:
+            return
+        version = None
+        if "meta" in tables:
+            with suppress(sqlite3.Error):  # another application's `meta` of other columns
+                row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+                version = row[0] if row else None
+        if version is None or "memories" not in tables:
+            shown = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
+            raise StorageError(
+                f"{path} is an SQLite database of another application (tables: {shown}), "
+                "not a cortex database; give cortex a path of its own"
+            )
+    except sqlite3.DatabaseError as exc:
+        raise StorageError(_explain(path, exc)) from None
+    finally:
+        conn.close()
 
 
 def _unchanged(chunk: MemoryInput, row: Sequence[Any]) -> bool:

@@ -16,7 +16,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from cortex import fusion, keyword, recall
+from cortex import fusion, keyword, recall, validate
 from cortex.errors import EmbeddingError, IndexFormatError, StorageError
 from cortex.interpret import interpret
 from cortex.options import Fusion, Mode, Options, Order, OrderBy, TimeFilter
@@ -45,6 +45,11 @@ log = logging.getLogger("cortex.search")
 TIME_BOOST = 0.5
 #: created_until is inclusive; a window's end is not.
 _TICK = timedelta(microseconds=1)
+
+#: How much of its best neighbour's score a memory borrows, and how many of the best
+#: candidates have their neighbours looked up (eval/README.md, conversations).
+NEIGHBOUR_WEIGHT = 0.5
+NEIGHBOUR_TOP = 30
 
 #: Seed 000: a superseded memory shown on request (`include_superseded`) ranks at half
 #: its score, below what replaced it.
@@ -161,12 +166,14 @@ class Pipeline:
         t0 = time.perf_counter()
         p, kw, sem, mode, candidates, notices = self.candidates(text, opts, pool)
         t1 = time.perf_counter()
+        damaged: list[str] = []
         ranked, hidden = self._rank(
-            candidates, opts, now, threshold=opts.threshold(mode), window=window
+            candidates, opts, now, threshold=opts.threshold(mode), window=window, damaged=damaged
         )
         default_type = MatchType.SEMANTIC if mode is Mode.SEMANTIC else MatchType.BM25
         terms = kw.terms if kw is not None else _content_words(p.text)
-        results = self._results(ranked, opts, now, default_type, terms)
+        results = self._results(ranked, opts, now, default_type, terms, damaged)
+        _damage_notice(damaged, notices)
         results.query, results.mode, results.hidden = shown, str(mode), hidden
         results.rewritten = kw.rewritten if kw is not None else None
         if not results and hidden:
@@ -174,6 +181,8 @@ class Pipeline:
                 f"nothing passed the thresholds: {hidden} match(es) scored below min_score"
                 f" {opts.threshold(mode)} or min_confidence {opts.min_confidence}"
             )
+        if self._store.notice is not None:  # opened read-only although asked writable
+            notices.append(self._store.notice)
         self._record(results, opts, notices)
         results.notices = tuple(notices)
         if log.isEnabledFor(logging.DEBUG):
@@ -288,6 +297,8 @@ class Pipeline:
         if opts.fusion is not Fusion.RRF:
             for c in by_id.values():
                 c.base = combine(c.bm25, c.semantic, alpha, opts.fusion)
+            if NEIGHBOUR_WEIGHT and not p.constrained:
+                self._borrow(p, opts, kw, sem, by_id, alpha)
             return list(by_id.values())
         import numpy as np
 
@@ -302,15 +313,71 @@ class Pipeline:
             by_id[memory_id].base = float(score)
         return list(by_id.values())
 
+    def _borrow(
+        self,
+        p: Plan,
+        opts: Options,
+        kw: Leg | None,
+        sem: Leg | None,
+        by_id: dict[int, Candidate],
+        alpha: float,
+    ) -> None:
+        """Let a memory borrow from its neighbours: the chunks right before and after it in
+        its source, the turns right before and after it in its session. An answer often
+        sits next to the turn that names the topic ("yes, the blue one"; "he moved it to
+        Friday"): the neighbours of the best candidates join the candidates, scored on
+        both legs, and each candidate's score rises by NEIGHBOUR_WEIGHT times its best
+        neighbour's (as evidence: ``1 - (1 - own) * (1 - w * neighbour)``)."""
+        top = sorted(by_id.values(), key=lambda c: -c.base)[:NEIGHBOUR_TOP]
+        adjacent = self._store.adjacent([c.memory_id for c in top if c.base > 0])
+        fresh = sorted({n for ns in adjacent.values() for n in ns if n not in by_id})
+        if fresh:
+            info = self._store.rank_info(fresh, opts)
+            for i in fresh:
+                if i in info:
+                    by_id[i] = Candidate(i, info[i], match_type=MatchType.BM25)
+            fresh = [i for i in fresh if i in by_id]
+            if kw is not None and fresh:
+                for i, (score, raw) in self._keyword.rescore(p, opts, kw, fresh).items():
+                    by_id[i].bm25, by_id[i].bm25_raw = score, raw
+            if sem is not None and fresh:
+                for i, (score, raw) in self._semantic.rescore(p, opts, sem, fresh).items():
+                    by_id[i].semantic, by_id[i].cosine = score, raw
+            for i in fresh:
+                c = by_id[i]
+                c.match_type = (
+                    MatchType.HYBRID
+                    if c.bm25 and c.semantic
+                    else (MatchType.BM25 if c.bm25 else MatchType.SEMANTIC)
+                )
+                c.base = combine(c.bm25, c.semantic, alpha, opts.fusion)
+        own = {i: c.base for i, c in by_id.items()}
+        best: dict[int, float] = {}
+        for i, ns in adjacent.items():
+            for n in ns:
+                if i in own and n in own:
+                    best[i] = max(best.get(i, 0.0), own[n])
+                    best[n] = max(best.get(n, 0.0), own[i])
+        for i, b in best.items():
+            c = by_id[i]
+            c.neighbour = b
+            c.base = 1.0 - (1.0 - own[i]) * (1.0 - NEIGHBOUR_WEIGHT * b)
+
     # ------------------------------------------------------------------ listing
 
     def _browse(self, query: str | None, opts: Options, now: float, pool: int) -> Results:
         """No text: the memories that pass the filters, newest first (or by confidence).
         A listing records nothing: it is not a recall."""
         candidates = [Candidate(i, info) for i, info in self._store.list_filtered(opts, pool)]
-        ranked, hidden = self._rank(candidates, opts, now, browse=True)
-        results = self._results(ranked, opts, now, MatchType.FILTER, [])
+        damaged: list[str] = []
+        ranked, hidden = self._rank(candidates, opts, now, browse=True, damaged=damaged)
+        results = self._results(ranked, opts, now, MatchType.FILTER, [], damaged)
         results.query, results.mode, results.hidden = query, "filter", hidden
+        notices: list[str] = []
+        _damage_notice(damaged, notices)
+        if self._store.notice is not None:
+            notices.append(self._store.notice)
+        results.notices = tuple(notices)
         return results
 
     def _results(
@@ -320,12 +387,13 @@ class Pipeline:
         now: float,
         match_type: MatchType,
         terms: Sequence[str],
+        damaged: list[str],
     ) -> Results:
         """The page of `ranked` that `opts` asks for, enriched, with the counts of all."""
         end = opts.offset + opts.limit
         sessions = self._store.sessions_of([c.memory_id for c in ranked])
         return Results(
-            self._finish(ranked[opts.offset : end], opts, now, match_type, terms),
+            self._finish(ranked[opts.offset :], opts, now, match_type, terms, damaged),
             total=len(ranked),
             has_more=len(ranked) > end,
             aggregations=pages.aggregations(ranked, sessions),
@@ -342,18 +410,26 @@ class Pipeline:
         browse: bool = False,
         threshold: float = 0.0,
         window: tuple[float, float] | None = None,
+        damaged: list[str] | None = None,
     ) -> tuple[list[Candidate], int]:
-        """Boosts, confidence, thresholds and order (DESIGN pipeline steps 4-5)."""
+        """Boosts, confidence, thresholds and order (DESIGN pipeline steps 4-5). A candidate
+        whose stored ranking columns are damaged is left out and named in `damaged`."""
+        bad = {c.memory_id for c in candidates if not validate.rank_info_ok(c.info)}
+        if bad:
+            if damaged is not None:
+                damaged.extend(f"memory {i}" for i in sorted(bad))
+            candidates = [c for c in candidates if c.memory_id not in bad]
         if not candidates:
             return [], 0
-        facts = self._store.facts_for([c.memory_id for c in candidates])
+        facts = self._store.facts_for([c.memory_id for c in candidates], damaged)
         kept: list[Candidate] = []
         hidden = 0
         sectors = opts.sector_weights if opts.sector_weights is not None else SECTOR_WEIGHTS
         for c in candidates:
             info = c.info
+            c.facts = tuple(facts.get(c.memory_id, ()))
             c.effective_confidence = effective_confidence(
-                info.confidence, [(f[4], f[5], f[6]) for f in facts.get(c.memory_id, ())], now
+                info.confidence, [(f[4], f[5], f[6]) for f in c.facts], now
             )
             if browse:
                 c.score = 0.0
@@ -395,11 +471,21 @@ class Pipeline:
         now: float,
         match_type: MatchType,
         terms: Sequence[str],
+        damaged: list[str],
     ) -> list[Result]:
-        """Budget and enrichment (pipeline steps 5-6) of one page of ranked candidates."""
-        top = list(ranked)
-        memories = self._store.get_many([c.memory_id for c in top])
-        top = [c for c in top if c.memory_id in memories]
+        """Limit, budget and enrichment (pipeline steps 5-6) of the ranked candidates from
+        the page's first on. A memory whose row cannot be read is skipped (named in
+        `damaged`) and the next candidate takes its place."""
+        top: list[Candidate] = []
+        memories: dict[int, Any] = {}
+        start = 0
+        while len(top) < opts.limit and start < len(ranked):
+            part = ranked[start : start + opts.limit - len(top)]
+            start += len(part)
+            bad: list[int] = []
+            memories.update(self._store.get_many([c.memory_id for c in part], damaged=bad))
+            top.extend(c for c in part if c.memory_id in memories)
+            damaged.extend(f"memory {i}" for i in bad)
         if opts.token_budget is not None:
             used = 0
             for n, c in enumerate(top):
@@ -411,7 +497,6 @@ class Pipeline:
         ids = [c.memory_id for c in top]
         marker = keyword.highlighter(list(terms)) if terms else None
         snippets = {i: keyword.text_snippet(memories[i].content, marker) for i in ids}
-        facts = self._store.facts_for(ids) if opts.include_facts else {}
         extra = recall.enrichment(self._store, [memories[i] for i in ids])
         context = {i: self._context(memories[i], opts.context) for i in ids} if opts.context else {}
         out = []
@@ -427,7 +512,7 @@ class Pipeline:
                     last_reinforced=from_epoch(f[6]),  # type: ignore[arg-type]
                     effective_confidence=fact_confidence(f[4], f[5], f[6], now),
                 )
-                for f in facts.get(c.memory_id, ())
+                for f in (c.facts if opts.include_facts else ())
             )
             memory = memories[c.memory_id]
             out.append(
@@ -482,6 +567,18 @@ class Pipeline:
             )
         except StorageError as exc:  # the answer stands; say that it was not recorded
             notices.append(f"recall not recorded: {exc}")
+
+
+def _damage_notice(damaged: list[str], notices: list[str]) -> None:
+    """One notice naming the damaged rows a search skipped (an older cortex or another
+    tool wrote values no reader can convert); the rest of the answer stands."""
+    if damaged:
+        names = list(dict.fromkeys(damaged))
+        shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+        notices.append(
+            f"skipped {len(names)} damaged row(s) that cannot be read ({shown}); "
+            "delete or repair them"
+        )
 
 
 def _content_words(text: str) -> list[str]:

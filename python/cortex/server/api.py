@@ -48,6 +48,7 @@ __all__ = [
     "fallback_aggregations",
     "parse_json",
     "plan_search",
+    "seed_aggregations",
 ]
 
 
@@ -476,15 +477,17 @@ def decorate_result(result: dict[str, Any]) -> dict[str, Any]:
             "method": result.get("match_type"),
         },
     )
-    result.setdefault(
-        "context",
-        {
-            "previous_chunk": None,
-            "next_chunk": None,
-            "session_info": result.get("source_session"),
-            "conversation_thread": None,
-        },
-    )
+    around = result.get("context")
+    before = around.get("before", []) if isinstance(around, Mapping) else []
+    after = around.get("after", []) if isinstance(around, Mapping) else []
+    result["context"] = {
+        "previous_chunk": before[-1] if before else None,
+        "next_chunk": after[0] if after else None,
+        "before": before,
+        "after": after,
+        "session_info": result.get("source_session"),
+        "conversation_thread": None,
+    }
     result.setdefault(
         "related",
         {
@@ -495,6 +498,20 @@ def decorate_result(result: dict[str, Any]) -> dict[str, Any]:
         },
     )
     return result
+
+
+def seed_aggregations(agg: Mapping[str, Any]) -> dict[str, Any]:
+    """The engine's aggregations (every match, ``Results.aggregations``) in seed 003's
+    shape."""
+    return {
+        "basis": "matches",
+        "totalCount": agg.get("total"),
+        "projectDistribution": agg.get("by_project", {}),
+        "categoryDistribution": agg.get("by_category", {}),
+        "sessionDistribution": agg.get("by_session", {}),
+        "timeDistribution": agg.get("over_time", {"unit": "day", "buckets": []}),
+        "patternSummary": None,
+    }
 
 
 def fallback_aggregations(results: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

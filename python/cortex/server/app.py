@@ -260,7 +260,7 @@ class Server:
             **data,
             "interpretation": api.interpretation(data, plan.query),
             "results": rows,
-            "aggregations": aggregations
+            "aggregations": api.seed_aggregations(aggregations)
             if isinstance(aggregations, Mapping)
             else api.fallback_aggregations(rows),
             "pagination": {
