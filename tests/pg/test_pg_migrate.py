@@ -51,6 +51,7 @@ def _dump(path: Path) -> dict[str, list[tuple]]:
         out = {}
         for table, key, _ in TABLES:
             cols = "*" if table != "session_memories" else "rowid, *"
+            key = "id, project_id" if table == "sessions" else key
             out[table] = conn.execute(f"SELECT {cols} FROM {table} ORDER BY {key}").fetchall()
         out["memories"] = [r[:-1] for r in out["memories"]]  # has_cjk: recomputed
         return out

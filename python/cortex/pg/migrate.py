@@ -36,7 +36,8 @@ Progress = Callable[[str, int, int], None]
 #: (table, SQLite key column, PostgreSQL key column), in an order that respects the
 #: references between them.
 TABLES: tuple[tuple[str, str, str], ...] = (
-    ("sessions", "rowid", "id"),
+    ("sessions", "rowid", "project_id, id"),
+    ("import_sources", "rowid", "import_project, source_path, project"),
     ("memories", "id", "id"),
     ("facts", "id", "id"),
     ("session_memories", "rowid", "id"),
@@ -54,6 +55,7 @@ _MEMORY = (
 )
 _COLUMNS = {
     "sessions": "id, project_id, started_at, ended_at, summary",
+    "import_sources": "source_path, import_project, project",
     "memories": _MEMORY,
     "facts": "id, memory_id, type, content, confidence, decay_rate, last_reinforced, created_at",
     "session_memories": "session_id, memory_id, usage, created_at",
@@ -168,6 +170,12 @@ def _pg_insert(tx: Any, table: str, rows: Sequence[tuple[Any, ...]]) -> int:
             " VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
             data,
         )
+    elif table == "import_sources":
+        cur.executemany(
+            "INSERT INTO import_sources (source_path, import_project, project)"
+            " VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
+            [(r[1], db_project(r[2]), db_project(r[3])) for r in rows],
+        )
     elif table == "memories":
         data = []
         for r in rows:
@@ -267,16 +275,24 @@ def _to_sqlite(
     return copied
 
 
+_PG_KEYS = {
+    "embeddings": ("memory_id", "model_id"),
+    "sessions": ("project_id", "id"),
+    "import_sources": ("import_project", "source_path", "project"),
+}
+
+
 def _pg_key(table: str) -> str:
-    return "memory_id, model_id" if table == "embeddings" else "id"
+    return ", ".join(_PG_KEYS.get(table, ("id",)))
 
 
 def _pg_after(table: str) -> str:
-    return "(memory_id, model_id) > (%s, %s)" if table == "embeddings" else "id > %s"
+    cols = _PG_KEYS.get(table, ("id",))
+    return f"({', '.join(cols)}) > ({', '.join(['%s'] * len(cols))})"
 
 
 def _row_key(table: str, row: tuple[Any, ...]) -> tuple[Any, ...]:
-    return (row[0], row[1]) if table == "embeddings" else (row[0],)
+    return tuple(row[: len(_PG_KEYS.get(table, ("id",)))])
 
 
 def _encode_key(key: tuple[Any, ...]) -> str:
@@ -301,8 +317,14 @@ def _sqlite_insert(conn: sqlite3.Connection, table: str, rows: Sequence[tuple[An
     project = api_project
 
     data: list[tuple[Any, ...]]
-    if table == "sessions":
-        data = [(r[1], project(r[2]), r[3], r[4], r[5]) for r in rows]
+    if table == "import_sources":
+        data = [(r[3], project(r[4]), project(r[5])) for r in rows]
+        sql = (
+            "INSERT OR IGNORE INTO import_sources (source_path, import_project, project)"
+            " VALUES (?, ?, ?)"
+        )
+    elif table == "sessions":  # after its key (project_id, id)
+        data = [(r[2], project(r[3]), r[4], r[5], r[6]) for r in rows]
         sql = (
             "INSERT OR IGNORE INTO sessions (id, project_id, started_at, ended_at, summary)"
             " VALUES (?, ?, ?, ?, ?)"

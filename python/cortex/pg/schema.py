@@ -169,24 +169,29 @@ CREATE TABLE facts (
 CREATE INDEX facts_memory ON facts (project_id, memory_id);
 CREATE INDEX facts_memory_id ON facts (memory_id);
 
--- Sessions are few and looked up by id: in a distributed deployment, a reference table.
+-- A session belongs to a project: the same id in two projects is two sessions (as on
+-- SQLite since its schema 3); a memory's session is the one of the memory's project.
 CREATE TABLE sessions (
-    id         text PRIMARY KEY,
     project_id text NOT NULL DEFAULT '',
+    id         text NOT NULL,
     started_at double precision NOT NULL,
     ended_at   double precision,
-    summary    text
+    summary    text,
+    PRIMARY KEY (project_id, id)
 );
 CREATE INDEX sessions_project ON sessions (project_id, started_at);
 
 CREATE TABLE session_memories (
     project_id text NOT NULL DEFAULT '',
     id         bigserial NOT NULL,
-    session_id text NOT NULL REFERENCES sessions (id),
+    session_id text NOT NULL,
     memory_id  bigint NOT NULL,
     usage      text NOT NULL CHECK (usage IN ('created', 'recalled', 'updated', 'reinforced')),
     created_at double precision NOT NULL,
     PRIMARY KEY (project_id, id),
+    -- No key to sessions: a memory moved to another project keeps its links, which then
+    -- name that project's session of the same id (none, until one is started), as on
+    -- SQLite, where this foreign key was dropped for the same reason.
     FOREIGN KEY (project_id, memory_id) REFERENCES memories (project_id, id) ON UPDATE CASCADE
 );
 CREATE INDEX session_memories_memory ON session_memories (project_id, memory_id, created_at);
@@ -236,6 +241,15 @@ CREATE TABLE embeddings (
 );
 CREATE INDEX embeddings_model_hash ON embeddings (project_id, model_id, content_hash);
 CREATE INDEX embeddings_hash ON embeddings (model_id, content_hash);
+
+-- Which projects the records of a file imported under a default project went to (as on
+-- SQLite): small, read by the importer; a reference table when distributed.
+CREATE TABLE import_sources (
+    source_path    text NOT NULL,
+    import_project text NOT NULL DEFAULT '',
+    project        text NOT NULL DEFAULT '',
+    PRIMARY KEY (import_project, source_path, project)
+);
 """
 
 # Forward migrations: MIGRATIONS[i] takes a database at schema version i to i + 1. An

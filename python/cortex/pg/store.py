@@ -271,16 +271,18 @@ class PgStore:
     def _link_sessions(
         self, tx: Any, links: Sequence[tuple[str, int, str | None]], usage: str, now: float
     ) -> None:
-        """Sessions are created on first use; each (session, memory) gets a link row."""
+        """Each (session, memory) gets a link row; a memory's session is the one of the
+        memory's own project (as on SQLite), created on first use."""
         if not links:
             return
-        seen: dict[str, str] = {}
-        for session_id, _, project in links:
-            seen.setdefault(session_id, db_project(project))
+        by_session: dict[str, list[int]] = {}
+        for session_id, memory_id, _ in links:
+            by_session.setdefault(session_id, []).append(memory_id)
         tx.cursor().executemany(
-            "INSERT INTO sessions (id, project_id, started_at) VALUES (%s, %s, %s)"
-            " ON CONFLICT (id) DO NOTHING",
-            [(s, p, now) for s, p in sorted(seen.items())],
+            "INSERT INTO sessions (project_id, id, started_at)"
+            " SELECT DISTINCT project_id, %s, %s::float8 FROM memories WHERE id = ANY(%s)"
+            " ORDER BY project_id ON CONFLICT (project_id, id) DO NOTHING",
+            [(s, now, sorted(ids)) for s, ids in sorted(by_session.items())],
         )
         tx.cursor().executemany(
             "INSERT INTO session_memories (project_id, session_id, memory_id, usage, created_at)"
@@ -571,11 +573,6 @@ class PgStore:
                 (now, reinforce, ids, [counts[i] for i in ids]),
             )
             if session_id:
-                tx.execute(
-                    "INSERT INTO sessions (id, started_at) VALUES (%s, %s)"
-                    " ON CONFLICT (id) DO NOTHING",
-                    (session_id, now),
-                )
                 self._link_sessions(
                     tx, [(session_id, m, None) for m, _, _ in rows], "recalled", now
                 )
