@@ -53,6 +53,11 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="5000,20000,50000")
     ap.add_argument("--queries", type=int, default=100)
+    ap.add_argument(
+        "--synthetic",
+        action="store_true",
+        help="clustered random vectors instead of SciFact's embeddings (no model needed)",
+    )
     args = ap.parse_args()
     from tests.pg_server import running_server
 
@@ -61,7 +66,17 @@ def main() -> None:
     from cortex.pg.store import EmbeddingBatch, PgStore
     from cortex.store import MemoryInput, content_hash
 
-    docs, queries = _vectors()
+    if args.synthetic:
+        g = np.random.default_rng(42)
+        centers = g.standard_normal((500, 384)).astype(np.float32)
+        docs = centers[g.integers(0, 500, 5183)] + 0.7 * g.standard_normal((5183, 384)).astype(
+            np.float32
+        )
+        queries = centers[g.integers(0, 500, 300)] + 0.7 * g.standard_normal((300, 384)).astype(
+            np.float32
+        )
+    else:
+        docs, queries = _vectors()
     queries = queries[: args.queries]
     docs = docs / np.linalg.norm(docs, axis=1, keepdims=True)
     rng = np.random.default_rng(0)
