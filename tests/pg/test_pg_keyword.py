@@ -133,3 +133,17 @@ def test_parser_maps_fts5_syntax() -> None:
     for bad in ("a AND", "(a", '"a', "x:deploy", "a - b", "OR"):
         with pytest.raises(ParseError):
             parse(bad)
+
+
+def test_quotes_backslashes_and_repeats_index_as_written(pg_url: str, tmp_path: Path) -> None:
+    texts = ["it's O'Brien's \\path\\to\\file and it's fine", "word " * 300 + "end", "x" * 600]
+    with PgStore.open(pg_url) as pg:
+        lite = Store.open(tmp_path / "q.db")
+        pg.add_many([MemoryInput(t) for t in texts])
+        lite.add_many([MemoryInput(t) for t in texts])
+        for query in ("brien", "path file", "word", "end", "x" * 600):
+            ours = keyword.search(pg, query, OPTS, 10).hits
+            theirs = lite_keyword.search(lite, query, OPTS, 10).hits
+            assert [h.memory_id for h in ours] == [h.memory_id for h in theirs], query
+            assert ours, query
+        lite.close()
