@@ -50,6 +50,7 @@ from cortex.pg import filters
 from cortex.pg.store import PgStore, db_project
 from cortex.pg.text import exact_tokens, stemmed_tokens
 from cortex.ranking import RANK_COLUMNS, RankInfo
+from cortex.search.plan import DROPPED
 from cortex.store import has_cjk
 
 __all__ = ["K1", "B", "ParseError", "parse", "search"]
@@ -497,7 +498,11 @@ def _latin(
             return KeywordResult(hits, "fts", text, None, [], terms, final=True)
     elif not terms:
         return KeywordResult(notices=["the query holds no words to search for"], final=True)
-    terms = [t for t in terms if t not in STOPWORDS] or terms
+    # As the SQLite tier: stop, question and first-person words left out unless nothing
+    # else is left.
+    terms = (
+        [t for t in terms if t not in DROPPED] or [t for t in terms if t not in STOPWORDS] or terms
+    )
     quoted = [quote(t) for t in terms]
     # One scan answers both plain tiers: the memories holding every word come first.
     rows, _ = _run(
