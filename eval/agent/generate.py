@@ -29,6 +29,8 @@ from routine import Versions, routine  # noqa: E402
 from cortex.agent_eval import _CJK_CHAR, _same_word, _stem, content_words, shared_words  # noqa: E402
 
 SEED = 20261123
+#: The clock searches run against (Options.now, once cortex has it): after the last note.
+NOW = "2026-11-23T12:00:00+00:00"
 SIZES = (30, 300, 3000)
 TIER300_KINDS = ["deploy", "deploy", "bump", "review", "ci"]
 TIER3000_KINDS = ["deploy", "deploy", "bump", "review", "standup", "standup", "ci", "reading",
@@ -174,8 +176,9 @@ def build_queries(memories: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     if all(holders(term) for term in terms):
                         problems.append(f"{qid}: every word of {query!r} occurs in the store")
                 elif kind not in ("operator", "paraphrase", "misspelling") and terms:
-                    # a distractor added in a larger store must not hold the whole query
-                    later = {m["key"] for m in largest if m["store"] > size and m["key"][0] in "rd"}
+                    # no routine note (a distractor, in this store or a larger one) may hold
+                    # the whole query
+                    later = {m["key"] for m in largest if m["key"][0] in "rd"} - set(rel)
                     for term in terms:
                         later &= holders(term, True)
                     hits = sorted(k for k in later if _passes(by_key[k], options))
@@ -203,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
         "".join(json.dumps(q, ensure_ascii=False) + "\n" for q in queries)
     )
     meta = {"name": "agent", "stores": [str(s) for s in SIZES], "nested": True, "seed": SEED,
-            "kinds": sorted({q["kind"] for q in queries})}  # fmt: skip
+            "now": NOW, "kinds": sorted({q["kind"] for q in queries})}  # fmt: skip
     files["meta.json"] = json.dumps(meta, indent=2) + "\n"
     if check:
         stale = [n for n, text in files.items()

@@ -349,7 +349,7 @@ QUERIES: dict[int, dict[str, list[Q]]] = {
         ],
         "filtered": [
             ("sign-in outage", {"o06": 2}, {"project": "orbit"}),
-            ("cache", {"a01": 2, "a10": 1}, {"project": "atlas"}),
+            ("cache TTL", {"a01": 2, "a10": 1}, {"project": "atlas"}),
             ("tested examples", {"q04": 2}, {"project": "quill"}),
             ("numbering", {"l06": 2}, {"project": "ledger", "category": "bug"}),
             ("DNS", {"n11": 2}, {"project": "nimbus"}),

@@ -55,7 +55,7 @@ ENVS = ["production", "staging", "the canary pool", "production (EU)", "producti
 LIBS = [
     ("requests", "2.31", "2.32"), ("pydantic", "2.6", "2.8"), ("sqlalchemy", "2.0.29", "2.0.31"),
     ("grpc-go", "1.62", "1.64"), ("zap", "1.26", "1.27"), ("react-native-reanimated", "3.8", "3.10"),
-    ("maplibre-gl", "4.1", "4.3"), ("astro", "4.5", "4.9"), ("boto3", "1.34.60", "1.34.90"),
+    ("turf", "6.5", "7.0"), ("astro", "4.5", "4.9"), ("boto3", "1.34.60", "1.34.90"),
     ("django", "4.2.11", "4.2.13"), ("celery", "5.3", "5.4"), ("axios", "1.6", "1.7"),
     ("tokio", "1.36", "1.38"), ("serde", "1.0.197", "1.0.203"), ("pytest", "8.1", "8.2"),
     ("eslint", "8.57", "9.3"), ("typescript", "5.4", "5.5"), ("urllib3", "2.2.1", "2.2.2"),

@@ -26,6 +26,8 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 SEED = 20261123
+#: The clock searches run against (Options.now, once cortex has it): after the last note.
+NOW = "2026-11-23T12:00:00+00:00"
 
 # A thread: slot choices, then its episodes in order. An episode is a list of turns
 # (speaker "A" = the person whose life it is, "B" = the friend) and questions
@@ -301,6 +303,26 @@ SMALL_TALK = [
     [("A", "Did you watch the match yesterday?"), ("B", "Only the second half, what a finish.")],
     [("B", "Quick one, are we still on for coffee next week?"), ("A", "Yes, Tuesday works.")],
     [("A", "I'm so tired today."), ("B", "Coffee?"), ("A", "Already on my third.")],
+    [("B", "Did you see the news about the train strike?"),
+     ("A", "Yes, I'm working from home all week because of it.")],
+    [("A", "I finally fixed the leaking tap."), ("B", "Look at you! YouTube?"),
+     ("A", "Of course, three videos and one new washer.")],
+    [("B", "My mum called, she says hi."), ("A", "Say hi back! How is she?"),
+     ("B", "Good, busy with her choir.")],
+    [("A", "Have you tried the new bakery on the corner?"),
+     ("B", "Yes! The cardamom buns are dangerous.")],
+    [("B", "I'm thinking of cutting my hair short."), ("A", "Do it, it's only hair.")],
+    [("A", "Our landlord is raising the rent again."), ("B", "Ugh, by how much?"),
+     ("A", "Five percent. Still cheaper than moving.")],
+    [("B", "What are you cooking tonight?"), ("A", "Leftover soup, living the dream.")],
+    [("A", "I signed up for a pottery workshop, just one evening."),
+     ("B", "Fun, send me pictures of whatever you make.")],
+    [("B", "Work trip next week, Munich again."), ("A", "Bring back pretzels!")],
+    [("A", "The heating broke this morning."), ("B", "Oh no, in this weather?"),
+     ("A", "Someone comes tomorrow, I'm in a blanket.")],
+    [("B", "Finished that series you recommended."), ("A", "And? The ending?"),
+     ("B", "Loved it, even the ending.")],
+    [("A", "My phone screen cracked."), ("B", "Again?"), ("A", "Again. New case ordered.")],
 ]  # fmt: skip
 CLOSINGS = [[("B", "Talk soon!")], [("A", "Gotta run, bye!")], [("B", "Good luck with it!")],
             [("A", "Speak next week.")], []]  # fmt: skip
@@ -313,10 +335,13 @@ PAIRS = [("Maya", "Leo"), ("Jonas", "Amira"), ("Priya", "Tom"), ("Elena", "Kofi"
 def conversation(rng: random.Random, index: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     a, b = PAIRS[index]
     store = f"conv-{index + 1:02d}"
-    # A's threads are asked about; B's (other kinds) are the same kind of talk, never asked
+    # A's threads are asked about. B tells stories of their own, never asked about: the
+    # other kinds, and three of A's kinds with other details (both friends have a dog),
+    # so that "What breed is Maya's dog?" has a same-topic distractor in Leo's turns.
     threads = rng.sample(sorted(THREADS), 9)
     b_threads = rng.sample(sorted(set(THREADS) - set(threads)), 4)
-    slot_pick = {t: {k: rng.choice(v) for k, v in THREADS[t]["slots"].items()}
+    b_threads += [t + "@B" for t in rng.sample(threads, 3)]
+    slot_pick = {t: {k: rng.choice(v) for k, v in THREADS[t.split("@")[0]]["slots"].items()}
                  for t in threads + b_threads}  # fmt: skip
     owner = {**{t: "A" for t in threads}, **{t: "B" for t in b_threads}}
     # schedule: each thread's episodes in order, threads interleaved, spread evenly over
@@ -325,8 +350,11 @@ def conversation(rng: random.Random, index: int) -> tuple[list[dict[str, Any]], 
     everyone = threads + b_threads
     pending = {t: 0 for t in everyone}
     order: list[tuple[str, int]] = []
-    while any(pending[t] < len(THREADS[t]["episodes"]) for t in everyone):
-        t = rng.choice([t for t in everyone if pending[t] < len(THREADS[t]["episodes"])])
+    def size(t: str) -> int:
+        return len(THREADS[t.split("@")[0]]["episodes"])
+
+    while any(pending[t] < size(t) for t in everyone):
+        t = rng.choice([t for t in everyone if pending[t] < size(t)])
         order.append((t, pending[t]))
         pending[t] += 1
     slots_per_session: list[list[tuple[str, int]]] = [[] for _ in range(sessions)]
@@ -342,10 +370,10 @@ def conversation(rng: random.Random, index: int) -> tuple[list[dict[str, Any]], 
         sid = f"{store}-s{si + 1:02d}"
         minute = 0
         turns: list[tuple[str, str, tuple[str, int] | None]] = []
-        for spk, text in rng.choice(SMALL_TALK):
-            turns.append((spk, text, None))
+        for chat in rng.sample(SMALL_TALK, rng.choice([1, 2, 2, 3])):
+            turns += [(spk, text, None) for spk, text in chat]
         for t, e in slots_per_session[si]:
-            for spk, text in THREADS[t]["episodes"][e][0]:
+            for spk, text in THREADS[t.split("@")[0]]["episodes"][e][0]:
                 if owner[t] == "B":  # the friend tells their own story
                     spk = "B" if spk == "A" else "A"
                 turns.append((spk, text.format(**slot_pick[t]), (t, e)))
@@ -411,7 +439,8 @@ def main(argv: list[str] | None = None) -> int:
         "".join(json.dumps(q, ensure_ascii=False) + "\n" for q in queries)
     )
     stores = sorted({m["store"] for m in memories})
-    meta = {"name": "conversations", "stores": stores, "nested": False, "seed": SEED}
+    meta = {"name": "conversations", "stores": stores, "nested": False, "seed": SEED,
+            "now": NOW}  # fmt: skip
     files["meta.json"] = json.dumps(meta, indent=2) + "\n"
     if check:
         stale = [n for n, text in files.items()

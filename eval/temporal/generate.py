@@ -548,9 +548,10 @@ def main(argv: list[str] | None = None) -> int:
             d = START + timedelta(days=rng.randrange(span + 1))
             version += rng.randint(1, 3)
             p, q = rng.sample(PEOPLE, 2)
+            n = rng.randint(2, 19)
             content = STATUS[topic].format(
-                v=f"{2 + version // 30}.{version % 30}", n=rng.randint(2, 19),
-                m=rng.randint(1, 9), r=rng.randint(71, 99), p=p, q=q)  # fmt: skip
+                v=f"{2 + version // 30}.{version % 30}", n=n, m=rng.randint(1, min(n, 9)),
+                r=rng.randint(71, 99), p=p, q=q)  # fmt: skip
             if content in seen:
                 continue
             seen.add(content)
@@ -582,7 +583,7 @@ def main(argv: list[str] | None = None) -> int:
         for n, (_e, en, zh_expr, w, labels) in enumerate(candidates[:9]):
             name = names[n % len(names)]
             if zh:
-                text = f"{zh_expr}{name}是什么" if n % 2 else f"{zh_expr} {name}"
+                text = f"{zh_expr}{name}有哪些" if n % 2 else f"{zh_expr} {name}"
             elif n % 3 == 0:
                 text = f"{name} {en}"
             elif n % 3 == 1:
@@ -594,6 +595,26 @@ def main(argv: list[str] | None = None) -> int:
             queries.append({"id": f"time-{topic}-{n:02d}", "store": "temporal", "query": text,
                             "kind": "temporal-zh" if zh else "temporal", "options": {},
                             "relevant": labels, "expression": zh_expr if zh else en,
+                            "window": [w[0].isoformat(), w[1].isoformat()]})  # fmt: skip
+    # the questions users ask in so many words (issue 12), where the store answers them
+    named = {e[0]: e for e in exprs}
+    for n, (topic, expr, text) in enumerate([
+        ("auth", "last week", "How did I fix the auth bug last week?"),
+        ("decision", "last month", "what did we decide last month?"),
+        ("decision", "in August", "what did we decide in August?"),
+        ("deploy", "yesterday", "what did we deploy yesterday?"),
+        ("zh-deploy", "yesterday", "昨天上线了什么"),
+        ("zh-bug", "3 days ago", "三天前修复的登录问题"),
+        ("zh-bug", "last week", "上周修了哪些登录问题"),
+        ("oncall", "this month", "who was on call this month?"),
+    ]):  # fmt: skip
+        _en, zh_expr, w = named[expr]
+        labels = {m["key"]: m.get("grade", 2) for m in by_topic[topic] if in_window(m, w)}
+        if 2 in labels.values():
+            queries.append({"id": f"time-asked-{n:02d}", "store": "temporal", "query": text,
+                            "kind": "temporal-zh" if topic.startswith("zh") else "temporal",
+                            "options": {}, "relevant": labels,
+                            "expression": zh_expr if topic.startswith("zh") else expr,
                             "window": [w[0].isoformat(), w[1].isoformat()]})  # fmt: skip
     # a few English questions in Chinese time words over English topics (mixed scripts)
     for n, (topic, expr_index) in enumerate([("auth", 1), ("deploy", 3), ("oncall", 3),

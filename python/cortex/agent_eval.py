@@ -16,7 +16,7 @@ Each set is two JSONL files: ``memories.jsonl`` (``key``, ``store``, ``content``
 memory's fields) and ``queries.jsonl`` (``id``, ``store``, ``query``, ``kind``, ``options``,
 ``relevant`` = {memory key: grade}), plus ``meta.json``. Every store is built through the
 public API (:func:`cortex.open`, ``Engine.add_many``) in a SQLite file that is cached per
-(set, store, data hash, schema, model) under ``$CORTEX_EVAL_CACHE`` (default: a
+(set, store, hash of its memories, schema, model) under ``$CORTEX_EVAL_CACHE`` (default: a
 ``cortex-agent-eval`` folder in the system's temp dir), so repeated tuning runs only search.
 Every search runs with ``record=False``: an evaluation must not change what it measures.
 
@@ -228,14 +228,19 @@ def build_store(
 ) -> tuple[Path, dict[int, str]]:
     """The database of `store` (built once, then reused) and its memory id -> key map.
 
-    The cache entry is named by the set, the store, a hash of memories.jsonl, the schema
-    version and the embedding model, so a change to any of them builds a new database.
+    The cache entry is named by the set, the store, a hash of the store's memories, the
+    schema version and the embedding model, so a change to any of them builds a new database.
     """
     from cortex import open as open_engine
     from cortex.store import SCHEMA_VERSION
 
     model = model_id if model_id is not None else _model_id()
-    tag = hashlib.sha256(f"{evalset.data_hash}|{SCHEMA_VERSION}|{model}".encode()).hexdigest()
+    members = evalset.members(store)
+    # keyed by this store's own memories: a change to a larger store's distractors
+    # leaves the smaller stores cached
+    data = json.dumps(members, sort_keys=True, ensure_ascii=False).encode()
+    digest = hashlib.sha256(data).hexdigest()
+    tag = hashlib.sha256(f"{digest}|{SCHEMA_VERSION}|{model}".encode()).hexdigest()
     root = (cache or cache_dir()) / f"{evalset.name}-{store}-{tag[:12]}"
     db, ids_file = root / "cortex.db", root / "ids.json"
     if rebuild and root.exists():
@@ -244,7 +249,6 @@ def build_store(
         root.parent.mkdir(parents=True, exist_ok=True)
         work = Path(tempfile.mkdtemp(prefix=f".{root.name}-", dir=root.parent))
         try:
-            members = evalset.members(store)
             mapping: dict[int, str] = {}
             with open_engine(work / "cortex.db") as engine:
                 for start in range(0, len(members), 500):
@@ -448,12 +452,15 @@ def evaluate_set(
                     )))  # fmt: skip
     shown = {k: (v.isoformat() if isinstance(v, datetime) else v) for k, v in extra.items()}
     shown.pop("now", None)
-    return Report(evalset.name, split, shown, outcomes, time.perf_counter() - started, now)
+    # `now` is reported only when the searches ran against it
+    applied = now if now is not None and "now" in fields else None
+    return Report(evalset.name, split, shown, outcomes, time.perf_counter() - started, applied)
 
 
 # --------------------------------------------------------------------------- plot
 def plot(report: Report, path: str | Path) -> None:
-    """nDCG@10 (Recall@10 for conversations) per kind, one panel per store (matplotlib)."""
+    """nDCG@10 (Recall@10 for the temporal and conversation sets) per kind, one panel per
+    store, each mode a bar; for nothing-relevant queries the abstention accuracy."""
     try:
         import matplotlib
 
@@ -469,13 +476,18 @@ def plot(report: Report, path: str | Path) -> None:
         stores = ["all"]
     fig, axes = plt.subplots(1, len(stores), figsize=(5.5 * len(stores), 4.2), squeeze=False)
     for ax, store in zip(axes[0], stores, strict=True):
-        kinds = [k for k in table[modes[0]][store] if k != "none"]
+        kinds = list(table[modes[0]][store])
         width = 0.8 / max(len(modes), 1)
         for i, mode in enumerate(modes):
-            vals = [table[mode][store].get(k, {}).get(metric, 0.0) for k in kinds]
+            # nothing-relevant queries have no ranking: their bar is the abstention accuracy
+            vals = [
+                table[mode][store].get(k, {}).get("abstained" if k == "none" else metric, 0.0)
+                for k in kinds
+            ]
             ax.bar([j + i * width for j in range(len(kinds))], vals, width, label=mode)
         ax.set_xticks([j + width * (len(modes) - 1) / 2 for j in range(len(kinds))])
-        ax.set_xticklabels(kinds, rotation=40, ha="right", fontsize=8)
+        labels = ["none (abstained)" if k == "none" else k for k in kinds]
+        ax.set_xticklabels(labels, rotation=40, ha="right", fontsize=8)
         ax.set_ylim(0, 1.05)
         ax.set_title(f"{report.set} · store {store} · {metric}", fontsize=9)
         ax.legend(fontsize=7, loc="lower right")
