@@ -267,6 +267,8 @@ def test_main_prints_json_and_refuses_bad_input(
     assert "not an evaluation set" in capsys.readouterr().err
     assert agent_eval.main(["--set", "agent", "--option", "alhpa=0.3"]) == 1
     assert "unknown option" in capsys.readouterr().err
+    assert agent_eval.main(["--set", "agent", "--size", "31"]) == 1
+    assert "has no store 31; its stores are 30, 300, 3000" in capsys.readouterr().err
     with pytest.raises(InvalidOptionError):
         agent_eval._parse_option("alpha")
     assert issubclass(InvalidOptionError, CortexError)

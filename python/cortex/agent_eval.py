@@ -425,6 +425,12 @@ def evaluate_set(
     if now is not None and "now" in fields and "now" not in extra:
         extra["now"] = datetime.fromisoformat(now)
     chosen = [str(s) for s in stores] if stores else evalset.stores
+    missing = [s for s in chosen if s not in evalset.stores]
+    if missing:
+        raise InvalidOptionError(
+            f"{evalset.name} has no store {', '.join(missing)}; its stores are "
+            f"{', '.join(evalset.stores)}"
+        )
     started = time.perf_counter()
     outcomes: list[QueryOutcome] = []
     model = _model_id()
