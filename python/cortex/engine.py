@@ -16,6 +16,7 @@ import numpy as np
 from cortex import filters, fusion, keyword, recall
 from cortex.errors import (
     EmbeddingError,
+    ImportFileError,
     IndexFormatError,
     InvalidOptionError,
     QueryError,
@@ -24,6 +25,7 @@ from cortex.errors import (
 from cortex.ingest import ImportReport, import_path
 from cortex.keyword_index import KeywordIndexer
 from cortex.options import Fusion, Mode, Options, OrderBy
+from cortex.paths import db_location, url_scheme
 from cortex.ranking import (
     DEFAULT_FACT_DECAY,
     FACT_DECAY_RATES,
@@ -200,6 +202,8 @@ class Engine:
         `progress` reports files done; `embed_progress` the texts of the current file
         embedded (one large JSONL file is minutes of embedding).
         """
+        if not os.fspath(path).strip():  # an unset shell variable; Path("") is "." (all of it)
+            raise ImportFileError("the path to import is empty; give a file or a folder")
         reason = self._semantic.unavailable()
         embedded = 0
 
@@ -290,7 +294,9 @@ class Engine:
 
     # ------------------------------------------------------------------ search
 
-    def search(self, query: str | None, options: Options | None = None, **changes: Any) -> Results:
+    def search(
+        self, query: str | None = None, options: Options | None = None, **changes: Any
+    ) -> Results:
         """Search the memories; `query=None` lists the memories that pass the filters.
 
         `options` defaults to :class:`Options`'s documented defaults; keyword arguments
@@ -314,7 +320,7 @@ class Engine:
 
         notices: list[str] = []
         text = keyword.clean(query)
-        mode = opts.mode
+        mode = Mode(opts.mode)  # a Mode already; the annotation also admits its name
         use_kw = mode is Mode.KEYWORD or (mode is Mode.HYBRID and opts.alpha < 1.0)
         use_sem = mode is Mode.SEMANTIC or (mode is Mode.HYBRID and opts.alpha > 0.0)
         if use_sem and text:
@@ -642,7 +648,10 @@ def open(
     more), "on" (built at the first search, which waits for it) or "off" (FTS5 only).
     Results are the same either way; see :mod:`cortex.keyword_index`.
     """
-    store = Store.open(path, read_only=read_only)
+    where = db_location(path)
+    if isinstance(where, str):  # a URL of a supported scheme: no backend is routed yet
+        raise StorageError(f"{url_scheme(where)}:// databases are not supported yet")
+    store = Store.open(where, read_only=read_only)
     try:
         return Engine(store, embedder, keyword_index)
     except BaseException:

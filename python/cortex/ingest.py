@@ -277,6 +277,8 @@ def import_path(
     (embedding is slow; the write lock is not held meanwhile) and returns the hook that
     stores them inside it.
     """
+    if not str(path).strip():  # Path("") is "." : an unset variable would import everything
+        raise ImportFileError("the path to import is empty; give a file or a folder")
     root = Path(path).expanduser()
     if not root.exists():
         raise ImportFileError(f"{root}: no such file or folder")

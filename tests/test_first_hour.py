@@ -1,0 +1,170 @@
+"""What a new user trips over in the first hour (issue 15), each held by a test."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import cortex
+from cortex.cli import build_parser
+from cortex.errors import ImportFileError, InvalidOptionError, StorageError
+from cortex.options import Options, option_specs
+
+from .conftest import ROOT, SAMPLE, CliRun, run_cli
+
+
+def _cli_in(cwd: Path, *args: str) -> CliRun:
+    """The real entry point, run from `cwd` (for what a relative path would create)."""
+    exe = Path(sys.executable).with_name("cortex")
+    command = [str(exe)] if exe.exists() else [sys.executable, "-m", "cortex.cli"]
+    env = {**os.environ, "CORTEX_NO_PROGRESS": "1"}
+    proc = subprocess.run(
+        [*command, *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=120
+    )
+    return CliRun(proc.returncode, proc.stdout, proc.stderr)
+
+
+# --------------------------------------------------------------------------- 1. --db anywhere
+
+
+def test_global_options_go_before_or_after_the_command(tmp_path: Path) -> None:
+    db = str(tmp_path / "c.db")
+    added = run_cli("add", "blue-green deploys are the rule", "--db", db)
+    assert added.code == 0, added.err
+    for args in (
+        ("--db", db, "search", "deploys", "--mode", "keyword", "--json"),
+        ("search", "deploys", "--db", db, "--mode", "keyword", "--json"),
+        ("search", "--db", db, "deploys", "--json", "--mode", "keyword", "-v"),
+    ):
+        run = run_cli(*args)
+        assert run.code == 0, (args, run.err)
+        assert [r["memory"]["content"] for r in json.loads(run.out)["results"]] == [
+            "blue-green deploys are the rule"
+        ]
+    stats = run_cli("stats", "--json", "--db", db)
+    assert json.loads(stats.out)["memories"] == 1
+    # --db given after the command wins over nothing given before it, for every command
+    parser = build_parser()
+    for command in ("add", "import", "search", "show", "stats", "timeline", "reindex", "mcp"):
+        needs = {"show": ["1"], "timeline": ["1"], "import": ["x"]}.get(command, [])
+        args = parser.parse_args([command, *needs, "--db", "after.db", "-v"])
+        assert (args.db, args.verbose) == ("after.db", True), command
+        args = parser.parse_args(["--db", "before.db", command, *needs])
+        assert (args.db, args.verbose) == ("before.db", False), command
+
+
+# --------------------------------------------------------------------------- 2. paths
+
+
+def test_missing_folders_are_never_created(tmp_path: Path) -> None:
+    missing = tmp_path / "no" / "such" / "folder" / "x.db"
+    with pytest.raises(StorageError, match=r"does not exist; create it first \(mkdir -p "):
+        cortex.open(missing)
+    run = run_cli("--db", str(missing), "import", str(SAMPLE))
+    assert run.code == 1 and "mkdir -p" in run.err and "Traceback" not in run.err
+    assert not (tmp_path / "no").exists()
+    # the file itself is created in an existing folder
+    with cortex.open(tmp_path / "here.db", embedder=None) as engine:
+        engine.add("x")
+    assert (tmp_path / "here.db").is_file()
+
+
+def test_an_empty_import_path_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "note.md").write_text("# A\nsome text\n")
+    db = tmp_path / "c.db"
+    with cortex.open(db, embedder=None) as engine, pytest.raises(ImportFileError, match="empty"):
+        engine.import_path("")
+    run = _cli_in(tmp_path, "--db", str(db), "import", "")
+    assert run.code == 1 and "empty" in run.err, run.err
+    with cortex.open(db, embedder=None) as engine:
+        assert engine.stats()["memories"] == 0
+
+
+@pytest.mark.parametrize(
+    "url", ["postgresql://user@host:5432/memories", "postgres://h/db", "sqlite:///x.db"]
+)
+def test_a_database_url_is_never_a_path(tmp_path: Path, url: str, monkeypatch) -> None:
+    scheme = url.split(":", 1)[0]
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(StorageError, match=f"^{scheme}:// databases are not supported yet"):
+        cortex.open(url)
+    run = _cli_in(tmp_path, "--db", url, "add", "hello")
+    assert run.code == 1
+    assert f"{scheme}:// databases are not supported yet" in run.err
+    assert list(tmp_path.iterdir()) == []  # no `postgresql:` folder, no SQLite file
+
+
+# --------------------------------------------------------------------------- 3. help
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    raise AssertionError("no subcommands")
+
+
+def test_every_cli_option_has_a_description_and_a_default() -> None:
+    for name, parser in _subcommands(build_parser()).items():
+        for action in parser._actions:
+            if isinstance(action, argparse._HelpAction) or not action.option_strings:
+                continue
+            if action.help == argparse.SUPPRESS:
+                continue
+            assert action.help, (name, action.option_strings)
+            takes_value = action.nargs != 0 and not isinstance(
+                action, argparse.BooleanOptionalAction
+            )
+            if takes_value or isinstance(action, argparse.BooleanOptionalAction):
+                assert "default" in action.help, (name, action.option_strings, action.help)
+
+
+def test_search_help_states_the_real_default_of_min_score() -> None:
+    run = run_cli("search", "--help")
+    text = " ".join(run.out.split())
+    assert "--min-score MIN_SCORE leave out results whose final score is lower" in text
+    assert "(default: 0.1 for hybrid with linear fusion, 0 otherwise)" in text
+    # ... and it is the default the search applies
+    assert Options().threshold(cortex.Mode.HYBRID) == 0.1
+    assert Options(fusion="rrf").threshold(cortex.Mode.HYBRID) == 0
+    assert Options().threshold(cortex.Mode.KEYWORD) == 0
+
+
+def test_cli_flags_and_mcp_arguments_come_from_options() -> None:
+    specs = {s.name: s for s in option_specs()}
+    assert set(specs) == {f for f in Options.__dataclass_fields__}
+    assert all(s.help and s.default_text for s in specs.values())
+    search = _subcommands(build_parser())["search"]
+    flags = {a.dest: a for a in search._actions if a.help != argparse.SUPPRESS}
+    for spec in specs.values():
+        assert spec.help in flags[spec.name].help  # type: ignore[operator]
+        assert f"(default: {spec.default_text})" in flags[spec.name].help  # type: ignore[operator]
+
+
+# --------------------------------------------------------------------------- 4. the Python API
+
+
+def test_a_misspelt_option_names_the_closest_one(tmp_path: Path) -> None:
+    with pytest.raises(InvalidOptionError, match="unknown option 'limt'; did you mean 'limit'"):
+        Options(limt=5)  # type: ignore[call-arg]
+    with cortex.open(tmp_path / "c.db", embedder=None) as engine:
+        with pytest.raises(InvalidOptionError, match="did you mean 'project'"):
+            engine.search("x", projct="hydra")
+        with pytest.raises(InvalidOptionError, match="did you mean 'order_by'"):
+            engine.search("x", Options(), orderby="recency")
+
+
+def test_search_with_no_argument_lists_by_filters(tmp_path: Path) -> None:
+    with cortex.open(tmp_path / "c.db", embedder=None) as engine:
+        first = engine.add("first", project="a")
+        second = engine.add("second", project="a")
+        engine.add("other", project="b")
+        listed = engine.search(project="a", order_by="recency")
+        assert [r.memory.id for r in listed] == [second, first]
+        assert len(engine.search()) == 3
