@@ -16,7 +16,7 @@ from cortex.cli import build_parser
 from cortex.errors import ImportFileError, InvalidOptionError, StorageError
 from cortex.options import Options, option_specs
 
-from .conftest import ROOT, SAMPLE, CliRun, run_cli
+from .conftest import SAMPLE, CliRun, run_cli
 
 
 def _cli_in(cwd: Path, *args: str) -> CliRun:

@@ -185,7 +185,8 @@ class Options:
 
     mode: ModeArg = option(
         Mode.HYBRID,
-        "keyword (BM25), semantic (embeddings) or hybrid (both fused; keyword only when no model is installed)",
+        "keyword (BM25), semantic (embeddings) or hybrid (both fused; keyword only when"
+        " no model is installed)",
     )
     limit: int = option(20, "how many results at most", minimum=1, maximum=MAX_LIMIT)
     min_confidence: float = option(
@@ -248,7 +249,8 @@ class Options:
 
     half_life_days: float = option(
         30.0,
-        "half-life in days of the decay of memories from dated notes (YYYY-MM-DD.md); 0 turns it off",
+        "half-life in days of the decay of memories from dated notes (YYYY-MM-DD.md);"
+        " 0 turns it off",
         minimum=0,
     )
     salience_weight: float = option(
@@ -257,13 +259,15 @@ class Options:
     sector_weights: Mapping[str, float] | None = option(
         None,
         'sector weights as a JSON object, e.g. {"episodic": 0.8}; {} turns them off',
-        default_text="seed 000's: reflective 1.2, semantic 1.1, procedural 1.0, emotional 0.9, episodic 0.8",
+        default_text="seed 000's: reflective 1.2, semantic 1.1, procedural 1.0,"
+        " emotional 0.9, episodic 0.8",
         mcp=False,
     )
 
     record: bool = option(
         True,
-        "log the recall, count the access and reinforce the returned memories; false leaves the database untouched",
+        "log the recall, count the access and reinforce the returned memories;"
+        " false leaves the database untouched",
     )
     reinforce: float = option(
         0.02,
