@@ -168,3 +168,47 @@ def test_search_with_no_argument_lists_by_filters(tmp_path: Path) -> None:
         listed = engine.search(project="a", order_by="recency")
         assert [r.memory.id for r in listed] == [second, first]
         assert len(engine.search()) == 3
+
+
+def test_mcp_schema_is_generated_from_options(tmp_path: Path) -> None:
+    import anyio
+
+    from cortex.mcp import build_server
+
+    with cortex.open(tmp_path / "c.db", embedder=None) as engine:
+        tools = {t.name: t for t in anyio.run(build_server(engine).list_tools)}
+    props = tools["memory_search"].input_schema["properties"]
+    assert props["query"]["type"] == "string"
+    for spec in option_specs():
+        assert (spec.name in props) == spec.mcp, spec.name
+        if spec.mcp:
+            published = {k: v for k, v in props[spec.name].items() if k != "title"}
+            assert published == spec.json_schema(), spec.name
+    assert "0.1 for hybrid with linear fusion, 0 otherwise" in props["min_score"]["description"]
+    assert props["limit"]["description"] == "How many results at most (default: 20)."
+
+
+# --------------------------------------------------------------------------- 5. the MCP extra
+
+
+def test_without_the_mcp_sdk_both_entry_points_say_so_in_one_line(tmp_path: Path) -> None:
+    # A module named `mcp` that fails as a missing one does, first on the path.
+    (tmp_path / "mcp.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'mcp'\", name='mcp')\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+    db = str(tmp_path / "c.db")
+    runs = [
+        subprocess.run(
+            command, capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL, timeout=60
+        )
+        for command in (
+            [sys.executable, "-m", "cortex.mcp", "--db", db],
+            [sys.executable, "-m", "cortex.cli", "mcp", "--db", db],
+        )
+    ]
+    for run in runs:
+        assert run.returncode == 1, run.stderr
+        assert run.stderr.count("\n") == 1 and "Traceback" not in run.stderr, run.stderr
+        assert "needs the MCP SDK" in run.stderr and "[mcp]" in run.stderr
+    assert runs[0].stderr == runs[1].stderr

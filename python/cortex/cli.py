@@ -25,7 +25,7 @@ from cortex.errors import CortexError
 from cortex.options import Options, option_specs
 from cortex.paths import data_home, db_location, default_db
 
-__all__ = ["main"]
+__all__ = ["main", "mcp_sdk_missing"]
 
 EXIT_ERROR, EXIT_USAGE, EXIT_BUG, EXIT_INTERRUPTED = 1, 2, 70, 130
 
@@ -586,13 +586,19 @@ def _cmd_eval(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def mcp_sdk_missing(exc: ImportError) -> str:
+    """The one line `cortex mcp` and `python -m cortex.mcp` print without the mcp extra."""
+    return (
+        f"`cortex mcp` needs the MCP SDK ({exc}); install the mcp extra: "
+        "pip install 'cortex-memory[mcp]' (from a checkout: pip install '.[mcp]')"
+    )
+
+
 def _cmd_mcp(args: argparse.Namespace, out: TextIO) -> int:
     try:
         from cortex.mcp import serve  # lazy: importing the MCP SDK takes seconds
     except ImportError as exc:
-        raise CortexError(
-            f"`cortex mcp` needs the MCP SDK ({exc}); pip install 'cortex-memory[mcp]'"
-        ) from None
+        raise CortexError(mcp_sdk_missing(exc)) from None
     serve(_db_path(args))
     return 0
 
