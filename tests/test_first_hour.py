@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -212,3 +213,64 @@ def test_without_the_mcp_sdk_both_entry_points_say_so_in_one_line(tmp_path: Path
         assert run.stderr.count("\n") == 1 and "Traceback" not in run.stderr, run.stderr
         assert "needs the MCP SDK" in run.stderr and "[mcp]" in run.stderr
     assert runs[0].stderr == runs[1].stderr
+
+
+# --------------------------------------------------------------------------- 8. numbers
+
+
+def test_salience_is_stored_and_printed_rounded(tmp_path: Path) -> None:
+    db = tmp_path / "c.db"
+    with cortex.open(db, embedder=None) as engine:
+        memory_id = engine.add("the rollback drill runs on fridays", salience=0.5)
+        for _ in range(7):  # 0.5 + 7 × 0.02 in floating point is 0.6400000000000001
+            engine.search("rollback", mode="keyword")
+        assert engine.get(memory_id).salience == 0.64
+    shown = run_cli("--db", str(db), "show", str(memory_id))
+    assert "salience: 0.64\n" in shown.out, shown.out
+    as_json = json.loads(run_cli("--db", str(db), "show", str(memory_id), "--json").out)
+    assert as_json["salience"] == 0.64
+
+
+def test_stats_json_dates_are_iso_like_the_text(tmp_path: Path) -> None:
+    db = str(tmp_path / "c.db")
+    assert run_cli("--db", db, "add", "x", "--created-at", "2026-01-31T08:00:00Z").code == 0
+    data = json.loads(run_cli("--db", db, "stats", "--json").out)
+    assert data["oldest"] == data["newest"] == "2026-01-31T08:00:00Z"
+    text = run_cli("--db", db, "stats").out
+    assert "oldest: 2026-01-31T08:00:00Z" in text and "newest: 2026-01-31T08:00:00Z" in text
+
+
+# --------------------------------------------------------------------------- 9. logging
+
+
+def test_the_cortex_logger_is_silent_by_default_and_tells_each_search(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    assert any(isinstance(h, logging.NullHandler) for h in logging.getLogger("cortex").handlers)
+    secret = "zanzibar-quartermaster"
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "a.md").write_text(f"# Plan\nThe {secret} rotates keys.\n")
+    with cortex.open(tmp_path / "c.db", embedder=None) as engine:
+        with caplog.at_level(logging.INFO, logger="cortex"):
+            engine.import_path(tmp_path / "notes")
+        infos = [r.getMessage() for r in caplog.records if r.levelno >= logging.INFO]
+        assert any(m.startswith("imported ") and "1 added" in m for m in infos), infos
+        assert not any(secret in m for m in infos)  # never memory text at INFO
+        caplog.clear()
+        with caplog.at_level(logging.DEBUG, logger="cortex"):
+            engine.search("rotates keys", mode="keyword")
+        lines = [r.getMessage() for r in caplog.records]
+    summary = [m for m in lines if m.startswith("search mode=keyword")]
+    assert len(summary) == 1, lines
+    assert "keyword_tier=fts keyword_hits=1" in summary[0] and "keyword=" in summary[0]
+    assert any(m.startswith("keyword AND of 2 terms: FTS5, 1 hits") for m in lines), lines
+
+
+def test_verbose_logs_to_stderr_and_quiet_does_not(tmp_path: Path) -> None:
+    db = str(tmp_path / "c.db")
+    run_cli("--db", db, "add", "blue green deploys")
+    quiet = run_cli("--db", db, "search", "deploys", "--mode", "keyword")
+    loud = run_cli("--db", db, "search", "deploys", "--mode", "keyword", "--verbose")
+    assert quiet.code == loud.code == 0 and quiet.out == loud.out
+    assert "DEBUG" not in quiet.err
+    assert "cortex: DEBUG cortex.engine: search mode=keyword" in loud.err

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import logging
 import os
 import shutil
 import sys
@@ -22,8 +23,10 @@ from typing import Any, TextIO
 
 import cortex
 from cortex.errors import CortexError
+from cortex.log import to_stderr
 from cortex.options import Options, option_specs
 from cortex.paths import data_home, db_location, default_db
+from cortex.result import from_epoch, iso
 
 __all__ = ["main", "mcp_sdk_missing"]
 
@@ -495,7 +498,8 @@ def _cmd_show(args: argparse.Namespace, out: TextIO) -> int:
     content = data.pop("content")
     for key, value in data.items():
         if value not in (None, {}, ""):
-            out.write(f"{key:>14}: {value}\n")
+            shown = f"{value:.6g}" if isinstance(value, float) else value
+            out.write(f"{key:>14}: {shown}\n")
     out.write("\n" + content + "\n")
     return 0
 
@@ -503,16 +507,18 @@ def _cmd_show(args: argparse.Namespace, out: TextIO) -> int:
 def _cmd_stats(args: argparse.Namespace, out: TextIO) -> int:
     with cortex.open(_db_path(args), read_only=True, embedder=None, keyword_index="off") as engine:
         stats = engine.stats()
+    for key in ("oldest", "newest"):  # one format for both outputs: ISO 8601 in UTC
+        if stats[key] is not None:
+            stats[key] = iso(from_epoch(stats[key]))
     if args.json:
         _dump(stats, out)
         return 0
     for key in ("path", "schema_version", "memories", "deleted", "sources", "facts", "sessions"):
         out.write(f"{key:>14}: {stats[key]}\n")
     out.write(f"{'size':>14}: {stats['size_bytes'] / 1e6:.2f} MB\n")
-    for label, key in (("oldest", "oldest"), ("newest", "newest")):
+    for key in ("oldest", "newest"):
         if stats[key] is not None:
-            when = datetime.fromtimestamp(stats[key]).isoformat(timespec="seconds")
-            out.write(f"{label:>14}: {when}\n")
+            out.write(f"{key:>14}: {stats[key]}\n")
     if stats["projects"]:
         out.write(f"{'projects':>14}: ")
         out.write(", ".join(f"{p or '(none)'} {n}" for p, n in stats["projects"].items()) + "\n")
@@ -656,6 +662,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = sys.stdout
     try:
         args = build_parser().parse_args(argv)
+        if args.verbose:
+            to_stderr(logging.DEBUG)
         if not args.command:
             build_parser().print_help(out)
             return EXIT_USAGE

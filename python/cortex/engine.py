@@ -24,6 +24,7 @@ from cortex.errors import (
 )
 from cortex.ingest import ImportReport, import_path
 from cortex.keyword_index import KeywordIndexer
+from cortex.log import Stopwatch, get_logger
 from cortex.options import Fusion, Mode, Options, OrderBy
 from cortex.paths import db_location, url_scheme
 from cortex.ranking import (
@@ -50,6 +51,8 @@ __all__ = ["Engine", "Searcher", "open"]
 #: Each retriever fetches at least this many candidates (or 2 x limit if more), whatever
 #: the limit: the first n results are then the same for every limit up to half of it.
 CANDIDATE_POOL = 100
+
+_log = get_logger(__name__)
 
 
 @runtime_checkable
@@ -224,6 +227,12 @@ class Engine:
         report.embedded = embedded
         report.not_embedded = reason
         self._store.after_bulk_write()
+        c = report.counts
+        _log.info(
+            "imported %s: %d file(s), %d added, %d updated, %d unchanged, %d removed,"
+            " %d failed, %d embedded%s", path, report.files, c.added, c.updated, c.unchanged,
+            c.removed, len(report.errors), embedded, f" (not embedded: {reason})" if reason else "",
+        )  # fmt: skip
         return report
 
     def reindex(self, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
@@ -245,6 +254,7 @@ class Engine:
             if progress is not None:
                 progress(done, len(backlog))
         rows = self._semantic.rebuild()
+        _log.info("reindexed: %d memories embedded, the index holds %d vectors", done, rows)
         return {"embedded": done, "model_id": self._semantic.model_id, "rows": rows}
 
     def get(self, memory_id: int) -> Memory:
@@ -319,6 +329,7 @@ class Engine:
             return self._browse(opts, pool, now)
 
         notices: list[str] = []
+        watch = Stopwatch()
         text = keyword.clean(query)
         mode = Mode(opts.mode)  # a Mode already; the annotation also admits its name
         use_kw = mode is Mode.KEYWORD or (mode is Mode.HYBRID and opts.alpha < 1.0)
@@ -330,6 +341,7 @@ class Engine:
                     raise EmbeddingError(f"semantic search is unavailable: {reason}")
                 notices.append(f"semantic search unavailable, keyword results only: {reason}")
                 use_sem, use_kw, mode = False, True, Mode.KEYWORD
+        watch.lap("model")  # loading the embedding model, the first time only
         if mode is Mode.HYBRID and not (use_kw and use_sem):
             # alpha 0 or 1: one retriever only, so the search is that mode (same floor too)
             mode = Mode.KEYWORD if use_kw else Mode.SEMANTIC
@@ -350,6 +362,7 @@ class Engine:
             if pending is not None and not pending.cancel():
                 wait([pending])  # do not leave it running against a store being closed
             raise
+        watch.lap("keyword")
         if kw is not None:
             notices.extend(kw.notices)
         sem: list[SemHit] = []
@@ -366,8 +379,10 @@ class Engine:
                 # hybrid: the keyword half still answers; say why the other half did not
                 notices.append(f"semantic search failed, keyword results only: {exc}")
                 mode, use_sem = Mode.KEYWORD, False
+        watch.lap("semantic")  # in hybrid: the wait for the worker after the keyword leg
         candidates = self._fuse(kw.hits if kw is not None else [], sem, opts, use_kw, use_sem)
         ranked, hidden = self._rank(candidates, opts, now, threshold=opts.threshold(mode))
+        watch.lap("rank")
         default_type = MatchType.SEMANTIC if mode is Mode.SEMANTIC else MatchType.BM25
         results = Results(
             self._finish(ranked, opts, now, default_type, kw),
@@ -383,6 +398,14 @@ class Engine:
             )
         self._record(results, opts, notices)
         results.notices = tuple(notices)
+        watch.lap("finish")
+        _log.debug(
+            "search mode=%s (asked %s) keyword_tier=%s keyword_hits=%d semantic_hits=%d"
+            " fused=%d returned=%d hidden=%d pool=%d %s",
+            mode, opts.mode, kw.tier if kw is not None else "-",
+            len(kw.hits) if kw is not None else 0, len(sem), len(candidates), len(results),
+            hidden, pool, watch,
+        )  # fmt: skip
         return results
 
     def _fuse(
@@ -448,6 +471,8 @@ class Engine:
         notices: list[str] = []
         self._record(results, opts, notices)
         results.notices = tuple(notices)
+        _log.debug("list by filters order_by=%s returned=%d hidden=%d", opts.order_by,
+                   len(results), hidden)  # fmt: skip
         return results
 
     def _load_facts(self, ids: Sequence[int]) -> dict[int, list[tuple[Any, ...]]]:

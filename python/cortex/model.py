@@ -29,6 +29,7 @@ and nowhere else.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib.util
 import io
@@ -579,10 +580,13 @@ def install_model(
     and the dir is swapped in at once. An intact install is kept unless *force*.
     *progress* receives one line per step.
     """
+    # Described as `cortex model` would describe it: "data dir" when no dest was given
+    # (model_info(dest) alone would say "argument").
+    source = "argument" if dest is not None else "data dir"
     dest = Path(dest).expanduser() if dest is not None else default_model_dir()
     if not force and _is_installed(dest):
         _say(progress, f"{DEFAULT_MODEL_NAME} is already installed at {dest}")
-        return model_info(dest)
+        return dataclasses.replace(model_info(dest), source=source)
     try:
         import onnx  # checked before any download; the builder imports it too
     except ImportError as exc:
@@ -645,4 +649,4 @@ def install_model(
             os.replace(dest, old)
         os.replace(staged, dest)
     _say(progress, f"installed {DEFAULT_MODEL_NAME} at {dest} (built in {build_seconds:.1f} s)")
-    return model_info(dest)
+    return dataclasses.replace(model_info(dest), source=source)

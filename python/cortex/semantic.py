@@ -30,6 +30,7 @@ import numpy as np
 
 from cortex import filters
 from cortex.errors import CortexError, EmbeddingError, IndexFormatError
+from cortex.log import get_logger
 from cortex.options import Options
 from cortex.ranking import RankInfo
 from cortex.store import Store, content_hash
@@ -40,6 +41,8 @@ __all__ = ["SemHit", "Semantic"]
 #: that superseded memories (filtered after the scan) rarely leave the pool short.
 OVERFETCH = 32
 _EMBED_BATCH = 64
+
+_log = get_logger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -313,6 +316,7 @@ class Semantic:
                 except (IndexFormatError, CortexError):
                     writer = None
             if writer is None:
+                _log.info("building the vector index of %s from SQLite at %s", model, path)
                 writer = VectorIndex.create(path, dim, model)
                 state = {"seq": 0, "deleted": 0.0, "rows": 0}
             assert state is not None
