@@ -274,3 +274,44 @@ def test_verbose_logs_to_stderr_and_quiet_does_not(tmp_path: Path) -> None:
     assert quiet.code == loud.code == 0 and quiet.out == loud.out
     assert "DEBUG" not in quiet.err
     assert "cortex: DEBUG cortex.engine: search mode=keyword" in loud.err
+
+
+# --------------------------------------------------------------------------- 4. type hints
+
+README_EXAMPLE = """
+import cortex
+
+with cortex.open("memories.db") as engine:
+    engine.add("We deploy with a blue-green switch", project="hydra", category="decision")
+    engine.add_many([{"content": "Rollbacks take one command", "project": "hydra"}])
+    engine.import_path("notes/")
+    results = engine.search("deploy*", project="hydra", limit=5)
+    for r in results:
+        print(f"{r.score:.3f}", r.match_type, r.memory.id, r.snippet)
+    print(results.notices, results.rewritten, results.hidden)
+    opts = cortex.Options(mode="keyword", scope="project:hydra*", order_by="recency")
+    recent = engine.search(None, opts)
+    listed = engine.search(project="hydra")
+    also = cortex.Options(mode=cortex.Mode.HYBRID, fusion="rrf")
+"""
+
+
+def _mypy(tmp_path: Path, source: str) -> subprocess.CompletedProcess[str]:
+    snippet = tmp_path / "snippet.py"
+    snippet.write_text(source)
+    env = {**os.environ, "MYPYPATH": str(Path(cortex.__file__).parents[1])}
+    return subprocess.run(
+        [sys.executable, "-m", "mypy", "--no-error-summary", "--cache-dir", str(tmp_path / "c"),
+         "--follow-imports=silent", "--strict", str(snippet)],
+        capture_output=True, text=True, env=env, timeout=280,
+    )  # fmt: skip
+
+
+@pytest.mark.timeout(600)
+def test_the_readme_example_type_checks_and_a_wrong_value_does_not(tmp_path: Path) -> None:
+    good = _mypy(tmp_path, README_EXAMPLE)
+    assert good.returncode == 0, good.stdout + good.stderr
+    bad = _mypy(tmp_path, 'import cortex\ncortex.Options(mode="keywrd", limt=5)\n')
+    assert bad.returncode == 1
+    assert 'Argument "mode" to "Options" has incompatible type' in bad.stdout, bad.stdout
+    assert 'Unexpected keyword argument "limt"' in bad.stdout, bad.stdout
