@@ -6,6 +6,7 @@ import argparse
 import json
 import logging
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -315,3 +316,45 @@ def test_the_readme_example_type_checks_and_a_wrong_value_does_not(tmp_path: Pat
     assert bad.returncode == 1
     assert 'Argument "mode" to "Options" has incompatible type' in bad.stdout, bad.stdout
     assert 'Unexpected keyword argument "limt"' in bad.stdout, bad.stdout
+
+
+# --------------------------------------------------------------------------- 6. derived files
+
+
+def _search_ids(db: Path, embedder: object) -> list[int]:
+    with cortex.open(db, embedder=embedder) as engine:
+        return [r.memory.id for r in engine.search("undo a bad deploy", mode="semantic")]
+
+
+def test_derived_files_live_in_one_folder_that_can_be_deleted(tmp_path: Path, embedder) -> None:
+    db = tmp_path / "m.db"
+    with cortex.open(db, embedder=embedder) as engine:
+        engine.import_path(SAMPLE)
+    expected = _search_ids(db, embedder)
+    assert expected
+    beside = {p.name for p in tmp_path.iterdir()} - {"m.db-wal", "m.db-shm"}
+    assert beside == {"m.db", "m.db-index"}
+    inside = sorted(p.name for p in (tmp_path / "m.db-index").iterdir())
+    assert inside and all(name.startswith("vectors-") for name in inside), inside
+    assert {name.rsplit(".", 1)[-1] for name in inside} >= {"ids", "q8", "state", "lock"}
+
+    shutil.rmtree(tmp_path / "m.db-index")  # deleting it loses nothing
+    assert _search_ids(db, embedder) == expected
+    assert (tmp_path / "m.db-index").is_dir()
+
+
+def test_the_side_files_of_older_versions_are_replaced_by_the_folder(
+    tmp_path: Path, embedder
+) -> None:
+    db = tmp_path / "m.db"
+    with cortex.open(db, embedder=embedder) as engine:
+        engine.import_path(SAMPLE)
+    expected = _search_ids(db, embedder)
+    folder = tmp_path / "m.db-index"
+    for file in folder.iterdir():  # the layout before the folder: m.db.vectors-…{,.ids,…}
+        file.rename(tmp_path / f"m.db.{file.name}")
+    folder.rmdir()
+    assert len(list(tmp_path.glob("m.db.vectors-*"))) >= 4
+    assert _search_ids(db, embedder) == expected
+    assert list(tmp_path.glob("m.db.vectors-*")) == []
+    assert any(folder.glob("vectors-*.state"))
