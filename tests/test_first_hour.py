@@ -358,3 +358,40 @@ def test_the_side_files_of_older_versions_are_replaced_by_the_folder(
     assert _search_ids(db, embedder) == expected
     assert list(tmp_path.glob("m.db.vectors-*")) == []
     assert any(folder.glob("vectors-*.state"))
+
+
+# --------------------------------------------------------------------------- 7. install weight
+
+
+def test_the_graph_is_written_without_the_onnx_package(monkeypatch) -> None:
+    from cortex.model import build_minilm_onnx
+
+    from .test_embed import TINY, tiny_weights
+
+    weights = tiny_weights()
+    monkeypatch.setitem(sys.modules, "onnx", None)  # `import onnx` would raise ImportError
+    graph = build_minilm_onnx(weights, TINY)
+    monkeypatch.undo()
+    # The reference implementation reads it, finds it valid, and writes the same bytes.
+    import onnx
+
+    model = onnx.load_model_from_string(graph)
+    onnx.checker.check_model(model, full_check=True)
+    assert model.SerializeToString() == graph
+    assert (model.ir_version, model.opset_import[0].version) == (8, 17)
+    assert [i.name for i in model.graph.input] == ["input_ids", "attention_mask", "token_type_ids"]
+
+
+def test_cortex_imports_neither_onnx_nor_the_model_module_cycle() -> None:
+    code = "import sys, cortex, cortex.cli, cortex.embed, cortex.model;print('onnx' in sys.modules)"
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert run.stdout.strip() == "False", run.stderr
+    import ast
+
+    source = Path(cortex.__file__).with_name("embed.py").read_text()
+    imported = {
+        node.module
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.ImportFrom) and node.module
+    }
+    assert "cortex.model" not in imported  # the embedder reads model folders via model_dir

@@ -238,14 +238,14 @@ def _add_search_options(parser: argparse.ArgumentParser) -> None:
                 flag, action=argparse.BooleanOptionalAction, default=None, help=help_text
             )
             continue
-        kind = spec.kinds[0]
+        kind = (spec.items or "string") if spec.kinds == ("array",) else spec.kinds[0]
         arg_type: Any = {"integer": int, "number": float, "object": _json_object}.get(kind, str)
         parser.add_argument(
             flag,
             type=arg_type,
             choices=list(spec.choices) if spec.choices else None,
             # an array (or str | list[str]) option is repeatable: --project a --project b
-            action="append" if "array" in spec.kinds else None,
+            action="append" if "array" in spec.kinds else "store",
             default=None,
             metavar=None if spec.choices else spec.name.upper(),
             help=help_text,
