@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import logging
 import os
@@ -395,3 +396,34 @@ def test_cortex_imports_neither_onnx_nor_the_model_module_cycle() -> None:
         if isinstance(node, ast.ImportFrom) and node.module
     }
     assert "cortex.model" not in imported  # the embedder reads model folders via model_dir
+
+
+# --------------------------------------------------------------------------- 8. progress
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_one_import_bar_with_honest_rates() -> None:
+    from cortex.cli import ImportProgress, Progress
+
+    screen = _Terminal()
+    bar = ImportProgress("importing notes/", screen)
+    for n in range(1, 14):  # 13 files, each embedding one memory in no time
+        bar.embedded(1, 1)
+        bar.file_done(n, 13)
+    bar.finish()
+    text = screen.getvalue()
+    assert text.count("\n") == 1 and text.endswith("13/13 files, 13 memories embedded\n"), text
+    assert "/s)" not in text  # 13 in microseconds is no rate at all, not billions a second
+
+    screen = _Terminal()
+    one = Progress("embedding", screen, unit="memories")
+    one(1, 1)
+    assert screen.getvalue().endswith(" 1/1\n"), screen.getvalue()
+    slow = Progress("embedding", screen, unit="memories")
+    slow.started -= 2.0  # as if two seconds had passed
+    slow(10, 10)
+    assert screen.getvalue().endswith(" 10/10 (5 memories/s)\n"), screen.getvalue()
