@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import io
 import json
 import logging
@@ -142,6 +143,9 @@ def test_search_help_states_the_real_default_of_min_score() -> None:
 def test_cli_flags_and_mcp_arguments_come_from_options() -> None:
     specs = {s.name: s for s in option_specs()}
     assert set(specs) == {f for f in Options.__dataclass_fields__}
+    # every field is declared with options.option(default, help): its help is its own
+    undeclared = [f.name for f in dataclasses.fields(Options) if not f.metadata.get("help")]
+    assert undeclared == [], f"declare these with option(default, help): {undeclared}"
     assert all(s.help and s.default_text for s in specs.values())
     search = _subcommands(build_parser())["search"]
     flags = {a.dest: a for a in search._actions if a.help != argparse.SUPPRESS}
