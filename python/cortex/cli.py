@@ -260,18 +260,21 @@ def _add_global_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
     and `cortex search --db X`). A subcommand's copy defaults to SUPPRESS, so that leaving
     it out there keeps what was given before the command name."""
     default: Any = None if top else argparse.SUPPRESS
-    parser.add_argument(
-        "--db",
-        default=default,
-        help="the database file (default: $CORTEX_DB, else cortex.db in the per-user data folder)",
-    )
-    parser.add_argument(
-        "-v",
-        "--verbose",
-        action="store_true",
-        default=False if top else argparse.SUPPRESS,
-        help="log what cortex does (searches, imports, rebuilds) on stderr",
-    )
+    if "--db" not in parser._option_string_actions:  # a command may declare its own
+        parser.add_argument(
+            "--db",
+            default=default,
+            help="the database file (default: $CORTEX_DB, else cortex.db in the per-user "
+            "data folder)",
+        )
+    if "--verbose" not in parser._option_string_actions:
+        parser.add_argument(
+            "-v",
+            "--verbose",
+            action="store_true",
+            default=False if top else argparse.SUPPRESS,
+            help="log what cortex does (searches, imports, rebuilds) on stderr",
+        )
 
 
 def build_parser() -> argparse.ArgumentParser:
