@@ -305,7 +305,12 @@ with cortex.open("memories.db") as engine:
 def _mypy(tmp_path: Path, source: str) -> subprocess.CompletedProcess[str]:
     snippet = tmp_path / "snippet.py"
     snippet.write_text(source)
-    env = {**os.environ, "MYPYPATH": str(Path(cortex.__file__).parents[1])}
+    env = dict(os.environ)
+    package_root = Path(cortex.__file__).parents[1]
+    if package_root.name not in ("site-packages", "dist-packages"):
+        # the source tree under test (PYTHONPATH), not an editable install of another one
+        env["MYPYPATH"] = str(package_root)
+    # else an installed wheel (scripts/check-wheel.sh): mypy finds it with its py.typed
     return subprocess.run(
         [sys.executable, "-m", "mypy", "--no-error-summary", "--cache-dir", str(tmp_path / "c"),
          "--follow-imports=silent", "--strict", str(snippet)],
