@@ -34,6 +34,7 @@ from typing import Any
 import pytest
 
 import cortex
+from cortex.semantic import index_dir
 
 from .conftest import run_cli
 
@@ -124,10 +125,10 @@ def _write_round(folder: Path, round_no: int, rng: random.Random) -> dict[str, l
 
 
 def _index_files(db: Path) -> tuple[Path, Path]:
-    """The vector file of the active model and its `.state` (beside the database)."""
+    """The vector file of the active model and its `.state` (in the database's index folder)."""
     found = [
         p
-        for p in db.parent.glob(f"{db.name}.vectors-*")
+        for p in index_dir(db).glob("vectors-*")
         if not p.name.endswith((".state", ".lock", ".ids", ".q8", ".sum", ".tmp"))
     ]
     assert len(found) == 1, found
@@ -302,8 +303,9 @@ def test_damaged_index_is_rebuilt_or_refused_never_a_crash(
     source, expected = pristine
     db = tmp_path / source.name
     for path in source.parent.iterdir():
-        if path.name.startswith(source.name):
-            shutil.copy(path, tmp_path / path.name)
+        if path.name.startswith(source.name):  # the file, its -wal, its -index folder
+            copy = shutil.copytree if path.is_dir() else shutil.copy
+            copy(path, tmp_path / path.name)
     vectors, _ = _index_files(db)
     DAMAGE[damage](vectors)
 

@@ -21,7 +21,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from cortex.errors import EmbeddingError
-from cortex.model import ModelInfo, _locate
+from cortex.model_dir import ModelInfo, _locate
 
 __all__ = ["Embedder", "OnnxEmbedder", "load_default_embedder"]
 

@@ -334,6 +334,8 @@ def import_path(
     """
     validate.name("project", project)
     validate.name("session", session)
+    if not str(path).strip():  # Path("") is "." : an unset variable would import everything
+        raise ImportFileError("the path to import is empty; give a file or a folder")
     root = Path(path).expanduser()
     if not root.exists():
         raise ImportFileError(f"{validate.display(root)}: no such file or folder")

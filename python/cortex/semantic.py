@@ -1,12 +1,12 @@
 """Semantic search: the embedder, the stored embeddings and the derived vector index.
 
 Embeddings live in SQLite (`embeddings`: memory id, model id, content hash, f32 blob),
-written in the same transaction as the memory they belong to. The vector index beside the
-database (``<db>.vectors-<model>``) is derived from them: appended as embeddings are
-added, masked as memories are deleted, and rebuilt from SQLite when it is missing, of
-another model, or does not match the state file written after every sync (a killed
-process leaves exactly that mismatch). Writers take an exclusive file lock to sync;
-searchers only read and refresh.
+written in the same transaction as the memory they belong to. The vector index, in the
+folder beside the database (``<db>-index/vectors-<model>``), is derived from them:
+appended as embeddings are added, masked as memories are deleted, and rebuilt from
+SQLite when it is missing, of another model, or does not match the state file written
+after every sync (a killed process leaves exactly that mismatch). Writers take an
+exclusive file lock to sync; searchers only read and refresh.
 
 Vectors of another model are never mixed into a search: the index of the active model
 holds only its rows, and lookups by content hash are per model.
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import glob
 import hashlib
 import json
 import os
@@ -30,16 +31,19 @@ import numpy as np
 
 from cortex import filters
 from cortex.errors import CortexError, EmbeddingError, IndexFormatError
+from cortex.log import get_logger
 from cortex.options import Options
 from cortex.ranking import RankInfo
 from cortex.store import Store, content_hash
 
-__all__ = ["SemHit", "Semantic"]
+__all__ = ["SemHit", "Semantic", "index_dir"]
 
 #: Rows fetched beyond the pool when the search is not restricted to an allowed set, so
 #: that superseded memories (filtered after the scan) rarely leave the pool short.
 OVERFETCH = 32
 _EMBED_BATCH = 64
+
+_log = get_logger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +51,31 @@ class SemHit:
     memory_id: int
     score: float  # cosine similarity
     info: RankInfo
+
+
+def index_dir(db_path: Path, *, create: bool = False) -> Path:
+    """The one folder of files derived from the database at `db_path`: ``<name>-index``
+    beside it (as SQLite's ``-wal`` and ``-shm``), holding each model's vector index. It
+    is moved, deleted and rebuilt as one; deleting it loses nothing (rebuilt from SQLite).
+
+    With `create`, the folder is made when missing, and the first time it is, the side
+    files older versions kept beside the database (``<name>.vectors-*``) are deleted: the
+    index is rebuilt into the folder from the embeddings in SQLite.
+    """
+    folder = db_path.with_name(f"{db_path.name}-index")
+    if create:
+        try:
+            folder.mkdir()
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            message = f"cannot create the index folder {folder}: {exc.strerror}"
+            raise IndexFormatError(message) from None
+        else:
+            for old in db_path.parent.glob(f"{glob.escape(db_path.name)}.vectors-*"):
+                with contextlib.suppress(OSError):
+                    old.unlink()
+    return folder
 
 
 def _has_filters(opts: Options) -> bool:
@@ -187,9 +216,12 @@ class Semantic:
     # ------------------------------------------------------------------ the index
 
     def index_path(self) -> Path:
+        """The vector file of the active model, in the database's index folder (its
+        ``.ids``/``.q8``/``.sum``/``.state``/``.lock`` are named after it)."""
         slug = re.sub(r"[^A-Za-z0-9._-]+", "-", self.model_id)[:60]
         digest = hashlib.sha256(self.model_id.encode()).hexdigest()[:8]
-        return Path(f"{self._store.path}.vectors-{slug}-{digest}")
+        folder = index_dir(self._store.path, create=not self._store.read_only)
+        return folder / f"vectors-{slug}-{digest}"
 
     def _state_path(self) -> Path:
         return Path(f"{self.index_path()}.state")
@@ -321,6 +353,7 @@ class Semantic:
                 except (IndexFormatError, CortexError):
                     writer = None
             if writer is None:
+                _log.info("building the vector index of %s from SQLite at %s", model, path)
                 writer = VectorIndex.create(path, dim, model)
                 state = {"seq": 0, "deleted": 0.0, "rows": 0}
             assert state is not None

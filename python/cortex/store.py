@@ -499,13 +499,17 @@ class Store:
                 f"{p} is not writable by this user: opened read-only (searches work; "
                 "nothing is recorded)"
             )
-        if not read_only:
-            try:
-                p.parent.mkdir(parents=True, exist_ok=True)
-            except (FileExistsError, NotADirectoryError):
-                raise StorageError(f"cannot create {p}: a part of its folder is a file") from None
-            except OSError as exc:
-                raise StorageError(f"cannot create the folder of {p}: {exc.strerror}") from None
+        if not read_only and not p.exists():
+            # The file is created, its folder never: a typo in a path must not leave a tree
+            # of folders behind (`/nonexistent/x.db` would create /nonexistent as root).
+            folder = p.parent
+            if not folder.is_dir():
+                if folder.exists() or any(a.exists() and not a.is_dir() for a in folder.parents):
+                    raise StorageError(f"cannot create {p}: a part of its folder is a file")
+                raise StorageError(
+                    f"cannot create {p}: the folder {folder} does not exist; "
+                    f"create it first (mkdir -p {folder})"
+                )
         store = cls(p, read_only=read_only, immutable=immutable)
         store.notice = notice
         store._migrate()
