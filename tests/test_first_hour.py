@@ -18,7 +18,7 @@ import pytest
 import cortex
 from cortex.cli import build_parser
 from cortex.errors import ImportFileError, InvalidOptionError, StorageError
-from cortex.options import Options, option_specs
+from cortex.options import DEFAULT_MIN_SCORE, Options, option_specs
 
 from .conftest import SAMPLE, CliRun, run_cli
 
@@ -133,11 +133,12 @@ def test_search_help_states_the_real_default_of_min_score() -> None:
     run = run_cli("search", "--help")
     text = " ".join(run.out.split())
     assert "--min-score MIN_SCORE leave out results whose final score is lower" in text
-    assert "(default: 0.1 for hybrid with linear fusion, 0 otherwise)" in text
+    floor = f"{DEFAULT_MIN_SCORE:g}"
+    assert f"(default: {floor}, in every mode (0 for hybrid with rrf fusion))" in text
     # ... and it is the default the search applies
-    assert Options().threshold(cortex.Mode.HYBRID) == 0.1
+    for mode in cortex.Mode:
+        assert Options().threshold(mode) == DEFAULT_MIN_SCORE
     assert Options(fusion="rrf").threshold(cortex.Mode.HYBRID) == 0
-    assert Options().threshold(cortex.Mode.KEYWORD) == 0
 
 
 def test_cli_flags_and_mcp_arguments_come_from_options() -> None:
@@ -191,7 +192,7 @@ def test_mcp_schema_is_generated_from_options(tmp_path: Path) -> None:
         if spec.mcp:
             published = {k: v for k, v in props[spec.name].items() if k != "title"}
             assert published == spec.json_schema(), spec.name
-    assert "0.1 for hybrid with linear fusion, 0 otherwise" in props["min_score"]["description"]
+    assert f"{DEFAULT_MIN_SCORE:g}, in every mode" in props["min_score"]["description"]
     assert props["limit"]["description"] == "How many results at most (default: 20)."
 
 
@@ -228,8 +229,10 @@ def test_salience_is_stored_and_printed_rounded(tmp_path: Path) -> None:
     db = tmp_path / "c.db"
     with cortex.open(db, embedder=None) as engine:
         memory_id = engine.add("the rollback drill runs on fridays", salience=0.5)
-        for _ in range(7):  # 0.5 + 7 × 0.02 in floating point is 0.6400000000000001
-            engine.search("rollback", mode="keyword")
+        for _ in range(4):  # 0.5 + 7 × 0.02 in floating point is 0.6400000000000001
+            engine.search("rollback", mode="keyword", reinforce=0.02)
+        for _ in range(3):
+            engine.reinforce([memory_id])
         assert engine.get(memory_id).salience == 0.64
     shown = run_cli("--db", str(db), "show", str(memory_id))
     assert "salience: 0.64\n" in shown.out, shown.out
@@ -268,7 +271,7 @@ def test_the_cortex_logger_is_silent_by_default_and_tells_each_search(
         lines = [r.getMessage() for r in caplog.records]
     summary = [m for m in lines if m.startswith("search mode=keyword")]
     assert len(summary) == 1, lines
-    assert "keyword_tier=fts keyword_hits=1" in summary[0] and "keyword=" in summary[0]
+    assert "keyword_tier=fts keyword_hits=1" in summary[0] and "total=" in summary[0]
     assert any(m.startswith("keyword AND of 2 terms: FTS5, 1 hits") for m in lines), lines
 
 
@@ -279,7 +282,7 @@ def test_verbose_logs_to_stderr_and_quiet_does_not(tmp_path: Path) -> None:
     loud = run_cli("--db", db, "search", "deploys", "--mode", "keyword", "--verbose")
     assert quiet.code == loud.code == 0 and quiet.out == loud.out
     assert "DEBUG" not in quiet.err
-    assert "cortex: DEBUG cortex.engine: search mode=keyword" in loud.err
+    assert "cortex: DEBUG cortex.search: search mode=keyword" in loud.err
 
 
 # --------------------------------------------------------------------------- 4. type hints

@@ -314,7 +314,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--follow-links",
         action="store_true",
-        help="follow symbolic links that point out of the imported folder",
+        help="follow symbolic links that point out of the imported folder (default: skip them)",
     )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
 
@@ -330,7 +330,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("show", help="print one memory")
     p.add_argument("id", type=int, help="the memory's id")
-    p.add_argument("--project", help="only if it belongs to this project")
+    p.add_argument("--project", help="only if it belongs to this project (default: any)")
     p.add_argument("--json", action="store_true", help="print it as JSON")
 
     p = sub.add_parser("stats", help="what the database holds")
@@ -340,7 +340,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("id", type=int, help="the memory to look around")
     p.add_argument("--before", type=int, default=5, help="how many earlier memories (default: 5)")
     p.add_argument("--after", type=int, default=5, help="how many later memories (default: 5)")
-    p.add_argument("--project", help="only if the anchor belongs to this project")
+    p.add_argument(
+        "--project", help="only if the anchor belongs to this project (default: any)"
+    )
     p.add_argument("--json", action="store_true", help="print the timeline as JSON")
 
     p = sub.add_parser("reindex", help="embed memories that lack vectors; rebuild the index")
@@ -370,14 +372,19 @@ def build_parser() -> argparse.ArgumentParser:
         "--project",
         action="append",
         metavar="NAME",
-        help="serve only this project's memories (repeatable); every tool is confined to them",
+        help="serve only this project's memories (repeatable; every tool is confined to"
+        " them; default: every project)",
     )
 
     p = sub.add_parser("serve", help="serve the HTTP API and the search page")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
     p.add_argument("--port", type=int, default=8765, help="port (default: 8765; 0 picks one)")
     p.add_argument("--token", help="require this bearer token (default: $CORTEX_TOKEN)")
-    p.add_argument("--project", action="append", help="serve only this project (repeatable)")
+    p.add_argument(
+        "--project",
+        action="append",
+        help="serve only this project (repeatable; default: every project)",
+    )
     p.add_argument(
         "--cors-origin", action="append", default=[], help="allow this web origin (default: none)"
     )

@@ -50,7 +50,7 @@ MAX_CONTEXT = 20
 #: the same number means the same in every query, mode and store size), so one floor
 #: holds everywhere; chosen on the tune split of the agent evaluation set for abstention
 #: (eval/README.md). RRF's rank-based scores take no floor.
-DEFAULT_MIN_SCORE = 0.2
+DEFAULT_MIN_SCORE = 0.3
 
 
 class Mode(StrEnum):
@@ -252,7 +252,9 @@ class Options:
     lens: str | None = option(None, "the active lens, recorded with the recall", mcp=False)
 
     fusion: FusionArg = option(
-        Fusion.LINEAR, "how hybrid mode fuses the two lists: linear (scores) or rrf (ranks)"
+        Fusion.EVIDENCE,
+        "how hybrid mode fuses the two scores: evidence (either leg's strong evidence stands,"
+        " agreement adds), linear (a weighted sum) or rrf (ranks)",
     )
     rrf_k: float = option(60.0, "the k of reciprocal rank fusion", minimum=0, mcp=False)
     min_score: float | None = option(
