@@ -26,6 +26,11 @@ RECORD_SUFFIXES = frozenset({".json", ".jsonl", ".ndjson"})
 #: Sections longer than this are split at paragraph boundaries: an embedding model reads
 #: 256 tokens, and a result should be a passage a reader can take in.
 MAX_CHUNK_CHARS = 2_000
+#: Files are read in windows of about this many chunks, whose texts are embedded in one
+#: call: sorted by length over the whole window, batches hold texts of equal length and
+#: the model computes almost no padding (0.5 % against 121 % per file in chunks of 64 on
+#: SciFact passages). The window bounds the memory held: its texts and vectors.
+IMPORT_WINDOW = 50_000
 
 _HEADING = re.compile(r"^ {0,3}#{1,6}(?:[ \t]|$)")
 _FENCE = re.compile(r"^ {0,3}(```|~~~)")
@@ -273,9 +278,10 @@ def import_path(
     """Import a file or a folder. Each file is synced in its own transaction; a file that
     cannot be read or parsed is reported in `errors` and the others are still imported.
 
-    `embed(chunks)` computes the vectors of a file's chunks before its transaction starts
-    (embedding is slow; the write lock is not held meanwhile) and returns the hook that
-    stores them inside it.
+    `embed(chunks)` computes the vectors of the chunks of a window of files (up to
+    IMPORT_WINDOW chunks) before their transactions start (embedding is slow; the write
+    lock is not held meanwhile) and returns the hook that stores them inside each file's
+    transaction.
     """
     root = Path(path).expanduser()
     if not root.exists():
@@ -287,21 +293,45 @@ def import_path(
         )
     files = list(iter_files(root))
     report = ImportReport()
-    for n, file in enumerate(files, 1):
-        resolved = file.resolve()
-        try:
-            chunks = file_chunks(resolved, project, session)
-            groups: dict[str | None, list[MemoryInput]] = {}
-            for chunk in chunks:
-                groups.setdefault(chunk.project, []).append(chunk)
-            if not groups:
-                groups[project] = []  # an emptied file removes its memories
-            on_write = embed(chunks) if embed is not None and chunks else None
-            for group_project, group in groups.items():
-                report.counts += store.sync_source(str(resolved), group_project, group, on_write)
-            report.files += 1
-        except ImportFileError as exc:
-            report.errors.append((str(file), str(exc)))
-        if progress is not None:
-            progress(n, len(files), file)
+    done = 0
+    start = 0
+    while start < len(files):
+        # Read a window of files, embed all their chunks in one call (one length sort over
+        # the window: the model pads every batch to its longest text), then write each
+        # file in its own transaction as before.
+        window: list[tuple[Path, Path, list[MemoryInput]]] = []
+        size = 0
+        while start < len(files) and (not window or size < IMPORT_WINDOW):
+            file = files[start]
+            start += 1
+            resolved = file.resolve()
+            try:
+                chunks = file_chunks(resolved, project, session)
+            except ImportFileError as exc:
+                report.errors.append((str(file), str(exc)))
+                done += 1
+                if progress is not None:
+                    progress(done, len(files), file)
+                continue
+            window.append((file, resolved, chunks))
+            size += len(chunks)
+        every = [c for _, _, chunks in window for c in chunks]
+        on_write = embed(every) if embed is not None and every else None
+        for file, resolved, chunks in window:
+            try:
+                groups: dict[str | None, list[MemoryInput]] = {}
+                for chunk in chunks:
+                    groups.setdefault(chunk.project, []).append(chunk)
+                if not groups:
+                    groups[project] = []  # an emptied file removes its memories
+                for group_project, group in groups.items():
+                    report.counts += store.sync_source(
+                        str(resolved), group_project, group, on_write if chunks else None
+                    )
+                report.files += 1
+            except ImportFileError as exc:
+                report.errors.append((str(file), str(exc)))
+            done += 1
+            if progress is not None:
+                progress(done, len(files), file)
     return report
