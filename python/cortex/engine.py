@@ -90,6 +90,12 @@ class Engine:
         return self._store
 
     @property
+    def model_id(self) -> str:
+        """The active embedding model's id (loads the model); raises EmbeddingError
+        when there is none."""
+        return self._semantic.model_id
+
+    @property
     def keyword_index(self) -> KeywordIndexer:
         """The in-memory keyword index (see :mod:`cortex.keyword_index`)."""
         return self._keyword_index
@@ -154,8 +160,23 @@ class Engine:
             ]
         )[0]
 
-    def add_many(self, records: Iterable[Mapping[str, Any]]) -> list[int]:
-        """Store several memories in one transaction (all or none); returns their ids."""
+    def add_many(
+        self,
+        records: Iterable[Mapping[str, Any]],
+        *,
+        vectors: Any = None,
+        model_id: str | None = None,
+    ) -> list[int]:
+        """Store several memories in one transaction (all or none); returns their ids.
+
+        `vectors`, when given, are the memories' embeddings computed beforehand by the
+        active model (``engine.model_id``): an array of shape ``(len(records), dim)``, one
+        finite, non-zero row per record in order, stored as given instead of embedding
+        the texts (rows are L2-normalised in the index). `model_id` names the model that
+        computed them; when it is not the active model's, nothing is written (vectors of
+        two models are never mixed). Without it, the vectors are taken as the active
+        model's.
+        """
         items = []
         for record in records:
             fields = dict(record)
@@ -165,7 +186,21 @@ class Engine:
                 items.append(MemoryInput(**fields))
             except TypeError as exc:
                 raise InvalidOptionError(f"bad memory record: {exc}") from None
-        return self._write_many(items)
+        if vectors is None:
+            return self._write_many(items)
+        if model_id is not None and model_id != self._semantic.model_id:
+            raise InvalidOptionError(
+                f"the vectors are of model {model_id!r}, but this database embeds with "
+                f"{self._semantic.model_id!r}; embed the texts with the active model or"
+                " leave out vectors= to let cortex embed them"
+            )
+        blobs = self._semantic.supplied(vectors, len(items))
+        store_vectors = self._semantic.bulk_writer(time.time())
+
+        def after(tx: Any, ids: list[int], written: list[MemoryInput]) -> None:
+            store_vectors(tx, ids, [content_hash(i.content) for i in written], blobs)
+
+        return self._store.add_many(items, after=after)
 
     def _embedding_hook(self, items: Sequence[MemoryInput], progress: Any = None) -> Any:
         """Embed `items` (before any transaction) and return the hook that stores each
@@ -223,6 +258,14 @@ class Engine:
         report.not_embedded = reason
         self._store.after_bulk_write()
         return report
+
+    def flush(self) -> None:
+        """Bring the derived files up to date and checkpoint the WAL: what a bulk load
+        calls at its end, so that the files on disk are complete and compact (a search
+        would otherwise sync the vector index first)."""
+        if self._semantic.unavailable() is None and not self._store.read_only:
+            self._semantic.index()
+        self._store.after_bulk_write()
 
     def reindex(self, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
         """Embed every live memory that has no vector of the active model (after a model

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from cortex import filters
-from cortex.errors import CortexError, EmbeddingError, IndexFormatError
+from cortex.errors import CortexError, EmbeddingError, IndexFormatError, InvalidOptionError
 from cortex.options import Options
 from cortex.ranking import RankInfo
 from cortex.store import Store, content_hash
@@ -175,6 +175,42 @@ class Semantic:
             for h, v in zip(missing, vecs, strict=True):
                 known[h] = np.ascontiguousarray(v, dtype="<f4").tobytes()
         return known
+
+    def supplied(self, vectors: Any, n: int) -> list[bytes]:
+        """f32 blobs of vectors a caller computed with the active model, checked: shape
+        ``(n, dim)``, every value finite, no zero row."""
+        embedder = self.embedder()
+        dim = int(embedder.dim)
+        try:
+            arr = np.asarray(vectors, dtype=np.float32)
+        except (TypeError, ValueError) as exc:
+            raise InvalidOptionError(f"vectors must be an array of numbers: {exc}") from None
+        if arr.ndim != 2 or arr.shape != (n, dim):
+            raise InvalidOptionError(
+                f"vectors has shape {arr.shape}; expected ({n}, {dim}): one row of the active"
+                f" model's {dim} dimensions ({embedder.model_id}) per record"
+            )
+        if not np.isfinite(arr).all():
+            raise InvalidOptionError("vectors holds NaN or infinite values")
+        if n and not (np.abs(arr).max(axis=1) > 0).all():
+            raise InvalidOptionError("vectors holds an all-zero row, which has no direction")
+        arr = np.ascontiguousarray(arr, dtype="<f4")
+        return [row.tobytes() for row in arr]
+
+    def bulk_writer(self, now: float) -> Any:
+        """Stores the vectors of many memories in one statement, inside the caller's
+        transaction: (tx, memory ids, content hashes, f32 blobs)."""
+        embedder = self.embedder()
+        model, dim = str(embedder.model_id), int(embedder.dim)
+
+        def write(tx: Any, ids: list[int], hashes: list[str], blobs: list[bytes]) -> None:
+            tx.executemany(
+                "INSERT OR REPLACE INTO embeddings (memory_id, model_id, dim, content_hash,"
+                " vector, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+                [(i, model, dim, h, b, now) for i, h, b in zip(ids, hashes, blobs, strict=True)],
+            )
+
+        return write
 
     def write(
         self, tx: Any, memory_id: int, chash: str, blob: bytes, now: float, *, replace: bool = True
