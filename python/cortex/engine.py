@@ -9,11 +9,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from cortex import filters, fusion, keyword, recall
+from cortex._lazy import LazyModule
 from cortex.errors import (
     EmbeddingError,
     IndexFormatError,
@@ -21,7 +20,6 @@ from cortex.errors import (
     QueryError,
     StorageError,
 )
-from cortex.ingest import ImportReport, import_path
 from cortex.keyword_index import KeywordIndexer
 from cortex.options import Fusion, Mode, Options, OrderBy
 from cortex.ranking import (
@@ -42,6 +40,13 @@ from cortex.ranking import (
 from cortex.result import Fact, MatchType, Memory, Result, Results, from_epoch
 from cortex.semantic import Semantic, SemHit
 from cortex.store import MemoryInput, Store, content_hash
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from cortex.ingest import ImportReport
+else:  # imported when a vector is first touched (start-up of keyword-only commands)
+    np = LazyModule("numpy")
 
 __all__ = ["Engine", "Searcher", "open"]
 
@@ -245,6 +250,8 @@ class Engine:
             hook = self._embedding_hook(chunks, embed_progress)
             embedded += len(chunks)
             return hook
+
+        from cortex.ingest import import_path  # only imports pay for the parsers
 
         report = import_path(
             self._store,

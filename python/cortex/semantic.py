@@ -24,15 +24,19 @@ import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from cortex import filters
+from cortex._lazy import LazyModule
 from cortex.errors import CortexError, EmbeddingError, IndexFormatError, InvalidOptionError
 from cortex.options import Options
 from cortex.ranking import RankInfo
 from cortex.store import Store, content_hash
+
+if TYPE_CHECKING:
+    import numpy as np
+else:  # imported when a vector is first touched (start-up of keyword-only commands)
+    np = LazyModule("numpy")
 
 __all__ = ["SemHit", "Semantic"]
 
