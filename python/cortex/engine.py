@@ -53,6 +53,8 @@ __all__ = ["Engine", "Searcher", "open"]
 #: Each retriever fetches at least this many candidates (or 2 x limit if more), whatever
 #: the limit: the first n results are then the same for every limit up to half of it.
 CANDIDATE_POOL = 100
+#: Memories `reindex` embeds per call and writes per transaction.
+REINDEX_WINDOW = 8192
 
 
 @runtime_checkable
@@ -281,9 +283,14 @@ class Engine:
         backlog = self._semantic.backlog()
         by_id = dict(backlog)
         done = 0
-        for start in range(0, len(backlog), 256):
-            part = backlog[start : start + 256]
-            vectors = self._semantic.vectors_for([c for _, c in part])
+        # Windows of REINDEX_WINDOW texts, each embedded in one length-sorted call (short
+        # and long texts apart: less padding), then written in one transaction.
+        for start in range(0, len(backlog), REINDEX_WINDOW):
+            part = backlog[start : start + REINDEX_WINDOW]
+            step = None
+            if progress is not None:
+                step = lambda n, _total, base=start: progress(base + n, len(backlog))  # noqa: E731
+            vectors = self._semantic.vectors_for([c for _, c in part], step)
             now = time.time()
             with self._store.transaction() as tx:
                 for memory_id, _ in part:

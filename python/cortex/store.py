@@ -365,6 +365,8 @@ class MemoryInput:
             raise InvalidOptionError("metadata must be a JSON object (a dict)")
 
     def metadata_json(self) -> str:
+        if not self.metadata:  # most memories: skip the encoder (8 % of a bulk insert's CPU)
+            return "{}"
         try:
             return json.dumps(dict(self.metadata or {}), ensure_ascii=False, sort_keys=True)
         except (TypeError, ValueError) as exc:
