@@ -240,9 +240,8 @@ class Engine:
         Memories are embedded on the way in when a model is installed; without one they are
         imported all the same (found by keyword) and ``report.not_embedded`` says why.
         `progress` reports files done; `embed_progress` the texts embedded of the current
-        window of files (all of them unless the import holds over
-        :data:`cortex.ingest.IMPORT_WINDOW` chunks; one large JSONL file is minutes of
-        embedding).
+        window of files (see :data:`cortex.ingest.IMPORT_WINDOW`; one large JSONL file
+        is one window, minutes of embedding).
         """
         reason = self._semantic.unavailable()
         embedded = 0

@@ -613,7 +613,10 @@ class Store:
             return []
         now = time.time()
         with self.transaction() as tx:
-            ids = self._insert_bulk(tx, items, now)
+            if len(items) == 1:  # one memory (an agent's add): the triggers, no flag row
+                ids = [self._insert(tx, items[0], now)]
+            else:
+                ids = self._insert_bulk(tx, items, now)
             if on_write is not None:
                 for memory_id, item in zip(ids, items, strict=True):
                     on_write(tx, memory_id, item, True)
