@@ -636,3 +636,11 @@ def test_queries_run_on_one_thread_and_large_batches_on_every_core() -> None:
     pinned = OnnxEmbedder(MODEL_DIR, threads=2)
     assert pinned.threads == pinned.bulk_threads == 2
     assert pinned._bulk_session is pinned._session
+
+
+def test_the_default_model_is_loaded_once_per_process() -> None:
+    from cortex.embed import load_default_embedder
+
+    first = load_default_embedder()
+    assert load_default_embedder() is first  # shared by every engine of the process
+    assert load_default_embedder(threads=2) is not first  # another setting, another load

@@ -375,11 +375,24 @@ class OnnxEmbedder:
         return np.ascontiguousarray(vecs / norms, dtype=np.float32)
 
 
+_LOADED: dict[tuple[str, str, int | None], OnnxEmbedder] = {}
+_LOADED_LOCK = threading.Lock()
+
+
 def load_default_embedder(threads: int | None = None) -> OnnxEmbedder:
-    """The active model (``$CORTEX_MODEL_DIR``, else the installed default).
+    """The active model (``$CORTEX_MODEL_DIR``, else the installed default), loaded once
+    per process: every Engine of the process shares it (a load reads 90 MB and takes
+    ~0.4 s; onnxruntime sessions are safe to run from several threads). Changed files
+    have another model id, so they are loaded afresh.
 
     Raises :class:`EmbeddingError` naming the fix when the model or onnxruntime
     is missing: "no embedding model found at X; run `cortex model install` or
     use mode='keyword'".
     """
-    return OnnxEmbedder(None, threads=threads)
+    located = _locate(None)
+    key = (str(located.path), located.model_id, threads)
+    with _LOADED_LOCK:
+        embedder = _LOADED.get(key)
+        if embedder is None:
+            embedder = _LOADED[key] = OnnxEmbedder(None, threads=threads)
+    return embedder
