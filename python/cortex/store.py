@@ -631,7 +631,9 @@ class Store:
         inserts) and index them in one statement per keyword index."""
         first = int(tx.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM memories").fetchone()[0])
         ids = list(range(first, first + len(items)))
-        tx.execute("INSERT INTO meta(key, value) VALUES ('bulk_insert', '1')")
+        # OR REPLACE: should a flag row ever outlive its transaction, the next bulk insert
+        # takes it over and deletes it, instead of failing on the key.
+        tx.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('bulk_insert', '1')")
         try:
             tx.executemany(
                 "INSERT INTO memories (id, project_id, content, content_hash, source_path,"
