@@ -130,3 +130,30 @@ def test_no_command_prints_help() -> None:
     result = run_cli()
     assert result.code == 2
     assert "search" in result.out
+
+
+def test_version_and_keyword_search_import_no_vector_code(tmp_path: Path) -> None:
+    """`cortex --version` and a keyword search never touch a vector, so they import
+    neither numpy nor the model runtime (start-up cost; BENCHMARKS.md)."""
+    import subprocess
+    import sys
+
+    db = tmp_path / "c.db"
+    with cortex.open(db, embedder=None) as engine:
+        engine.add("the deployment of the billing service", project="p")
+    heavy = ("numpy", "onnxruntime", "tokenizers", "cortex.vectors", "cortex.embed")
+    probe = (
+        "import sys, json, contextlib, io, cortex.cli\n"
+        "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+        "    with contextlib.suppress(SystemExit):\n"
+        "        cortex.cli.main(sys.argv[1:])\n"
+        f"heavy = [m for m in {heavy!r} if m in sys.modules]\n"
+        "print(json.dumps({'out': out.getvalue(), 'heavy': heavy}))"
+    )
+    for args in (["--version"], ["--db", str(db), "search", "deploy*", "--mode", "keyword"]):
+        done = subprocess.run(
+            [sys.executable, "-c", probe, *args], capture_output=True, text=True, check=True
+        )
+        got = json.loads(done.stdout)
+        assert got["heavy"] == [], args
+        assert ("cortex " if args == ["--version"] else "billing") in got["out"]

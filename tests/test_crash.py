@@ -228,7 +228,9 @@ def test_sigkill_during_import_loses_no_acknowledged_write(tmp_path: Path, embed
             # Each memory has its vector (they commit together), and the index was
             # synced by the first search without being asked.
             stats = engine.stats()
-            assert list(stats["embeddings"].values()) == [stats["memories"]]
+            # (one model; no rows at all when the kill came before the first file)
+            assert len(stats["embeddings"]) <= 1
+            assert sum(stats["embeddings"].values()) == stats["memories"]
             synced = _semantic(engine)
             vector_path, _ = _index_files(db)
             from cortex.vectors import VectorIndex
@@ -241,7 +243,10 @@ def test_sigkill_during_import_loses_no_acknowledged_write(tmp_path: Path, embed
             engine.reindex()  # a forced rebuild from SQLite: the reference
             assert _same_results(synced, _semantic(engine)), round_no
     assert mid_import >= KILLS - 1, mid_import  # the kills did land inside the import
-    assert len(acked) >= KILLS, acked  # and after some acknowledged files
+    # and after some acknowledged files: an import embeds its files in windows (8 chunks
+    # first, then doubling), so files are acknowledged window by window and a kill at
+    # 0.2-1.5 s often lands inside the first new window of a round
+    assert len(acked) >= 3, acked
     print(f"kills: {KILLS}, mid-import: {mid_import}, index left stale: {stale_index}")
 
 

@@ -340,9 +340,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("id", type=int, help="the memory to look around")
     p.add_argument("--before", type=int, default=5, help="how many earlier memories (default: 5)")
     p.add_argument("--after", type=int, default=5, help="how many later memories (default: 5)")
-    p.add_argument(
-        "--project", help="only if the anchor belongs to this project (default: any)"
-    )
+    p.add_argument("--project", help="only if the anchor belongs to this project (default: any)")
     p.add_argument("--json", action="store_true", help="print the timeline as JSON")
 
     p = sub.add_parser("reindex", help="embed memories that lack vectors; rebuild the index")
