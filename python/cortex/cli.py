@@ -346,8 +346,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("reindex", help="embed memories that lack vectors; rebuild the index")
     p.add_argument("--json", action="store_true", help="print the counts as JSON")
 
-    p = sub.add_parser("eval", help="measure retrieval quality on a BEIR-layout dataset")
-    p.add_argument("dataset", help="folder with corpus.jsonl, queries.jsonl, qrels/<split>.tsv")
+    p = sub.add_parser(
+        "eval", help="measure retrieval quality on a BEIR-layout dataset or an agent set"
+    )
+    p.add_argument(
+        "dataset",
+        help="folder with corpus.jsonl, queries.jsonl, qrels/<split>.tsv; or agent, temporal"
+        " or conversations (the sets of eval/, by store size and query kind)",
+    )
     p.add_argument("--split", default="test", help="the qrels split to score (default: test)")
     p.add_argument(
         "--config",
@@ -600,6 +606,20 @@ def _cmd_eval(args: argparse.Namespace, out: TextIO) -> int:
     import tempfile
 
     from cortex import eval as ev
+
+    if args.dataset in ("agent", "temporal", "conversations") and not Path(args.dataset).is_dir():
+        # the agent-setting sets of eval/ (cortex.agent_eval): nDCG, recall and abstention
+        # per store size and query kind
+        from cortex import agent_eval
+
+        argv = ["--set", args.dataset, "--split", args.split]
+        if args.json:
+            argv.append("--json")
+        if args.plot:
+            argv += ["--plot", args.plot]
+        for name in args.config or []:
+            argv += ["--mode", name]
+        return agent_eval.main(argv)
 
     unknown = [c for c in args.config or [] if c not in ev.CONFIGS]
     if unknown:

@@ -118,7 +118,7 @@ class OnnxEmbedder:
             raise ValueError(f"token_budget must be a positive int, not {token_budget!r}")
         located = _locate(model_dir)
         try:
-            import onnxruntime as ort
+            import onnxruntime as ort  # type: ignore[import-untyped]
             from tokenizers import Tokenizer
         except ImportError as exc:
             raise EmbeddingError(
@@ -227,7 +227,8 @@ class OnnxEmbedder:
     def embed(self, text: str) -> np.ndarray:
         if not isinstance(text, str):
             raise TypeError(f"embed() takes a str, not {type(text).__name__}")
-        return self.embed_batch([text])[0]
+        row: np.ndarray = self.embed_batch([text])[0]
+        return row
 
     def embed_batch(
         self, texts: Sequence[str], progress: Callable[[int, int], None] | None = None
@@ -303,7 +304,7 @@ class OnnxEmbedder:
         if len(enc.ids) < self._max_tokens:
             return False  # the prefix did not fill the window: more text may add tokens
         # Special tokens ([CLS], [SEP]) have offsets (0, 0): the max is the last kept word's.
-        return max(end for _, end in enc.offsets) <= cut - 101
+        return bool(max(end for _, end in enc.offsets) <= cut - 101)
 
     def _run(
         self, texts: list[str], progress: Callable[[int, int], None] | None = None
@@ -358,9 +359,11 @@ class OnnxEmbedder:
         if not self._pool_here:
             return hidden
         if self._pooling == "cls":
-            return hidden[:, 0, :]
+            first: np.ndarray = hidden[:, 0, :]
+            return first
         m = mask.astype(np.float32)[:, :, None]
-        return (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
+        pooled: np.ndarray = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
+        return pooled
 
     def _normalise(self, vecs: np.ndarray, texts: list[str]) -> np.ndarray:
         norms = np.linalg.norm(vecs, axis=1, keepdims=True)

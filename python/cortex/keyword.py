@@ -252,7 +252,9 @@ EXACT = "memories_exact"
 
 
 def _idf(rows: int, hits: int) -> float:
-    """FTS5's IDF of a phrase found in `hits` of `rows` rows, clamp included."""
+    """FTS5's IDF of a phrase found in `hits` of `rows` rows, clamp included. The two counts
+    are read apart, so a write in between may leave `hits` above `rows`: it counts as all."""
+    hits = min(max(hits, 0), rows)
     idf = math.log((rows - hits + 0.5) / (hits + 0.5)) if rows > 0 else 0.0
     return idf if idf > 0.0 else 1e-6
 

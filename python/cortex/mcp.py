@@ -232,7 +232,7 @@ def _option_parameters() -> list[inspect.Parameter]:
     return params
 
 
-def _given(**values: object) -> dict[str, object]:
+def _given(**values: Any) -> dict[str, Any]:
     """The arguments the client sent, as the API's keyword arguments.
 
     A JSON null is passed on as None, which is what the API makes of None: no filter for
@@ -516,6 +516,8 @@ def build_server(engine: cortex.Engine, *, projects: Sequence[str] | None = None
                 metadata=metadata,
                 source_path=source_path,
             )
+            if not isinstance(content, str):
+                raise InvalidOptionError("content must be a string: the memory's text")
             return engine.get(engine.add(content, **fields)).to_dict()
 
         return _run(work)
@@ -540,7 +542,7 @@ def build_server(engine: cortex.Engine, *, projects: Sequence[str] | None = None
 
         def work() -> dict[str, Any]:
             anchor = fetch(anchor_id, project)
-            return engine.timeline(anchor.id, **counts, project=anchor.project).to_dict()  # type: ignore[arg-type]
+            return engine.timeline(anchor.id, **counts, project=anchor.project).to_dict()
 
         return _run(work)
 

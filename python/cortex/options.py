@@ -144,7 +144,7 @@ def _enum(cls: type[StrEnum], name: str, value: object) -> StrEnum:
             return cls(value.strip().lower())
         except ValueError:
             pass
-    choices = ", ".join(repr(m.value) for m in cls)  # type: ignore[attr-defined]
+    choices = ", ".join(repr(m.value) for m in cls)
     raise InvalidOptionError(f"{name} must be one of {choices}, not {value!r}")
 
 

@@ -109,7 +109,8 @@ def _check_vectors(vecs: Any, n: int, dim: int) -> np.ndarray:
         )
     if not np.isfinite(vecs).all():
         raise EmbeddingError("the embedder returned NaN or infinite values")
-    return vecs
+    checked: np.ndarray = vecs
+    return checked
 
 
 def _embed_sorted(embedder: Any, texts: list[str], progress: Any = None) -> np.ndarray:

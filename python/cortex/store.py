@@ -1362,7 +1362,7 @@ def _unchanged(chunk: MemoryInput, row: Sequence[Any]) -> bool:
     """Whether a stored row (id, chunk_index, hash, sector, tier, scope, category, salience,
     confidence, created_at, metadata) already holds `chunk`. A chunk without its own date
     keeps the stored one."""
-    return (
+    return bool(
         row[3] == chunk.sector
         and row[4] == chunk.tier
         and row[5] == chunk.scope
