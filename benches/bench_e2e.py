@@ -3,6 +3,12 @@ sqlite-vec fused by hand in Python, and LanceDB hybrid search.
 
     python benches/bench_e2e.py prepare            # embed the corpus once, cache in /tmp
     python benches/bench_e2e.py run [--sizes 10000 100000 1000000] [--queries 300]
+    python benches/bench_e2e.py ingest --sizes 10000 100000 [--repeat 3]   # ingest only
+
+`ingest` needs no `prepare`: cortex (`Engine.add_many(records, vectors=...)`) and the recipe
+store the same texts and vectors (the cached ones, else seeded random unit vectors: their
+values do not change the cost), alternating, each run in a fresh process, through their
+final WAL checkpoint; it reports CPU and wall time and the bytes of every part.
 
 Data: SciFact's 5,183 abstracts ("title, blank line, text", exactly what `cortex eval`
 imports) followed by passages cut from the same abstracts (windows of one, two and three
@@ -575,6 +581,142 @@ def measure(args: argparse.Namespace) -> dict:
     return out
 
 
+# --------------------------------------------------------------------------- ingest
+
+
+def ingest_vectors(n: int, dim: int) -> np.ndarray:
+    """The cached real vectors when `prepare` ran, else seeded random unit vectors: ingest
+    stores and indexes them, and what they are does not change its cost."""
+    try:
+        _, _, vecs = load_cache()
+    except (OSError, ValueError):
+        vecs = np.empty((0, dim), dtype=np.float32)
+    if len(vecs) >= n:
+        return np.ascontiguousarray(vecs[:n])
+    rng = np.random.default_rng(7)
+    out = rng.normal(size=(n, dim)).astype(np.float32)
+    out /= np.linalg.norm(out, axis=1, keepdims=True)
+    out[: len(vecs)] = vecs
+    return out
+
+
+def parts(files: list[Path]) -> dict[str, int]:
+    """Bytes per part: each SQLite table/index (dbstat) and every other file."""
+    out: dict[str, int] = {}
+    for f in files:
+        if f.is_dir() or f.suffix in (".lock",) or not f.exists():
+            if f.is_dir():
+                out[f.name] = disk_bytes([f])
+            continue
+        if f.name.endswith(".db"):
+            import sqlite3
+
+            conn = sqlite3.connect(f"file:{f}?mode=ro", uri=True)
+            try:
+                for name, size in conn.execute(
+                    "SELECT name, SUM(pgsize) FROM dbstat GROUP BY name"
+                ):
+                    out[f"{f.name}:{name}"] = int(size)
+            except sqlite3.Error:
+                out[f.name] = f.stat().st_size
+            conn.close()
+        else:
+            out[f.name] = f.stat().st_size
+    return out
+
+
+def ingest_child(args: argparse.Namespace) -> None:
+    """One system ingesting `size` memories with their vectors in this fresh process: CPU
+    and wall seconds, through its own checkpoint; bytes on disk per part afterwards."""
+    texts, _ = corpus(args.data, max(args.size, 10))
+    texts = texts[: args.size]
+    vecs = ingest_vectors(args.size, 384)
+    work = store_dir(args.workdir, args.size, f"ingest-{args.system}")
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    cpu0, t0 = time.process_time(), time.perf_counter()
+    if args.system == "cortex":
+        import cortex
+        from cortex.model import _locate
+
+        model = _locate(None).model_id  # the active model's id, without loading it
+
+        class Supplied:  # the active model's id and dim; queries are not asked for here
+            model_id, dim = model, 384
+
+            def embed(self, text: str) -> np.ndarray:
+                return vecs[0]
+
+            def embed_batch(self, texts: list[str]) -> np.ndarray:
+                return vecs[: len(texts)]
+
+        engine = cortex.open(work / "cortex.db", embedder=Supplied(), keyword_index="off")
+        for start in range(0, len(texts), args.batch):
+            end = min(len(texts), start + args.batch)
+            engine.add_many(({"content": t} for t in texts[start:end]), vectors=vecs[start:end])
+        engine.flush()
+        files = [p for p in work.iterdir() if p.name.startswith("cortex.db")]
+        engine.close()
+    else:
+        sysm = FtsVec(work, type("Dim", (), {"dim": 384})())
+        sysm.ingest(texts, vecs, args.batch)
+        sysm.finish()
+        files = sysm.files()
+        sysm.conn.close()
+    row = {
+        "system": args.system,
+        "memories": args.size,
+        "cpu_s": time.process_time() - cpu0,
+        "wall_s": time.perf_counter() - t0,
+        "disk_bytes": disk_bytes([f for f in files if f.exists()]),
+        "parts": parts(files),
+    }
+    print(json.dumps(row), flush=True)
+
+
+def ingest(args: argparse.Namespace) -> None:
+    """cortex and the recipe ingesting the same memories and vectors, alternating, each
+    in its own process, `--repeat` times; medians and ratios."""
+    rows = []
+    common = ["--data", str(args.data), "--workdir", str(args.workdir), "--batch", str(args.batch)]
+    for size in args.sizes:
+        for rep in range(args.repeat):
+            order = ["cortex", "fts5+sqlite-vec"][:: 1 if rep % 2 == 0 else -1]
+            for system in order:
+                proc = subprocess.run(
+                    [sys.executable, __file__, "ingest-child", "--system", system,
+                     "--size", str(size), *common],
+                    capture_output=True, text=True,
+                )  # fmt: skip
+                if proc.returncode != 0:
+                    raise SystemExit(proc.stderr[-3000:])
+                rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+                print(json.dumps({k: v for k, v in rows[-1].items() if k != "parts"}), flush=True)
+        shutil.rmtree(Path(args.workdir) / str(size), ignore_errors=True)
+    print("\n| memories | system | memories/CPU-s | memories/s (wall) | disk MB | B/memory |")
+    print("|---|---|---|---|---|---|")
+    for size in args.sizes:
+        med = {}
+        for system in ("cortex", "fts5+sqlite-vec"):
+            mine = [r for r in rows if r["system"] == system and r["memories"] == size]
+            cpu = statistics.median(r["cpu_s"] for r in mine)
+            wall = statistics.median(r["wall_s"] for r in mine)
+            disk = mine[-1]["disk_bytes"]
+            med[system] = (cpu, wall, disk)
+            print(f"| {size:,} | {system} | {size / cpu:,.0f} | {size / wall:,.0f} "
+                  f"| {disk / 2**20:.1f} | {disk / size:,.0f} |")  # fmt: skip
+        (c_cpu, c_wall, c_disk), (r_cpu, r_wall, r_disk) = med["cortex"], med["fts5+sqlite-vec"]
+        print(f"| {size:,} | cortex / recipe | {r_cpu / c_cpu:.2f}x | {r_wall / c_wall:.2f}x "
+              f"| {c_disk / r_disk:.2f}x size | |")  # fmt: skip
+    for size in args.sizes:
+        for system in ("cortex", "fts5+sqlite-vec"):
+            last = [r for r in rows if r["system"] == system and r["memories"] == size][-1]
+            print(f"\n{system} at {size:,}: bytes per memory by part")
+            for name, b in sorted(last["parts"].items(), key=lambda kv: -kv[1]):
+                if b / size >= 1:
+                    print(f"  {name}: {b / size:,.0f}")
+
+
 # --------------------------------------------------------------------------- driver
 
 SYSTEMS = ("cortex", "fts5+sqlite-vec", "lancedb")
@@ -641,7 +783,10 @@ def run(args: argparse.Namespace) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("command", choices=["prepare", "run", "build", "measure"])
+    ap.add_argument(
+        "command", choices=["prepare", "run", "build", "measure", "ingest", "ingest-child"]
+    )
+    ap.add_argument("--repeat", type=int, default=3, help="ingest: runs per system and size")
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--reuse-db", help="a cortex database whose vectors of the same texts to reuse")
     ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
@@ -663,6 +808,10 @@ def main() -> None:
         run(args)
     elif args.command == "build":
         build(args)
+    elif args.command == "ingest":
+        ingest(args)
+    elif args.command == "ingest-child":
+        ingest_child(args)
     else:
         measure(args)
 

@@ -3,6 +3,7 @@
     python benches/bench_embed.py                      # the active model, 1 and 2 threads
     python benches/bench_embed.py --threads 2 --json out.json
     python benches/bench_embed.py --model-dir DIR      # another model dir (e.g. a variant)
+    python benches/bench_embed.py --import-texts 2000 --threads 1   # import vs the recipe
 
 Measures, per thread count:
 - query latency: ``embed()`` of short queries (3-6 words), p50 / p95 / mean in ms;
@@ -195,6 +196,126 @@ def run_variants(model_dir: Path, queries: int, sentences: list[str]) -> None:
             )
 
 
+def scifact_passages(n: int, seed: int = 0) -> list[str]:
+    """n texts drawn (seeded) from bench_e2e's 100k SciFact abstracts and passages."""
+    import random
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_e2e import DEFAULT_DATA, corpus
+
+    data = Path(os.environ.get("SCIFACT", DEFAULT_DATA))
+    if not (data / "corpus.jsonl").exists():
+        data = Path(__file__).resolve().parents[3] / "shared" / "data" / "scifact"
+    texts, _ = corpus(data)
+    return random.Random(seed).sample(texts, n)
+
+
+def fed_tokens(emb: OnnxEmbedder, texts: list[str], budget: int, rows: int) -> int:
+    """Tokens (padding included) the model computes for one call over `texts`."""
+    lengths = sorted(len(x) for x in emb._token_ids(texts))
+    fed, start = 0, 0
+    while start < len(lengths):
+        end = start + 1
+        while (
+            end < len(lengths) and end - start < rows and (end - start + 1) * lengths[end] <= budget
+        ):
+            end += 1
+        fed += (end - start) * lengths[end - 1]
+        start = end
+    return fed
+
+
+def import_cost(n: int, threads: int) -> None:
+    """CPU of `cortex import` of n texts (one JSONL file) against the recipe: the same
+    model embedding the same texts in one call sorted by length, 32 a batch (what
+    sentence-transformers' encode() does), then FTS5 + sqlite-vec inserts. Both on
+    `threads` intra-op threads, CPU time of this process (robust to a busy machine)."""
+    import subprocess
+    import sys
+    import tempfile
+
+    texts = scifact_passages(n)
+    probe = OnnxEmbedder(threads=threads)
+    real = sum(len(x) for x in probe._token_ids(texts))
+    old = sum(fed_tokens(probe, texts[s : s + 64], 10**9, 32) for s in range(0, len(texts), 64))
+    print(
+        f"{n} texts, {real} tokens; before this change the model computed {old} "
+        f"({old / real - 1:.0%} padding)",
+        flush=True,
+    )
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        jsonl = Path(tmp) / "notes.jsonl"
+        jsonl.write_text("".join(json.dumps({"content": t}) + "\n" for t in texts))
+        for rep in range(2):
+            for system in ("recipe", "cortex") if rep % 2 == 0 else ("cortex", "recipe"):
+                db = Path(tmp) / f"{system}{rep}.db"
+                out = subprocess.run(
+                    [sys.executable, "-c", "from bench_embed import _import_child; _import_child()",
+                     system, str(jsonl), str(db), str(threads)],
+                    cwd=Path(__file__).resolve().parent, check=True, capture_output=True, text=True,
+                )  # fmt: skip
+                row = json.loads(out.stdout.strip().splitlines()[-1])
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+    for system in ("recipe", "cortex"):
+        cpu = statistics.median(r["cpu_s"] for r in rows if r["system"] == system)
+        fed = next(r["fed_tokens"] for r in rows if r["system"] == system)
+        print(f"| {system} | {cpu:.1f} CPU-s | {fed} tokens fed ({fed / real - 1:.1%} padding) |")
+
+
+def _import_child() -> None:
+    import sys
+
+    system, jsonl, db, threads = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4])
+    texts = [json.loads(line)["content"] for line in jsonl.read_text().splitlines()]
+    cpu0 = time.process_time()
+    t0 = time.perf_counter()
+    if system == "cortex":
+        import cortex
+
+        emb = OnnxEmbedder(threads=threads)
+        with cortex.open(db, embedder=emb, keyword_index="off") as engine:
+            engine.import_path(jsonl)
+        fed = fed_tokens(emb, texts, emb._token_budget, emb._batch_size)
+    else:
+        import apsw
+        import sqlite_vec
+
+        emb = OnnxEmbedder(threads=threads, batch_size=32, token_budget=10**9)
+        vecs = emb.embed_batch(texts)
+        conn = apsw.Connection(str(db))
+        conn.enable_load_extension(True)
+        conn.load_extension(sqlite_vec.loadable_path())
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute(
+            "CREATE TABLE docs(id INTEGER PRIMARY KEY, text TEXT NOT NULL);"
+            "CREATE VIRTUAL TABLE fts USING fts5(text, content='docs', content_rowid='id',"
+            " tokenize='porter unicode61');"
+            f"CREATE VIRTUAL TABLE vec USING vec0(embedding float[{emb.dim}]"
+            " distance_metric=cosine);"
+        )
+        with conn:
+            conn.executemany("INSERT INTO docs(id, text) VALUES (?, ?)", enumerate(texts, 1))
+            conn.executemany("INSERT INTO fts(rowid, text) VALUES (?, ?)", enumerate(texts, 1))
+            conn.executemany(
+                "INSERT INTO vec(rowid, embedding) VALUES (?, ?)",
+                ((i + 1, v.tobytes()) for i, v in enumerate(vecs)),
+            )
+        fed = fed_tokens(emb, texts, 10**9, 32)
+    print(
+        json.dumps(
+            {
+                "system": system,
+                "cpu_s": time.process_time() - cpu0,
+                "wall_s": time.perf_counter() - t0,
+                "fed_tokens": fed,
+            }
+        )
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description="Embedding latency and throughput.")
     ap.add_argument("--model-dir", default=None, help="default: the active model")
@@ -209,7 +330,16 @@ def main() -> None:
         action="store_true",
         help="instead: exactness and CPU cost of quantized variants of the graph",
     )
+    ap.add_argument(
+        "--import-texts",
+        type=int,
+        default=0,
+        help="instead: CPU of `cortex import` of this many SciFact texts against the recipe",
+    )
     args = ap.parse_args()
+    if args.import_texts:
+        import_cost(args.import_texts, int(args.threads.split(",")[0]))
+        return
 
     sentences = make_sentences(args.sentences)
     if args.variants:

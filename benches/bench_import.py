@@ -71,7 +71,12 @@ def main() -> None:
         ):
             db = Path(tmp) / f"{len(rows)}.db"
             seconds, rss = run(jsonl, db, {**env, **extra})
-            size = sum(p.stat().st_size for p in Path(tmp).glob(f"{db.name}*"))
+            size = sum(  # the database, its -wal, and every file of its -index folder
+                f.stat().st_size
+                for p in Path(tmp).glob(f"{db.name}*")
+                for f in ([p] if p.is_file() else p.rglob("*"))
+                if f.is_file()
+            )
             rows.append((label, seconds, docs / seconds, rss, size / 1e6))
             print(json.dumps(rows[-1]), flush=True)
     print(f"\n{docs} documents; {platform.machine()}, {os.cpu_count()} cores")

@@ -34,6 +34,7 @@ from typing import Any
 import pytest
 
 import cortex
+from cortex.semantic import index_dir
 
 from .conftest import run_cli
 
@@ -124,10 +125,10 @@ def _write_round(folder: Path, round_no: int, rng: random.Random) -> dict[str, l
 
 
 def _index_files(db: Path) -> tuple[Path, Path]:
-    """The vector file of the active model and its `.state` (beside the database)."""
+    """The vector file of the active model and its `.state` (in the database's index folder)."""
     found = [
         p
-        for p in db.parent.glob(f"{db.name}.vectors-*")
+        for p in index_dir(db).glob("vectors-*")
         if not p.name.endswith((".state", ".lock", ".ids", ".q8", ".sum", ".tmp"))
     ]
     assert len(found) == 1, found
@@ -227,7 +228,9 @@ def test_sigkill_during_import_loses_no_acknowledged_write(tmp_path: Path, embed
             # Each memory has its vector (they commit together), and the index was
             # synced by the first search without being asked.
             stats = engine.stats()
-            assert list(stats["embeddings"].values()) == [stats["memories"]]
+            # (one model; no rows at all when the kill came before the first file)
+            assert len(stats["embeddings"]) <= 1
+            assert sum(stats["embeddings"].values()) == stats["memories"]
             synced = _semantic(engine)
             vector_path, _ = _index_files(db)
             from cortex.vectors import VectorIndex
@@ -240,7 +243,10 @@ def test_sigkill_during_import_loses_no_acknowledged_write(tmp_path: Path, embed
             engine.reindex()  # a forced rebuild from SQLite: the reference
             assert _same_results(synced, _semantic(engine)), round_no
     assert mid_import >= KILLS - 1, mid_import  # the kills did land inside the import
-    assert len(acked) >= KILLS, acked  # and after some acknowledged files
+    # and after some acknowledged files: an import embeds its files in windows (8 chunks
+    # first, then doubling), so files are acknowledged window by window and a kill at
+    # 0.2-1.5 s often lands inside the first new window of a round
+    assert len(acked) >= 3, acked
     print(f"kills: {KILLS}, mid-import: {mid_import}, index left stale: {stale_index}")
 
 
@@ -302,8 +308,9 @@ def test_damaged_index_is_rebuilt_or_refused_never_a_crash(
     source, expected = pristine
     db = tmp_path / source.name
     for path in source.parent.iterdir():
-        if path.name.startswith(source.name):
-            shutil.copy(path, tmp_path / path.name)
+        if path.name.startswith(source.name):  # the file, its -wal, its -index folder
+            copy = shutil.copytree if path.is_dir() else shutil.copy
+            copy(path, tmp_path / path.name)
     vectors, _ = _index_files(db)
     DAMAGE[damage](vectors)
 

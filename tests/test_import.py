@@ -206,3 +206,40 @@ def test_hidden_folders_are_skipped(tmp_path: Path, engine: cortex.Engine) -> No
     report = engine.import_path(tmp_path)
     assert report.files == 1
     assert [m.content for m in live(engine)] == ["# shown\nvisible"]
+
+
+def test_a_folder_is_embedded_in_one_length_sorted_call(tmp_path: Path, embedder) -> None:
+    """The chunks of every file of an import are embedded together (one sort by length
+    over the import), and each file is still written in its own transaction."""
+    import numpy as np
+
+    calls: list[list[str]] = []
+
+    class Counting:
+        model_id = embedder.model_id
+        dim = embedder.dim
+
+        def embed(self, text: str) -> np.ndarray:
+            return np.asarray(embedder.embed(text))
+
+        def embed_batch(self, texts: list[str]) -> np.ndarray:
+            calls.append(list(texts))
+            return np.asarray(embedder.embed_batch(texts))
+
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "a.md").write_text("# A\na much longer text about the release\n\n# B\nbeta\n")
+    (folder / "b.jsonl").write_text('{"content": "gamma ray"}\n{"content": "d"}\n')
+    (folder / "c.jsonl").write_text('{"content": "fine"}\nnot json\n')
+    with cortex.open(tmp_path / "c.db", embedder=Counting()) as engine:
+        report = engine.import_path(folder)
+        assert [p for p, _ in report.errors] == [str(folder / "c.jsonl")]
+        assert report.files == 2 and report.counts.added == 4
+        assert len(calls) == 1
+        assert calls[0] == sorted(calls[0], key=len)  # one call, shortest first
+        assert len(calls[0]) == 4
+        rows = engine.store.query("SELECT COUNT(*) FROM embeddings")
+        assert rows[0][0] == 4
+        sources = engine.store.query("SELECT DISTINCT source_path FROM memories")
+        assert str((folder / "c.jsonl").resolve()) not in {r[0] for r in sources}  # skipped whole
+        assert engine.search("gamma", mode="keyword")[0].memory.content == "gamma ray"

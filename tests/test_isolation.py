@@ -238,6 +238,7 @@ def test_every_project_is_found_under_its_own_filter(store, embedder) -> None:
                 mode="keyword",
                 include_superseded=True,
                 min_confidence=0.0,
+                min_score=0.0,  # the wall, not the floor: a low-confidence memory counts too
                 record=False,
             )
             assert [r.memory.project for r in results] == [project], (project, token)

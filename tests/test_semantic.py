@@ -188,8 +188,11 @@ def test_reindex_embeds_what_was_added_without_a_model(tmp_path: Path, embedder)
         engine.add_many({"content": c} for c in MEMORIES)
     with cortex.open(db, embedder=embedder) as engine:
         assert list(engine.search("how we ship code", SEM)) == []  # no vectors yet
-        done = engine.reindex()
+        seen: list[tuple[int, int]] = []
+        done = engine.reindex(progress=lambda n, total: seen.append((n, total)))
         assert done["embedded"] == len(MEMORIES) and done["rows"] == len(MEMORIES)
+        assert seen[-1] == (len(MEMORIES), len(MEMORIES))
+        assert [n for n, _ in seen] == sorted(n for n, _ in seen)  # never goes back
         assert engine.search("how we ship code", SEM)[0].memory.content == DEPLOY
 
 

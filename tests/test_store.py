@@ -202,3 +202,70 @@ def test_a_version_1_file_is_read_read_only_and_migrated_when_opened_writable(
         got = {r.memory.id for r in e.search("version", mode="keyword")}
         assert new in got and len(got) == 2
         assert e.keyword_index.ready()
+
+
+def _fts_rows(engine: cortex.Engine, table: str) -> int:
+    return engine.store.query(f"SELECT COUNT(*) FROM {table}_docsize")[0][0]
+
+
+def test_bulk_insert_indexes_every_row_and_leaves_no_flag(engine: cortex.Engine) -> None:
+    """add_many writes its keyword-index rows in one statement per index; the rows are
+    the same as the per-row trigger's, and the flag that mutes the trigger never stays."""
+    engine.add("written alone, through the trigger")
+    ids = engine.add_many(
+        [{"content": "deployment of the billing service"}, {"content": "数据库 索引 优化"}]
+    )
+    assert ids == [ids[0], ids[0] + 1]
+    assert not engine.store.query("SELECT 1 FROM meta WHERE key = 'bulk_insert'")
+    assert _fts_rows(engine, "memories_fts") == _fts_rows(engine, "memories_exact") == 3
+    assert _fts_rows(engine, "memories_trigram") == 1  # the CJK one only
+    kw = cortex.Options(mode="keyword")
+    assert [r.memory.id for r in engine.search("billing", kw)] == [ids[0]]
+    assert [r.memory.id for r in engine.search("deploy*", kw)] == [ids[0]]
+    assert [r.memory.id for r in engine.search("数据库", kw)] == [ids[1]]
+    engine.delete(ids[0])  # the delete trigger removes what the bulk statement added
+    assert _fts_rows(engine, "memories_fts") == 2
+    assert not engine.search("billing", kw)
+    check = engine.store.query("INSERT INTO memories_fts(memories_fts) VALUES ('integrity-check')")
+    assert check == []
+
+
+def test_a_failed_bulk_insert_leaves_nothing(engine: cortex.Engine) -> None:
+    before = engine.store.query("SELECT COUNT(*) FROM memories")[0][0]
+    with pytest.raises(InvalidOptionError):
+        engine.add_many([{"content": "fine"}, {"content": "   "}])
+    assert engine.store.query("SELECT COUNT(*) FROM memories")[0][0] == before
+    assert not engine.store.query("SELECT 1 FROM meta WHERE key = 'bulk_insert'")
+
+
+def test_add_many_with_vectors_checks_and_stores_them(engine: cortex.Engine, embedder) -> None:
+    import numpy as np
+
+    texts = ["we deploy with a blue-green switch", "alice drinks green tea every morning"]
+    vecs = embedder.embed_batch(texts)
+    records = [{"content": t} for t in texts]
+    bad = [
+        (vecs[:1], "shape"),
+        (vecs[:, :100], "shape"),
+        (np.where(np.arange(384) == 3, np.nan, vecs), "NaN"),
+        (np.zeros_like(vecs), "zero"),
+        ("not numbers", "array of numbers"),
+    ]
+    for value, message in bad:
+        with pytest.raises(InvalidOptionError, match=message):
+            engine.add_many(records, vectors=value)
+    with pytest.raises(InvalidOptionError, match="model"):
+        engine.add_many(records, vectors=vecs, model_id="another-model@0")
+    assert engine.store.query("SELECT COUNT(*) FROM memories")[0][0] == 0
+    ids = engine.add_many(records, vectors=vecs * 3.0, model_id=engine.model_id)
+    stored = engine.store.query(
+        "SELECT memory_id, model_id, vector FROM embeddings ORDER BY memory_id"
+    )
+    assert [r[0] for r in stored] == ids and {r[1] for r in stored} == {engine.model_id}
+    np.testing.assert_allclose(np.frombuffer(stored[1][2], dtype="<f4"), vecs[1] * 3.0)
+    hits = engine.search("what does alice drink", mode="semantic")
+    assert hits[0].memory.id == ids[1]
+    assert (
+        abs(hits[0].semantic_score - float(vecs[1] @ embedder.embed("what does alice drink")))
+        < 1e-4
+    )

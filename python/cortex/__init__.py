@@ -7,8 +7,11 @@ with cortex.open("memories.db") as engine:
         print(result.score, result.snippet)
 """
 
-from cortex._native import __version__
-from cortex.engine import Engine, Searcher, open
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from cortex.errors import (
     CortexError,
     EmbeddingError,
@@ -19,9 +22,34 @@ from cortex.errors import (
     QueryError,
     StorageError,
 )
-from cortex.ingest import ImportReport
 from cortex.options import Fusion, Mode, Options, OrderBy
 from cortex.result import Fact, MatchType, Memory, Result, Results
+
+if TYPE_CHECKING:
+    from cortex._native import __version__
+    from cortex.engine import Engine, Searcher, open
+    from cortex.ingest import ImportReport
+
+# The engine (SQLite, FTS5, the extension, numpy on first use) is imported at first use of
+# these names, so that `cortex --version` and `import cortex` cost little more than
+# Python's own start.
+_LAZY = {
+    "Engine": "cortex.engine",
+    "Searcher": "cortex.engine",
+    "open": "cortex.engine",
+    "ImportReport": "cortex.ingest",
+    "__version__": "cortex._native",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'cortex' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "CortexError",

@@ -11,59 +11,26 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import logging
 import os
 import shutil
 import sys
 import time
-import types
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TextIO, Union, get_args, get_origin, get_type_hints
+from typing import Any, TextIO
 
 import cortex
 from cortex.errors import CortexError
-from cortex.options import Fusion, Mode, Options, OrderBy
-from cortex.paths import default_db
+from cortex.log import to_stderr
+from cortex.options import Options, option_specs
+from cortex.paths import data_home, db_location, default_db
+from cortex.result import from_epoch, iso
 
-__all__ = ["main"]
+__all__ = ["main", "mcp_sdk_missing"]
 
 EXIT_ERROR, EXIT_USAGE, EXIT_BUG, EXIT_INTERRUPTED = 1, 2, 70, 130
-
-_OPTION_HELP = {
-    "mode": "keyword, semantic or hybrid",
-    "limit": "how many results at most",
-    "min_confidence": "leave out memories whose effective confidence is lower",
-    "alpha": "hybrid weight of semantic against keyword (0 = keyword only, 1 = semantic only)",
-    "recency_weight": "recency boost w in 1 + w / (1 + days); 0 turns it off",
-    "include_facts": "attach each memory's facts",
-    "session_id": "the session this search is recorded under",
-    "lens": "the active lens, recorded with the recall",
-    "fusion": "how hybrid mode fuses the two lists: rrf or linear",
-    "rrf_k": "the k of reciprocal rank fusion",
-    "min_score": "leave out results whose final score is lower",
-    "min_similarity": "leave out semantic matches whose cosine similarity is lower",
-    "order_by": "relevance, recency or confidence",
-    "token_budget": "stop adding results when their estimated tokens would pass this",
-    "project": "only this project's memories",
-    "session": "only memories linked to this session",
-    "sector": "only this sector",
-    "tier": "only this tier",
-    "scope": "only this scope; a trailing * matches a prefix (project:hydra*)",
-    "category": "only this category",
-    "source_prefix": "only memories whose source path starts with this",
-    "min_salience": "leave out memories whose salience is lower",
-    "created_since": "only memories created at or after this ISO date",
-    "created_until": "only memories created at or before this ISO date",
-    "include_superseded": "include memories that a newer one superseded",
-    "half_life_days": "half-life of the decay of memories from dated notes (0: off)",
-    "salience_weight": "boost 1 + w * (salience - 0.5)",
-    "sector_weights": 'JSON object of sector weights, e.g. {"episodic": 0.8} ({} turns them off)',
-    "record": "log the recall, count the access and reinforce the results",
-    "reinforce": "salience added to each returned memory",
-    "explain": "print every factor of every score",
-}
-_CHOICES: dict[str, type] = {"mode": Mode, "fusion": Fusion, "order_by": OrderBy}
 
 
 class UsageError(Exception):
@@ -78,35 +45,79 @@ class _Parser(argparse.ArgumentParser):
 # --------------------------------------------------------------------------- output
 
 
+def _rate(count: int, seconds: float, unit: str) -> str:
+    """The " (48 memories/s)" suffix, once a rate means something: a count over half a
+    second at least (one item in a microsecond is not a billion items a second)."""
+    return f" ({count / seconds:,.0f} {unit}/s)" if seconds >= 0.5 and count else ""
+
+
 class Progress:
     """A one-line progress bar on stderr, drawn only when stderr is a terminal."""
 
-    def __init__(self, label: str, stream: TextIO | None = None) -> None:
+    def __init__(self, label: str, stream: TextIO | None = None, unit: str = "") -> None:
         self.label = label
+        self.unit = unit
         self.stream = stream or sys.stderr
         self.enabled = self.stream.isatty() and not os.environ.get("CORTEX_NO_PROGRESS")
         self.started = time.monotonic()
         self.last = 0.0
-        self.done = 0
 
-    def __call__(self, done: int, total: int, item: object = None) -> None:
+    def draw(self, done: int, total: int, tail: str = "", *, final: bool = False) -> None:
         if not self.enabled:
             return
         now = time.monotonic()
-        if done < self.done:  # a new run of the same bar (the next file): restart the rate
-            self.started = now
-        self.done = done
-        if done < total and now - self.last < 0.1:
+        if not final and now - self.last < 0.1:
             return
         self.last = now
+        if not total:  # nothing counted yet (the first file of an import is being embedded)
+            self.stream.write(f"\r\x1b[K{self.label}:{tail}")
+            self.stream.flush()
+            return
         width = 30
         filled = int(width * done / total) if total else width
-        rate = done / max(now - self.started, 1e-9)
         bar = "█" * filled + "░" * (width - filled)
-        self.stream.write(f"\r{self.label} {bar} {done}/{total} ({rate:,.0f}/s)")
-        if done >= total:
+        self.stream.write(f"\r\x1b[K{self.label} {bar} {done:,}/{total:,}{tail}")
+        if final:
             self.stream.write("\n")
         self.stream.flush()
+
+    def __call__(self, done: int, total: int, item: object = None) -> None:
+        rate = _rate(done, time.monotonic() - self.started, self.unit or "items")
+        self.draw(done, total, rate, final=done >= total)
+
+
+class ImportProgress(Progress):
+    """One bar for a whole import: files done of all files, and the memories embedded so
+    far (a file's memories are embedded before it is written), with one honest rate."""
+
+    def __init__(self, label: str, stream: TextIO | None = None) -> None:
+        super().__init__(label, stream)
+        self.files = (0, 0)
+        self.embedded_before = 0  # memories embedded for the files already done
+        self.embedding = 0  # of the file in progress
+
+    def _tail(self) -> str:
+        embedded = self.embedded_before + self.embedding
+        files = " files" if self.files[1] else ""
+        if not embedded:
+            return files
+        seconds = time.monotonic() - self.started
+        rate = _rate(embedded, seconds, "memories")
+        return f"{files}{',' if files else ''} {embedded:,} memories embedded{rate}"
+
+    def file_done(self, done: int, total: int, path: object = None) -> None:
+        self.files = (done, total)
+        self.embedded_before += self.embedding
+        self.embedding = 0
+        self.draw(done, total, self._tail())
+
+    def embedded(self, done: int, total: int) -> None:
+        self.embedding = done
+        self.draw(*self.files, self._tail())
+
+    def finish(self) -> None:
+        if self.files[1]:
+            self.draw(*self.files, self._tail(), final=True)
 
 
 def _marks(snippet: str, tty: bool) -> str:
@@ -214,50 +225,56 @@ def _json_object(text: str) -> dict[str, Any]:
     return value
 
 
-def _option_type(name: str, hint: Any) -> tuple[Any, bool]:
-    """(argparse type, is-bool) for an Options field."""
-    if get_origin(hint) in (Union, types.UnionType):
-        hint = next(a for a in get_args(hint) if a is not type(None))
-    if hint is bool:
-        return None, True
-    if get_origin(hint) in (Mapping, dict) or hint in (Mapping, dict):
-        return _json_object, False
-    if name in _CHOICES:
-        return str, False
-    if hint is datetime:
-        return str, False
-    return hint, False
-
-
 def _add_search_options(parser: argparse.ArgumentParser) -> None:
-    hints = get_type_hints(Options)
-    defaults = Options()
-    for f in dataclasses.fields(Options):
-        flag = "--" + f.name.replace("_", "-")
-        arg_type, is_bool = _option_type(f.name, hints[f.name])
-        default = getattr(defaults, f.name)
-        help_text = _OPTION_HELP.get(f.name, f.name.replace("_", " "))
-        if is_bool:
+    """One flag per Options field, generated from its declaration (options.option_specs):
+    a field added there appears here, with its help text and its default."""
+    for spec in option_specs():
+        if not spec.cli:
+            continue
+        flag = "--" + spec.name.replace("_", "-")
+        help_text = spec.described().replace("%", "%%")
+        if spec.kinds == ("boolean",):
             parser.add_argument(
-                flag,
-                action=argparse.BooleanOptionalAction,
-                default=None,
-                help=f"{help_text} (default: {'yes' if default else 'no'})",
+                flag, action=argparse.BooleanOptionalAction, default=None, help=help_text
             )
             continue
-        choices = [str(m) for m in _CHOICES[f.name]] if f.name in _CHOICES else None
-        shown = str(default) if default is not None else "none"
+        kind = (spec.items or "string") if spec.kinds == ("array",) else spec.kinds[0]
+        arg_type: Any = {"integer": int, "number": float, "object": _json_object}.get(kind, str)
         parser.add_argument(
             flag,
             type=arg_type,
-            choices=choices,
+            choices=list(spec.choices) if spec.choices else None,
+            # an array (or str | list[str]) option is repeatable: --project a --project b
+            action="append" if "array" in spec.kinds else "store",
             default=None,
-            metavar=f.name.upper() if not choices else None,
-            help=f"{help_text} (default: {shown})",
+            metavar=None if spec.choices else spec.name.upper(),
+            help=help_text,
         )
     # Short names people reach for.
     parser.add_argument("--since", dest="created_since", help=argparse.SUPPRESS)
     parser.add_argument("--until", dest="created_until", help=argparse.SUPPRESS)
+
+
+def _add_global_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
+    """The options every command takes, before or after its name (`cortex --db X search`
+    and `cortex search --db X`). A subcommand's copy defaults to SUPPRESS, so that leaving
+    it out there keeps what was given before the command name."""
+    default: Any = None if top else argparse.SUPPRESS
+    if "--db" not in parser._option_string_actions:  # a command may declare its own
+        parser.add_argument(
+            "--db",
+            default=default,
+            help="the database file (default: $CORTEX_DB, else cortex.db in the per-user "
+            "data folder)",
+        )
+    if "--verbose" not in parser._option_string_actions:
+        parser.add_argument(
+            "-v",
+            "--verbose",
+            action="store_true",
+            default=False if top else argparse.SUPPRESS,
+            help="log what cortex does (searches, imports, rebuilds) on stderr",
+        )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -265,30 +282,39 @@ def build_parser() -> argparse.ArgumentParser:
         prog="cortex",
         description="Local-first memory search for AI agents.",
         epilog="The database is --db, else $CORTEX_DB, else cortex.db in the per-user data "
-        "folder ($CORTEX_HOME, $XDG_DATA_HOME/cortex or ~/.local/share/cortex).",
+        "folder ($CORTEX_HOME, $XDG_DATA_HOME/cortex or ~/.local/share/cortex). "
+        "--db and --verbose go before or after the command.",
     )
     parser.add_argument("--version", action="version", version=f"cortex {cortex.__version__}")
-    parser.add_argument("--db", help="the database file (default: $CORTEX_DB or the user default)")
+    _add_global_options(parser, top=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     p = sub.add_parser("add", help="store one memory (text from the argument or stdin)")
     p.add_argument("content", nargs="?", help="the memory's text; '-' or nothing reads stdin")
-    for name in ("project", "session", "sector", "tier", "scope", "category"):
-        p.add_argument(f"--{name}")
-    p.add_argument("--salience", type=float, default=0.5)
-    p.add_argument("--confidence", type=float, default=1.0)
-    p.add_argument("--created-at", help="ISO 8601 date (default: now)")
-    p.add_argument("--metadata", help="a JSON object")
+    p.add_argument("--project", help="the project it belongs to (default: none)")
+    p.add_argument("--session", help="the session it was learned in (default: none)")
+    p.add_argument("--sector", help="its sector, e.g. semantic or episodic (default: none)")
+    p.add_argument("--tier", help="its tier (default: none)")
+    p.add_argument("--scope", help="its scope, e.g. project:hydra/api (default: none)")
+    p.add_argument("--category", help="its category, e.g. decision or lesson (default: none)")
+    p.add_argument(
+        "--salience", type=float, default=0.5, help="how important, 0 to 1 (default: 0.5)"
+    )
+    p.add_argument("--confidence", type=float, default=1.0, help="how sure, 0 to 1 (default: 1)")
+    p.add_argument("--created-at", help="when it was learned, ISO 8601 (default: now)")
+    p.add_argument("--metadata", help="a JSON object kept with it (default: none)")
     p.add_argument("--json", action="store_true", help="print the new memory as JSON")
 
     p = sub.add_parser("import", help="import Markdown, JSON or JSONL files or folders")
-    p.add_argument("paths", nargs="+", metavar="PATH")
-    p.add_argument("--project", help="the project of memories whose record names none")
-    p.add_argument("--session", help="link imported memories to this session")
+    p.add_argument("paths", nargs="+", metavar="PATH", help="files or folders (folders are walked)")
+    p.add_argument(
+        "--project", help="the project of memories whose record names none (default: none)"
+    )
+    p.add_argument("--session", help="link the imported memories to this session (default: none)")
     p.add_argument(
         "--follow-links",
         action="store_true",
-        help="follow symbolic links that point out of the imported folder",
+        help="follow symbolic links that point out of the imported folder (default: skip them)",
     )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
 
@@ -303,63 +329,87 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print results as JSON")
 
     p = sub.add_parser("show", help="print one memory")
-    p.add_argument("id", type=int)
-    p.add_argument("--project", help="only if it belongs to this project")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("id", type=int, help="the memory's id")
+    p.add_argument("--project", help="only if it belongs to this project (default: any)")
+    p.add_argument("--json", action="store_true", help="print it as JSON")
 
     p = sub.add_parser("stats", help="what the database holds")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the figures as JSON")
 
     p = sub.add_parser("timeline", help="the memories around one memory in time")
-    p.add_argument("id", type=int)
-    p.add_argument("--before", type=int, default=5)
-    p.add_argument("--after", type=int, default=5)
-    p.add_argument("--project", help="only if the anchor belongs to this project")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("id", type=int, help="the memory to look around")
+    p.add_argument("--before", type=int, default=5, help="how many earlier memories (default: 5)")
+    p.add_argument("--after", type=int, default=5, help="how many later memories (default: 5)")
+    p.add_argument("--project", help="only if the anchor belongs to this project (default: any)")
+    p.add_argument("--json", action="store_true", help="print the timeline as JSON")
 
     p = sub.add_parser("reindex", help="embed memories that lack vectors; rebuild the index")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the counts as JSON")
 
-    p = sub.add_parser("eval", help="measure retrieval quality on a BEIR-layout dataset")
-    p.add_argument("dataset", help="folder with corpus.jsonl, queries.jsonl, qrels/<split>.tsv")
-    p.add_argument("--split", default="test")
+    p = sub.add_parser(
+        "eval", help="measure retrieval quality on a BEIR-layout dataset or an agent set"
+    )
+    p.add_argument(
+        "dataset",
+        help="folder with corpus.jsonl, queries.jsonl, qrels/<split>.tsv; or agent, temporal"
+        " or conversations (the sets of eval/, by store size and query kind)",
+    )
+    p.add_argument("--split", default="test", help="the qrels split to score (default: test)")
     p.add_argument(
         "--config",
         action="append",
         metavar="NAME",
         help="keyword, semantic, hybrid-rrf, hybrid-linear (repeatable; default: all)",
     )
-    p.add_argument("--eval-db", help="keep the imported corpus in this database (reused)")
-    p.add_argument("--plot", metavar="PNG", help="draw the metrics per configuration")
-    p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "--eval-db", help="keep the imported corpus in this database, reused (default: a temp file)"
+    )
+    p.add_argument(
+        "--plot",
+        metavar="PNG",
+        help="draw the metrics per configuration into this PNG (default: no plot)",
+    )
+    p.add_argument("--json", action="store_true", help="print the metrics as JSON")
 
     p = sub.add_parser("mcp", help="serve the memory tools to an MCP client over stdio")
-    # SUPPRESS keeps `cortex --db X mcp` working as well as `cortex mcp --db X`
-    p.add_argument("--db", default=argparse.SUPPRESS, help="the database file")
     p.add_argument(
         "--project",
         action="append",
         metavar="NAME",
-        help="serve only this project's memories (repeatable); every tool is confined to them",
+        help="serve only this project's memories (repeatable; every tool is confined to"
+        " them; default: every project)",
     )
 
     p = sub.add_parser("serve", help="serve the HTTP API and the search page")
-    p.add_argument("--db", default=argparse.SUPPRESS, help="the database file")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
     p.add_argument("--port", type=int, default=8765, help="port (default: 8765; 0 picks one)")
     p.add_argument("--token", help="require this bearer token (default: $CORTEX_TOKEN)")
-    p.add_argument("--project", action="append", help="serve only this project (repeatable)")
-    p.add_argument("--cors-origin", action="append", default=[], help="allow this web origin")
-    p.add_argument("--rate-limit", default="50/s", help="per-client rate: N/s, N/min or off")
+    p.add_argument(
+        "--project",
+        action="append",
+        help="serve only this project (repeatable; default: every project)",
+    )
+    p.add_argument(
+        "--cors-origin", action="append", default=[], help="allow this web origin (default: none)"
+    )
+    p.add_argument(
+        "--rate-limit", default="50/s", help="per-client rate: N/s, N/min or off (default: 50/s)"
+    )
 
     p = sub.add_parser("migrate", help="copy a database between SQLite and PostgreSQL (resumable)")
     p.add_argument("src", help="a database file or a postgresql:// URL")
     p.add_argument("dst", help="a postgresql:// URL or a database file")
 
     p = sub.add_parser("model", help="show the embedding model, or install it")
-    p.add_argument("action", nargs="?", choices=["show", "install"], default="show")
+    p.add_argument(
+        "action", nargs="?", choices=["show", "install"], default="show",
+        help="show the active model, or install the default one (default: show)",
+    )  # fmt: skip
     p.add_argument("--force", action="store_true", help="install again even if present")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the model's details as JSON")
+
+    for command in sub.choices.values():  # every command, including ones added above later
+        _add_global_options(command, top=False)
     return parser
 
 
@@ -367,7 +417,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _db_path(args: argparse.Namespace) -> Path:
-    return Path(args.db).expanduser() if args.db else default_db()
+    """The database of this command: --db (never a URL, never empty), else the default,
+    whose per-user folder is cortex's own to create (a folder of --db never is)."""
+    if args.db is not None:
+        where = db_location(args.db)
+        if isinstance(where, str):  # a URL of a supported scheme: no backend is routed yet
+            raise CortexError(f"{where.split(':', 1)[0]}:// databases are not supported yet")
+        return where
+    if not os.environ.get("CORTEX_DB"):
+        data_home().mkdir(parents=True, exist_ok=True)
+    return default_db()
 
 
 def _cmd_add(args: argparse.Namespace, out: TextIO) -> int:
@@ -418,15 +477,18 @@ def _cmd_import(args: argparse.Namespace, out: TextIO) -> int:
     reports = []
     with cortex.open(_db_path(args), keyword_index="off") as engine:
         for path in args.paths:
-            progress = Progress(f"importing {path}")
-            report = engine.import_path(
-                path,
-                project=args.project,
-                session=args.session,
-                progress=progress,
-                embed_progress=Progress("embedding"),
-                follow_links=args.follow_links,
-            )
+            progress = ImportProgress(f"importing {path}")
+            try:
+                report = engine.import_path(
+                    path,
+                    project=args.project,
+                    session=args.session,
+                    progress=progress.file_done,
+                    embed_progress=progress.embedded,
+                    follow_links=args.follow_links,
+                )
+            finally:
+                progress.finish()
             for where, reason in report.skipped:
                 print(f"cortex: skipped {where}: {reason}", file=sys.stderr)
             reports.append({"path": path, **report.to_dict()})
@@ -486,7 +548,8 @@ def _cmd_show(args: argparse.Namespace, out: TextIO) -> int:
     content = data.pop("content")
     for key, value in data.items():
         if value not in (None, {}, ""):
-            out.write(f"{key:>14}: {value}\n")
+            shown = f"{value:.6g}" if isinstance(value, float) else value
+            out.write(f"{key:>14}: {shown}\n")
     out.write("\n" + content + "\n")
     return 0
 
@@ -494,16 +557,18 @@ def _cmd_show(args: argparse.Namespace, out: TextIO) -> int:
 def _cmd_stats(args: argparse.Namespace, out: TextIO) -> int:
     with cortex.open(_db_path(args), read_only=True, embedder=None, keyword_index="off") as engine:
         stats = engine.stats()
+    for key in ("oldest", "newest"):  # one format for both outputs: ISO 8601 in UTC
+        if stats[key] is not None:
+            stats[key] = iso(from_epoch(stats[key]))
     if args.json:
         _dump(stats, out)
         return 0
     for key in ("path", "schema_version", "memories", "deleted", "sources", "facts", "sessions"):
         out.write(f"{key:>14}: {stats[key]}\n")
     out.write(f"{'size':>14}: {stats['size_bytes'] / 1e6:.2f} MB\n")
-    for label, key in (("oldest", "oldest"), ("newest", "newest")):
+    for key in ("oldest", "newest"):
         if stats[key] is not None:
-            when = datetime.fromtimestamp(stats[key]).isoformat(timespec="seconds")
-            out.write(f"{label:>14}: {when}\n")
+            out.write(f"{key:>14}: {stats[key]}\n")
     if stats["projects"]:
         out.write(f"{'projects':>14}: ")
         out.write(", ".join(f"{p or '(none)'} {n}" for p, n in stats["projects"].items()) + "\n")
@@ -530,7 +595,7 @@ def _cmd_timeline(args: argparse.Namespace, out: TextIO) -> int:
 
 def _cmd_reindex(args: argparse.Namespace, out: TextIO) -> int:
     with cortex.open(_db_path(args), keyword_index="off") as engine:
-        done = engine.reindex(progress=Progress("embedding"))
+        done = engine.reindex(progress=Progress("embedding", unit="memories"))
     if args.json:
         _dump(done, out)
     else:
@@ -545,6 +610,20 @@ def _cmd_eval(args: argparse.Namespace, out: TextIO) -> int:
     import tempfile
 
     from cortex import eval as ev
+
+    if args.dataset in ("agent", "temporal", "conversations") and not Path(args.dataset).is_dir():
+        # the agent-setting sets of eval/ (cortex.agent_eval): nDCG, recall and abstention
+        # per store size and query kind
+        from cortex import agent_eval
+
+        argv = ["--set", args.dataset, "--split", args.split]
+        if args.json:
+            argv.append("--json")
+        if args.plot:
+            argv += ["--plot", args.plot]
+        for name in args.config or []:
+            argv += ["--mode", name]
+        return agent_eval.main(argv)
 
     unknown = [c for c in args.config or [] if c not in ev.CONFIGS]
     if unknown:
@@ -577,13 +656,19 @@ def _cmd_eval(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def mcp_sdk_missing(exc: ImportError) -> str:
+    """The one line `cortex mcp` and `python -m cortex.mcp` print without the mcp extra."""
+    return (
+        f"`cortex mcp` needs the MCP SDK ({exc}); install the mcp extra: "
+        "pip install 'cortex-memory[mcp]' (from a checkout: pip install '.[mcp]')"
+    )
+
+
 def _cmd_mcp(args: argparse.Namespace, out: TextIO) -> int:
     try:
         from cortex.mcp import serve  # lazy: importing the MCP SDK takes seconds
     except ImportError as exc:
-        raise CortexError(
-            f"`cortex mcp` needs the MCP SDK ({exc}); pip install 'cortex-memory[mcp]'"
-        ) from None
+        raise CortexError(mcp_sdk_missing(exc)) from None
     serve(_db_path(args), projects=args.project)
     return 0
 
@@ -673,6 +758,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = sys.stdout
     try:
         args = build_parser().parse_args(argv)
+        if args.verbose:
+            to_stderr(logging.DEBUG)
         if not args.command:
             build_parser().print_help(out)
             return EXIT_USAGE

@@ -14,14 +14,15 @@ the sha256 of its graph and tokenizer: vectors of two ids are never compared.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from cortex.errors import EmbeddingError
-from cortex.model import ModelInfo, _locate
+from cortex.model_dir import ModelInfo, _locate
 
 __all__ = ["Embedder", "OnnxEmbedder", "load_default_embedder"]
 
@@ -56,6 +57,22 @@ def _default_threads() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+#: Intra-op threads for queries and small batches. Split over the two cores of a busy
+#: machine, every step of the graph waits for the slower core: one query took 26-30 ms
+#: p50 on 1 thread against 32-44 ms on 2 at load 15 (5.0 against 6.9 ms when the
+#: machine was quiet; `benches/bench_embed.py`, BENCHMARKS.md). In a hybrid search the
+#: keyword leg runs beside the embedding and needs the other core anyway.
+QUERY_THREADS = 1
+#: Token budget of one inference batch (rows x padded width). Measured on length-sorted
+#: texts at 1 thread: 256-1024 tokens ran at the same CPU cost per token, 2,048 cost
+#: 1.2x and 4,096 1.4x (the activations outgrow the cache), fixed batches of 16-64 rows
+#: 1.2x (short rows make small matrices).
+TOKEN_BUDGET = 1024
+#: A batch of at least this many texts runs on a second session with every usable core
+#: (an import): loading it costs ~0.4 s, which 256 texts repay on a quiet machine.
+BULK_MIN_TEXTS = 256
+
+
 def _fix_surrogates(text: str) -> str:
     # A str may hold surrogates (from bad JSON or os.fsdecode); the tokenizer
     # takes UTF-8 only. Pairs are joined, lone ones become U+FFFD. The check
@@ -75,8 +92,12 @@ class OnnxEmbedder:
     may output pooled sentence embeddings ``[batch, dim]`` or hidden states
     ``[batch, seq, dim]``, which are pooled here (mean over the attention mask,
     or the first token when ``1_Pooling/config.json`` asks for CLS pooling).
-    *threads* sets onnxruntime's intra-op threads (default: the usable cores).
-    Batches are sorted by token count internally to reduce padding.
+    *threads* sets onnxruntime's intra-op threads; the default (None) runs queries and
+    small batches on :data:`QUERY_THREADS` and batches of :data:`BULK_MIN_TEXTS` texts
+    or more on a second session, loaded on first use, with every usable core.
+    Texts are sorted by token count and cut into batches of about
+    :data:`TOKEN_BUDGET` tokens (at most *batch_size* rows), so padding stays under
+    1 % when a whole import is embedded in one call.
     """
 
     def __init__(
@@ -84,7 +105,8 @@ class OnnxEmbedder:
         model_dir: str | Path | None = None,
         *,
         threads: int | None = None,
-        batch_size: int = 32,
+        batch_size: int = 256,
+        token_budget: int = TOKEN_BUDGET,
     ) -> None:
         if threads is not None and (
             isinstance(threads, bool) or not isinstance(threads, int) or threads < 1
@@ -92,9 +114,11 @@ class OnnxEmbedder:
             raise ValueError(f"threads must be a positive int or None, not {threads!r}")
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive int, not {batch_size!r}")
+        if isinstance(token_budget, bool) or not isinstance(token_budget, int) or token_budget < 1:
+            raise ValueError(f"token_budget must be a positive int, not {token_budget!r}")
         located = _locate(model_dir)
         try:
-            import onnxruntime as ort
+            import onnxruntime as ort  # type: ignore[import-untyped]
             from tokenizers import Tokenizer
         except ImportError as exc:
             raise EmbeddingError(
@@ -102,8 +126,10 @@ class OnnxEmbedder:
                 "run `pip install onnxruntime tokenizers` or use mode='keyword'"
             ) from exc
 
-        self._threads = threads if threads is not None else _default_threads()
+        self._threads = threads if threads is not None else QUERY_THREADS
+        self._bulk_threads = threads if threads is not None else _default_threads()
         self._batch_size = batch_size
+        self._token_budget = token_budget
         self._max_tokens = located.max_tokens
         self._pooling = located.pooling
         reinstall = (
@@ -124,22 +150,10 @@ class OnnxEmbedder:
         tokenizer.enable_truncation(self._max_tokens)
         self._tokenizer = tokenizer
 
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = self._threads
-        opts.inter_op_num_threads = 1
-        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        opts.log_severity_level = 3  # errors only: no optimizer chatter on stderr
-        # Worker threads sleep instead of spinning between calls: measured on a busy
-        # 2-core machine, spinning doubled the query latency and burnt the CPU that
-        # the rest of the process (SQLite, the vector scan) needs.
-        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        try:
-            self._session = ort.InferenceSession(
-                str(located.onnx.path), opts, providers=["CPUExecutionProvider"]
-            )
-        except Exception as exc:  # onnxruntime raises its own unrelated exception classes
-            raise EmbeddingError(f"cannot load {located.onnx.path}: {exc}; {reinstall}") from exc
+        self._ort = ort
+        self._session = self._load_session(located.onnx.path, self._threads, reinstall)
+        self._bulk_session: Any = self._session if self._bulk_threads == self._threads else None
+        self._bulk_lock = threading.Lock()
 
         self._inputs: dict[str, Any] = {}
         for inp in self._session.get_inputs():
@@ -182,8 +196,13 @@ class OnnxEmbedder:
 
     @property
     def threads(self) -> int:
-        """onnxruntime intra-op threads of this embedder."""
+        """onnxruntime intra-op threads for queries and small batches."""
         return self._threads
+
+    @property
+    def bulk_threads(self) -> int:
+        """onnxruntime intra-op threads for batches of BULK_MIN_TEXTS texts or more."""
+        return self._bulk_threads
 
     @property
     def max_tokens(self) -> int:
@@ -208,9 +227,15 @@ class OnnxEmbedder:
     def embed(self, text: str) -> np.ndarray:
         if not isinstance(text, str):
             raise TypeError(f"embed() takes a str, not {type(text).__name__}")
-        return self.embed_batch([text])[0]
+        row: np.ndarray = self.embed_batch([text])[0]
+        return row
 
-    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+    def embed_batch(
+        self, texts: Sequence[str], progress: Callable[[int, int], None] | None = None
+    ) -> np.ndarray:
+        """n texts → ``(n, dim)`` float32, rows in the caller's order. The texts are
+        embedded in token-length order, so one call over a whole import pads least;
+        ``progress(done, total)`` is called after each inference batch."""
         if isinstance(texts, str):
             raise TypeError("embed_batch() takes a sequence of str, not a str; use embed()")
         texts = list(texts)
@@ -219,12 +244,39 @@ class OnnxEmbedder:
                 raise TypeError(f"embed_batch(): item {i} is {type(t).__name__}, not str")
         if not texts:
             return np.empty((0, self._dim), dtype=np.float32)
-        return self._run(texts)
+        return self._run(texts, progress)
 
     def __repr__(self) -> str:
         return f"OnnxEmbedder({self.model_id!r}, dim={self._dim}, threads={self._threads})"
 
     # -- internals -----------------------------------------------------------------------
+
+    def _load_session(self, path: Path, threads: int, reinstall: str) -> Any:
+        ort = self._ort
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = threads
+        opts.inter_op_num_threads = 1
+        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        opts.log_severity_level = 3  # errors only: no optimizer chatter on stderr
+        # Worker threads sleep instead of spinning between calls: measured on a busy
+        # 2-core machine, spinning doubled the query latency and burnt the CPU that
+        # the rest of the process (SQLite, the vector scan) needs.
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        try:
+            return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # onnxruntime raises its own unrelated exception classes
+            raise EmbeddingError(f"cannot load {path}: {exc}; {reinstall}") from exc
+
+    def _bulk(self) -> Any:
+        """The session for large batches (every usable core), loaded on first use."""
+        if self._bulk_session is None:
+            with self._bulk_lock:
+                if self._bulk_session is None:
+                    self._bulk_session = self._load_session(
+                        self._located.onnx.path, self._bulk_threads, self._reinstall
+                    )
+        return self._bulk_session
 
     def _token_ids(self, texts: list[str]) -> list[list[int]]:
         """Token ids, truncated to max_tokens, exactly as for the whole text.
@@ -252,27 +304,44 @@ class OnnxEmbedder:
         if len(enc.ids) < self._max_tokens:
             return False  # the prefix did not fill the window: more text may add tokens
         # Special tokens ([CLS], [SEP]) have offsets (0, 0): the max is the last kept word's.
-        return max(end for _, end in enc.offsets) <= cut - 101
+        return bool(max(end for _, end in enc.offsets) <= cut - 101)
 
-    def _run(self, texts: list[str]) -> np.ndarray:
+    def _run(
+        self, texts: list[str], progress: Callable[[int, int], None] | None = None
+    ) -> np.ndarray:
         ids = self._token_ids(texts)
         lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
         order = np.argsort(lengths, kind="stable")
-        parts = []
-        for start in range(0, len(order), self._batch_size):
-            rows = order[start : start + self._batch_size]
-            width = int(lengths[rows].max())
+        session = self._bulk() if len(texts) >= BULK_MIN_TEXTS else self._session
+        out = np.empty((len(ids), self._dim or 1), dtype=np.float32)
+        start = 0
+        while start < len(order):
+            # Sorted ascending, so the last row of a batch sets its width: grow the batch
+            # while rows x width stays within the token budget (one row at least).
+            end = start + 1
+            while (
+                end < len(order)
+                and end - start < self._batch_size
+                and (end - start + 1) * int(lengths[order[end]]) <= self._token_budget
+            ):
+                end += 1
+            rows = order[start:end]
+            width = int(lengths[rows[-1]])
             input_ids = np.zeros((len(rows), width), dtype=np.int64)
             mask = np.zeros((len(rows), width), dtype=np.int64)
             for r, j in enumerate(rows):
                 input_ids[r, : lengths[j]] = ids[j]
                 mask[r, : lengths[j]] = 1
-            parts.append(self._infer(input_ids, mask))
-        out = np.empty((len(ids), parts[0].shape[1]), dtype=np.float32)
-        out[order] = np.concatenate(parts)
+            part = self._infer(input_ids, mask, session)
+            if out.shape[1] != part.shape[1]:  # the first call, asking the model its dim
+                out = np.empty((len(ids), part.shape[1]), dtype=np.float32)
+            out[rows] = part
+            start = end
+            if progress is not None:
+                progress(start, len(order))
         return self._normalise(out, texts)
 
-    def _infer(self, input_ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    def _infer(self, input_ids: np.ndarray, mask: np.ndarray, session: Any) -> np.ndarray:
         feed = {}
         for name, dtype in self._inputs.items():
             if name == "input_ids":
@@ -283,16 +352,18 @@ class OnnxEmbedder:
                 arr = np.zeros_like(input_ids)
             feed[name] = arr.astype(dtype, copy=False)
         try:
-            (hidden,) = self._session.run([self._output], feed)
+            (hidden,) = session.run([self._output], feed)
         except Exception as exc:  # onnxruntime's own exception classes
             raise EmbeddingError(f"the embedding model failed: {exc}; {self._reinstall}") from exc
         hidden = np.asarray(hidden, dtype=np.float32)
         if not self._pool_here:
             return hidden
         if self._pooling == "cls":
-            return hidden[:, 0, :]
+            first: np.ndarray = hidden[:, 0, :]
+            return first
         m = mask.astype(np.float32)[:, :, None]
-        return (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
+        pooled: np.ndarray = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
+        return pooled
 
     def _normalise(self, vecs: np.ndarray, texts: list[str]) -> np.ndarray:
         norms = np.linalg.norm(vecs, axis=1, keepdims=True)
@@ -307,11 +378,24 @@ class OnnxEmbedder:
         return np.ascontiguousarray(vecs / norms, dtype=np.float32)
 
 
+_LOADED: dict[tuple[str, str, int | None], OnnxEmbedder] = {}
+_LOADED_LOCK = threading.Lock()
+
+
 def load_default_embedder(threads: int | None = None) -> OnnxEmbedder:
-    """The active model (``$CORTEX_MODEL_DIR``, else the installed default).
+    """The active model (``$CORTEX_MODEL_DIR``, else the installed default), loaded once
+    per process: every Engine of the process shares it (a load reads 90 MB and takes
+    ~0.4 s; onnxruntime sessions are safe to run from several threads). Changed files
+    have another model id, so they are loaded afresh.
 
     Raises :class:`EmbeddingError` naming the fix when the model or onnxruntime
     is missing: "no embedding model found at X; run `cortex model install` or
     use mode='keyword'".
     """
-    return OnnxEmbedder(None, threads=threads)
+    located = _locate(None)
+    key = (str(located.path), located.model_id, threads)
+    with _LOADED_LOCK:
+        embedder = _LOADED.get(key)
+        if embedder is None:
+            embedder = _LOADED[key] = OnnxEmbedder(None, threads=threads)
+    return embedder

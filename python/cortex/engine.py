@@ -7,13 +7,21 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from cortex import recall, validate
-from cortex.errors import InvalidOptionError, NotFoundError, QueryError, StorageError
-from cortex.ingest import ImportReport, import_path
+from cortex._lazy import LazyModule
+from cortex.errors import (
+    ImportFileError,
+    InvalidOptionError,
+    NotFoundError,
+    QueryError,
+    StorageError,
+)
 from cortex.keyword_index import KeywordIndexer
+from cortex.log import get_logger
 from cortex.options import Options
+from cortex.paths import db_location, url_scheme
 from cortex.ranking import DEFAULT_FACT_DECAY, FACT_DECAY_RATES
 from cortex.result import Memory, Result, Results
 from cortex.search.pipeline import Pipeline
@@ -22,10 +30,21 @@ from cortex.search.sqlite import KeywordRetriever, SemanticRetriever
 from cortex.semantic import Semantic
 from cortex.store import MemoryInput, Store, content_hash
 
+if TYPE_CHECKING:
+    import numpy as np
+
+    from cortex.ingest import ImportReport
+else:  # imported when a vector is first touched (start-up of keyword-only commands)
+    np = LazyModule("numpy")
+
 __all__ = ["CANDIDATE_POOL", "Engine", "Searcher", "open"]
 
 #: The largest daily decay rate a fact may have (1000 / day is gone within minutes).
 MAX_DECAY_RATE = 1000.0
+#: Memories `reindex` embeds per call and writes per transaction.
+REINDEX_WINDOW = 8192
+
+_log = get_logger(__name__)
 
 
 @runtime_checkable
@@ -69,6 +88,12 @@ class Engine:
         return self._store
 
     @property
+    def model_id(self) -> str:
+        """The active embedding model's id (loads the model); raises EmbeddingError
+        when there is none."""
+        return self._semantic.model_id
+
+    @property
     def keyword_index(self) -> KeywordIndexer:
         """The in-memory keyword index (see :mod:`cortex.keyword_index`)."""
         return self._keyword_index
@@ -103,7 +128,10 @@ class Engine:
         metadata: Mapping[str, Any] | None = None,
         source_path: str | None = None,
     ) -> int:
-        """Store one memory (and its embedding, when a model is installed); return its id."""
+        """Store one memory (and its embedding, when a model is installed); return its id.
+
+        For many memories use :meth:`add_many`: one transaction and batched embedding,
+        1.6x faster than a loop of `add`."""
         return self._write_many(
             [
                 MemoryInput(
@@ -123,8 +151,26 @@ class Engine:
             ]
         )[0]
 
-    def add_many(self, records: Iterable[Mapping[str, Any]]) -> list[int]:
-        """Store several memories in one transaction (all or none); returns their ids."""
+    def add_many(
+        self,
+        records: Iterable[Mapping[str, Any]],
+        *,
+        vectors: Any = None,
+        model_id: str | None = None,
+    ) -> list[int]:
+        """Store several memories in one transaction (all or none); returns their ids.
+
+        The bulk path: each record is a mapping of :meth:`add`'s arguments
+        (``{"content": ..., "project": ...}``); their embeddings are computed in batches.
+
+        `vectors`, when given, are the memories' embeddings computed beforehand by the
+        active model (``engine.model_id``): an array of shape ``(len(records), dim)``, one
+        finite, non-zero row per record in order, stored as given instead of embedding
+        the texts (rows are L2-normalised in the index). `model_id` names the model that
+        computed them; when it is not the active model's, nothing is written (vectors of
+        two models are never mixed). Without it, the vectors are taken as the active
+        model's.
+        """
         items = []
         for record in records:
             fields = dict(record)
@@ -134,7 +180,21 @@ class Engine:
                 items.append(MemoryInput(**fields))
             except TypeError as exc:
                 raise InvalidOptionError(f"bad memory record: {exc}") from None
-        return self._write_many(items)
+        if vectors is None:
+            return self._write_many(items)
+        if model_id is not None and model_id != self._semantic.model_id:
+            raise InvalidOptionError(
+                f"the vectors are of model {model_id!r}, but this database embeds with "
+                f"{self._semantic.model_id!r}; embed the texts with the active model or"
+                " leave out vectors= to let cortex embed them"
+            )
+        blobs = self._semantic.supplied(vectors, len(items))
+        store_vectors = self._semantic.bulk_writer(time.time())
+
+        def after(tx: Any, ids: list[int], written: list[MemoryInput]) -> None:
+            store_vectors(tx, ids, [content_hash(i.content) for i in written], blobs)
+
+        return self._store.add_many(items, after=after)
 
     def _embedding_hook(self, items: Sequence[MemoryInput], progress: Any = None) -> Any:
         """Embed `items` (before any transaction) and return the hook that stores each
@@ -167,10 +227,14 @@ class Engine:
 
         Memories are embedded on the way in when a model is installed; without one they are
         imported all the same (found by keyword) and ``report.not_embedded`` says why.
-        `progress` reports files done; `embed_progress` the texts of the current file
-        embedded (one large JSONL file is minutes of embedding). Symbolic links out of the
-        imported folder are not followed unless `follow_links` (``report.skipped``).
+        `progress` reports files done; `embed_progress` the texts embedded of the current
+        window of files (see :data:`cortex.ingest.IMPORT_WINDOW`; one large JSONL file
+        is one window, minutes of embedding).
+        Symbolic links out of the imported folder are not followed unless `follow_links`
+        (``report.skipped``).
         """
+        if not os.fspath(path).strip():  # an unset shell variable; Path("") is "." (all of it)
+            raise ImportFileError("the path to import is empty; give a file or a folder")
         reason = self._semantic.unavailable()
         embedded = 0
 
@@ -179,6 +243,8 @@ class Engine:
             hook = self._embedding_hook(chunks, embed_progress)
             embedded += len(chunks)
             return hook
+
+        from cortex.ingest import import_path  # only imports pay for the parsers
 
         report = import_path(
             self._store,
@@ -192,7 +258,21 @@ class Engine:
         report.embedded = embedded
         report.not_embedded = reason
         self._store.after_bulk_write()
+        c = report.counts
+        _log.info(
+            "imported %s: %d file(s), %d added, %d updated, %d unchanged, %d removed,"
+            " %d failed, %d embedded%s", path, report.files, c.added, c.updated, c.unchanged,
+            c.removed, len(report.errors), embedded, f" (not embedded: {reason})" if reason else "",
+        )  # fmt: skip
         return report
+
+    def flush(self) -> None:
+        """Bring the derived files up to date and checkpoint the WAL: what a bulk load
+        calls at its end, so that the files on disk are complete and compact (a search
+        would otherwise sync the vector index first)."""
+        if self._semantic.unavailable() is None and not self._store.read_only:
+            self._semantic.index()
+        self._store.after_bulk_write()
 
     def reindex(self, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
         """Embed every live memory that has no vector of the active model (after a model
@@ -207,9 +287,14 @@ class Engine:
         backlog = self._semantic.backlog()
         by_id = dict(backlog)
         done = 0
-        for start in range(0, len(backlog), 256):
-            part = backlog[start : start + 256]
-            vectors = self._semantic.vectors_for([c for _, c in part])
+        # Windows of REINDEX_WINDOW texts, each embedded in one length-sorted call (short
+        # and long texts apart: less padding), then written in one transaction.
+        for start in range(0, len(backlog), REINDEX_WINDOW):
+            part = backlog[start : start + REINDEX_WINDOW]
+            step = None
+            if progress is not None:
+                step = lambda n, _total, base=start: progress(base + n, len(backlog))  # noqa: E731
+            vectors = self._semantic.vectors_for([c for _, c in part], step)
             now = time.time()
             with self._store.transaction() as tx:
                 for memory_id, _ in part:
@@ -219,6 +304,7 @@ class Engine:
             if progress is not None:
                 progress(done, len(backlog))
         rows = self._semantic.rebuild()
+        _log.info("reindexed: %d memories embedded, the index holds %d vectors", done, rows)
         return {"embedded": done, "model_id": self._semantic.model_id, "rows": rows}
 
     def get(self, memory_id: int, *, project: str | None = None) -> Memory:
@@ -409,7 +495,10 @@ def open(
     more), "on" (built at the first search, which waits for it) or "off" (FTS5 only).
     Results are the same either way; see :mod:`cortex.keyword_index`.
     """
-    store = Store.open(path, read_only=read_only)
+    where = db_location(path)
+    if isinstance(where, str):  # a URL of a supported scheme: no backend is routed yet
+        raise StorageError(f"{url_scheme(where)}:// databases are not supported yet")
+    store = Store.open(where, read_only=read_only)
     try:
         return Engine(store, embedder, keyword_index)
     except BaseException:

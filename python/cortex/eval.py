@@ -165,6 +165,7 @@ def evaluate(
 CONFIGS: dict[str, dict[str, Any]] = {
     "keyword": {"mode": "keyword"},
     "semantic": {"mode": "semantic"},
+    "hybrid": {"mode": "hybrid"},  # the defaults (evidence fusion, calibrated scores)
     "hybrid-rrf": {"mode": "hybrid", "fusion": "rrf"},
     "hybrid-linear": {"mode": "hybrid", "fusion": "linear"},
 }

@@ -24,11 +24,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import numpy as np
-
+from cortex._lazy import LazyModule
 from cortex.errors import InvalidOptionError
+
+if TYPE_CHECKING:
+    import numpy as np
+else:  # imported when a vector is first touched (start-up of keyword-only commands)
+    np = LazyModule("numpy")
 
 try:
     from cortex import _native

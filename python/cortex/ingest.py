@@ -28,6 +28,15 @@ RECORD_SUFFIXES = frozenset({".json", ".jsonl", ".ndjson"})
 #: Sections longer than this are split at paragraph boundaries: an embedding model reads
 #: 256 tokens, and a result should be a passage a reader can take in.
 MAX_CHUNK_CHARS = 2_000
+#: Files are read in windows of about this many chunks, whose texts are embedded in one
+#: call: sorted by length over the whole window, batches hold texts of equal length and
+#: the model computes almost no padding (1 % against 116 % per file in chunks of 64 on
+#: 2,000 SciFact texts). The first window holds IMPORT_FIRST_WINDOW chunks and each next
+#: one twice as many, up to IMPORT_WINDOW: the first files are written (acknowledged to
+#: the progress callback) within seconds, and a killed import loses at most one window
+#: of embedding work; the window also bounds the texts and vectors held in memory.
+IMPORT_FIRST_WINDOW = 8
+IMPORT_WINDOW = 8192
 
 _HEADING = re.compile(r"^ {0,3}#{1,6}(?:[ \t]|$)")
 _FENCE = re.compile(r"^ {0,3}(```|~~~)")
@@ -314,6 +323,21 @@ def iter_files(
     yield from sorted(found)
 
 
+#: What one file can do that stops only that file: bad content (cortex's own errors), or
+#: anything else of the file (unreadable while walked, a path too long, nesting too deep).
+_FILE_ERRORS = (ImportFileError, InvalidOptionError, OSError, RecursionError, ValueError)
+
+
+def _report_error(report: ImportReport, file: Path, exc: BaseException) -> None:
+    """Name the file and what was wrong with it in the report; the import goes on."""
+    if isinstance(exc, ImportFileError | InvalidOptionError):
+        report.errors.append((validate.display(file), validate.display(str(exc))))
+    else:
+        report.errors.append(
+            (validate.display(file), f"{type(exc).__name__}: {validate.display(exc)}")
+        )
+
+
 def import_path(
     store: Store,
     path: str | Path,
@@ -327,13 +351,16 @@ def import_path(
     """Import a file or a folder. Each file is synced in its own transaction; a file that
     cannot be read or parsed is reported in `errors` and the others are still imported.
 
-    `embed(chunks)` computes the vectors of a file's chunks before its transaction starts
+    `embed(chunks)` computes the vectors of the chunks of a window of files (8 chunks,
+    then twice as many each time, up to IMPORT_WINDOW) before their transactions start
     (embedding is slow; the write lock is not held meanwhile) and returns the hook that
-    stores them inside it. Symbolic links out of the import root are left alone (listed in
-    `skipped`) unless `follow_links`.
+    stores them inside each file's transaction. Symbolic links out of the import root are
+    left alone (listed in `skipped`) unless `follow_links`.
     """
     validate.name("project", project)
     validate.name("session", session)
+    if not str(path).strip():  # Path("") is "." : an unset variable would import everything
+        raise ImportFileError("the path to import is empty; give a file or a folder")
     root = Path(path).expanduser()
     if not root.exists():
         raise ImportFileError(f"{validate.display(root)}: no such file or folder")
@@ -346,29 +373,48 @@ def import_path(
     report = ImportReport()
     files = list(iter_files(root, follow_links=follow_links, skipped=report.skipped))
     report.skipped = [(validate.display(p), r) for p, r in report.skipped]
-    for n, file in enumerate(files, 1):
-        try:
-            resolved = file.resolve()
-            source = str(resolved)
-            if not validate.is_encodable(source):
-                raise ImportFileError(
-                    f"{validate.display(file)}: the file name is not valid UTF-8; rename it"
+    done = 0
+    start = 0
+    limit = IMPORT_FIRST_WINDOW
+    while start < len(files):
+        # Read a window of files, embed all their chunks in one call (one length sort over
+        # the window: the model pads every batch to its longest text), then write each
+        # file in its own transaction as before. One bad file is reported; the rest go on.
+        window: list[tuple[Path, str, list[MemoryInput]]] = []
+        size = 0
+        while start < len(files) and (not window or size < limit):
+            file = files[start]
+            start += 1
+            try:
+                source = str(file.resolve())
+                if not validate.is_encodable(source):
+                    raise ImportFileError(
+                        f"{validate.display(file)}: the file name is not valid UTF-8; rename it"
+                    )
+                chunks = file_chunks(Path(source), project, session)
+            except _FILE_ERRORS as exc:
+                _report_error(report, file, exc)
+                done += 1
+                if progress is not None:
+                    progress(done, len(files), file)
+                continue
+            window.append((file, source, chunks))
+            size += len(chunks)
+        limit = min(2 * limit, IMPORT_WINDOW)
+        every = [c for _, _, chunks in window for c in chunks]
+        on_write = embed(every) if embed is not None and every else None
+        for file, source, chunks in window:
+            try:
+                groups: dict[str | None, list[MemoryInput]] = {}
+                for chunk in chunks:
+                    groups.setdefault(chunk.project, []).append(chunk)
+                report.counts += store.sync_file(
+                    source, project, groups, on_write if chunks else None
                 )
-            chunks = file_chunks(resolved, project, session)
-            groups: dict[str | None, list[MemoryInput]] = {}
-            for chunk in chunks:
-                groups.setdefault(chunk.project, []).append(chunk)
-            on_write = embed(chunks) if embed is not None and chunks else None
-            report.counts += store.sync_file(source, project, groups, on_write)
-            report.files += 1
-        except (ImportFileError, InvalidOptionError) as exc:
-            report.errors.append((validate.display(file), validate.display(str(exc))))
-        except (OSError, RecursionError, ValueError) as exc:
-            # Anything else one file can do (unreadable while walked, a path too long):
-            # that file is reported, the import goes on.
-            report.errors.append(
-                (validate.display(file), f"{type(exc).__name__}: {validate.display(exc)}")
-            )
-        if progress is not None:
-            progress(n, len(files), file)
+                report.files += 1
+            except _FILE_ERRORS as exc:
+                _report_error(report, file, exc)
+            done += 1
+            if progress is not None:
+                progress(done, len(files), file)
     return report

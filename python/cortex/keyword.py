@@ -30,12 +30,14 @@ import functools
 import math
 import re
 import sqlite3
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from cortex import filters
 from cortex.errors import StorageError
+from cortex.log import get_logger
 from cortex.options import Mode, Options, OrderBy
 from cortex.ranking import RANK_COLUMNS, RankInfo
 from cortex.search.plan import DROPPED, MAX_QUERY_CHARS, STOPWORDS
@@ -67,6 +69,8 @@ MAX_TERMS = 32
 MARK_OPEN, MARK_CLOSE, ELLIPSIS = "<mark>", "</mark>", "…"
 
 # FTS5 syntax a user may write on purpose. Operators are case-sensitive in FTS5.
+_log = get_logger(__name__)
+
 _SYNTAX = re.compile(r'["*()^]|\b(?:AND|OR|NOT|NEAR)\b|\w:')
 _WORD = re.compile(r"\w+")
 
@@ -215,6 +219,7 @@ def search(
     text = clean(query)
     if not text:
         return KeywordResult(notices=["the query is empty"])
+    started = time.perf_counter()
     try:
         if has_cjk(text):
             result = _cjk(store, text, opts, pool)
@@ -227,8 +232,13 @@ def search(
         result = KeywordResult(notices=[f"full-text index unavailable ({exc}); using LIKE"])
     except sqlite3.DatabaseError as exc:
         raise StorageError(f"{store.path}: {exc}") from None
+    _log.debug(
+        "keyword tier=%s hits=%d in %.1fms", result.tier, len(result.hits),
+        (time.perf_counter() - started) * 1000,
+    )  # fmt: skip
     if not result.hits and not result.final:
         fallback = _like(store, text, opts, pool)
+        _log.debug("keyword tier=like hits=%d (nothing matched above)", len(fallback.hits))
         if fallback.hits:
             fallback.notices = [
                 *result.notices,
@@ -242,7 +252,9 @@ EXACT = "memories_exact"
 
 
 def _idf(rows: int, hits: int) -> float:
-    """FTS5's IDF of a phrase found in `hits` of `rows` rows, clamp included."""
+    """FTS5's IDF of a phrase found in `hits` of `rows` rows, clamp included. The two counts
+    are read apart, so a write in between may leave `hits` above `rows`: it counts as all."""
+    hits = min(max(hits, 0), rows)
     idf = math.log((rows - hits + 0.5) / (hits + 0.5)) if rows > 0 else 0.0
     return idf if idf > 0.0 else 1e-6
 
@@ -386,11 +398,16 @@ def _plain(
     allowed: Sequence[int] | None = None,
 ) -> list[Hit]:
     """One plain-text tier: from the in-memory index when it can answer, else FTS5."""
+    kind = "AND" if require_all else "OR"
     if native is not None and opts.order_by is OrderBy.RELEVANCE:
         hits = _native(store, native, terms, opts, pool, require_all, allowed)
         if hits is not None:
+            _log.debug("keyword %s of %d terms: in-memory index, %d hits", kind, len(terms),
+                       len(hits))  # fmt: skip
             return hits
-    return _fts(store, words, expression, opts, pool)
+    hits = _fts(store, words, expression, opts, pool)
+    _log.debug("keyword %s of %d terms: FTS5, %d hits", kind, len(terms), len(hits))
+    return hits
 
 
 def _native(

@@ -30,12 +30,16 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
+from cortex._lazy import LazyModule
 from cortex.errors import CortexError, IndexFormatError, InvalidOptionError, StorageError
 from cortex.store import Store
+
+if TYPE_CHECKING:
+    import numpy as np
+else:  # imported when a vector is first touched (start-up of keyword-only commands)
+    np = LazyModule("numpy")
 
 __all__ = ["AUTO_MIN", "POLICIES", "KeywordIndexer"]
 

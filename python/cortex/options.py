@@ -9,30 +9,48 @@ an :class:`~cortex.errors.InvalidOptionError` that names the field and the fix.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
-from collections.abc import Mapping
+import types
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Literal, Union, get_args, get_origin, get_type_hints
 
-from cortex import validate
 from cortex.errors import InvalidOptionError
 
-__all__ = ["MAX_LIMIT", "Fusion", "Mode", "Options", "Order", "OrderBy", "TimeFilter"]
+__all__ = [
+    "MAX_LIMIT",
+    "Fusion",
+    "FusionArg",
+    "Mode",
+    "ModeArg",
+    "OptionSpec",
+    "Options",
+    "Order",
+    "OrderArg",
+    "OrderBy",
+    "OrderByArg",
+    "TimeFilter",
+    "TimeFilterArg",
+    "option",
+    "option_specs",
+]
 
+#: The largest `limit` a search accepts; a bigger page is a scan, not a search.
+MAX_LIMIT = 10_000
 #: The deepest result a page may start at.
 MAX_OFFSET = 100_000
 #: The most neighbouring chunks a result carries on each side.
 MAX_CONTEXT = 20
 
-#: The largest `limit` a search accepts; a bigger page is a scan, not a search.
-MAX_LIMIT = 10_000
 #: The default minimum final score in every mode. Scores are calibrated (cortex.search.hits:
 #: the same number means the same in every query, mode and store size), so one floor
 #: holds everywhere; chosen on the tune split of the agent evaluation set for abstention
 #: (eval/README.md). RRF's rank-based scores take no floor.
-DEFAULT_MIN_SCORE = 0.2
+DEFAULT_MIN_SCORE = 0.3
 
 
 class Mode(StrEnum):
@@ -49,6 +67,14 @@ class OrderBy(StrEnum):
     RELEVANCE = "relevance"
     RECENCY = "recency"
     CONFIDENCE = "confidence"
+
+
+class Fusion(StrEnum):
+    """How keyword and semantic candidates are fused in hybrid mode (cortex.search.hits)."""
+
+    RRF = "rrf"
+    LINEAR = "linear"
+    EVIDENCE = "evidence"
 
 
 class TimeFilter(StrEnum):
@@ -70,12 +96,44 @@ class Order(StrEnum):
     ASC = "asc"
 
 
-class Fusion(StrEnum):
-    """How keyword and semantic candidates are fused in hybrid mode (cortex.search.hits)."""
+#: What the enum fields accept: the member or its value as a plain string, so that
+#: ``Options(mode="keyword")`` type-checks; ``__post_init__`` turns either into the member.
+ModeArg = Mode | Literal["keyword", "semantic", "hybrid"]
+FusionArg = Fusion | Literal["rrf", "linear", "evidence"]
+TimeFilterArg = TimeFilter | Literal["auto", "hard", "soft", "off"]
+OrderArg = Order | Literal["desc", "asc"]
+OrderByArg = OrderBy | Literal["relevance", "recency", "confidence"]
 
-    RRF = "rrf"
-    LINEAR = "linear"
-    EVIDENCE = "evidence"
+
+def option(
+    default: Any,
+    help: str,
+    *,
+    default_text: str | None = None,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    cli: bool = True,
+    mcp: bool = True,
+) -> Any:
+    """Declare one field of :class:`Options` with what its interfaces publish about it.
+
+    ``name: Type = option(default, "what it does")``: the CLI's ``--name`` flag and the
+    MCP ``memory_search`` argument are generated from it (:func:`option_specs`), with
+    `help` as their description and the default shown beside it (`default_text` when the
+    value alone would mislead, as for ``min_score=None``). `minimum`/`maximum` are
+    published in the MCP schema (``__post_init__`` still does the checking). `mcp=False`
+    keeps a tuning knob out of the agents' tool schema (every argument costs them tokens);
+    `cli=False` keeps it off the command line.
+    """
+    meta = {
+        "help": help,
+        "default_text": default_text,
+        "minimum": minimum,
+        "maximum": maximum,
+        "cli": cli,
+        "mcp": mcp,
+    }
+    return dataclasses.field(default=default, metadata=meta)
 
 
 def _enum(cls: type[StrEnum], name: str, value: object) -> StrEnum:
@@ -86,7 +144,7 @@ def _enum(cls: type[StrEnum], name: str, value: object) -> StrEnum:
             return cls(value.strip().lower())
         except ValueError:
             pass
-    choices = ", ".join(repr(m.value) for m in cls)  # type: ignore[attr-defined]
+    choices = ", ".join(repr(m.value) for m in cls)
     raise InvalidOptionError(f"{name} must be one of {choices}, not {value!r}")
 
 
@@ -102,10 +160,7 @@ def _number(
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InvalidOptionError(f"{name} must be a number, not {value!r}")
-    try:
-        v = float(value)
-    except OverflowError:  # an int beyond float (10**400): refused, never raised raw
-        raise InvalidOptionError(f"{name} is too large a number") from None
+    v = float(value)
     if not math.isfinite(v):
         raise InvalidOptionError(f"{name} must be a finite number, not {value!r}")
     if lo is not None and v < lo:
@@ -122,20 +177,10 @@ def _text(name: str, value: object) -> str | None:
         raise InvalidOptionError(f"{name} must be a string, not {type(value).__name__}")
     if "\x00" in value:
         raise InvalidOptionError(f"{name} must not contain NUL bytes")
-    return validate.check_text(name, value)  # lone surrogates: typed, not UnicodeEncodeError
+    return value
 
 
 def _when(name: str, value: object) -> datetime | None:
-    moment = _moment(name, value)
-    if moment is not None:
-        try:  # year 1 with a positive offset has no epoch seconds: typed, not OverflowError
-            moment.timestamp()
-        except (OverflowError, ValueError, OSError):
-            raise InvalidOptionError(f"{name} {value!r} is out of range") from None
-    return moment
-
-
-def _moment(name: str, value: object) -> datetime | None:
     if value is None:
         return None
     if isinstance(value, datetime):
@@ -184,48 +229,134 @@ class Options:
     chunks, or its session's memories in time order).
     """
 
-    mode: Mode = Mode.HYBRID
-    limit: int = 20
-    min_confidence: float = 0.1
-    alpha: float = 0.5
-    recency_weight: float = 0.1
-    include_facts: bool = True
-    session_id: str | None = None
-    lens: str | None = None
+    mode: ModeArg = option(
+        Mode.HYBRID,
+        "keyword (BM25), semantic (embeddings) or hybrid (both fused; keyword only when"
+        " no model is installed)",
+    )
+    limit: int = option(20, "how many results at most", minimum=1, maximum=MAX_LIMIT)
+    min_confidence: float = option(
+        0.1, "leave out memories whose effective confidence is lower", minimum=0, maximum=1
+    )
+    alpha: float = option(
+        0.5,
+        "hybrid weight of semantic against keyword: 0 keyword only, 1 semantic only",
+        minimum=0,
+        maximum=1,
+    )
+    recency_weight: float = option(
+        0.1, "recency boost w in 1 + w / (1 + age in days); 0 turns it off", minimum=0
+    )
+    include_facts: bool = option(True, "attach each memory's facts", mcp=False)
+    session_id: str | None = option(None, "the session this search is recorded under")
+    lens: str | None = option(None, "the active lens, recorded with the recall", mcp=False)
 
-    fusion: Fusion = Fusion.LINEAR
-    rrf_k: float = 60.0
-    min_score: float | None = None
-    min_similarity: float | None = None
-    order_by: OrderBy = OrderBy.RELEVANCE
-    token_budget: int | None = None
+    fusion: FusionArg = option(
+        Fusion.EVIDENCE,
+        "how hybrid mode fuses the two scores: evidence (either leg's strong evidence stands,"
+        " agreement adds), linear (a weighted sum) or rrf (ranks)",
+    )
+    rrf_k: float = option(60.0, "the k of reciprocal rank fusion", minimum=0, mcp=False)
+    min_score: float | None = option(
+        None,
+        "leave out results whose final score is lower",
+        minimum=0,
+        default_text=f"{DEFAULT_MIN_SCORE:g}, in every mode (0 for hybrid with rrf fusion)",
+    )
+    min_similarity: float | None = option(
+        None,
+        "leave out semantic matches whose raw cosine similarity is lower",
+        minimum=-1,
+        maximum=1,
+        mcp=False,
+    )
+    order_by: OrderByArg = option(OrderBy.RELEVANCE, "relevance, recency or confidence")
+    token_budget: int | None = option(
+        None, "stop adding results once their estimated tokens would pass this", minimum=1
+    )
 
-    project: str | None = None
-    session: str | None = None
-    sector: str | None = None
-    tier: str | None = None
-    scope: str | None = None
-    category: str | None = None
-    source_prefix: str | None = None
-    min_salience: float | None = None
-    created_since: datetime | None = None
-    created_until: datetime | None = None
-    include_superseded: bool = False
+    project: str | None = option(None, "only this project's memories")
+    session: str | None = option(None, "only memories linked to this session")
+    sector: str | None = option(None, "only this sector")
+    tier: str | None = option(None, "only this tier")
+    scope: str | None = option(
+        None, "only this scope; a trailing * matches a prefix (project:hydra*)"
+    )
+    category: str | None = option(None, "only this category")
+    source_prefix: str | None = option(None, "only memories whose source path starts with this")
+    min_salience: float | None = option(
+        None, "leave out memories whose salience is lower", minimum=0, maximum=1, mcp=False
+    )
+    created_since: datetime | None = option(
+        None, "only memories created at or after this ISO 8601 date"
+    )
+    created_until: datetime | None = option(
+        None, "only memories created at or before this ISO 8601 date"
+    )
+    include_superseded: bool = option(False, "include memories that a newer one superseded")
 
-    half_life_days: float = 30.0
-    salience_weight: float = 0.2
-    sector_weights: Mapping[str, float] | None = None
+    half_life_days: float = option(
+        30.0,
+        "half-life in days of the decay of memories from dated notes (YYYY-MM-DD.md);"
+        " 0 turns it off",
+        minimum=0,
+    )
+    salience_weight: float = option(
+        0.2, "salience boost w in 1 + w * (salience - 0.5)", minimum=0, maximum=2, mcp=False
+    )
+    sector_weights: Mapping[str, float] | None = option(
+        None,
+        'sector weights as a JSON object, e.g. {"episodic": 0.8}; {} turns them off',
+        default_text="seed 000's: reflective 1.2, semantic 1.1, procedural 1.0,"
+        " emotional 0.9, episodic 0.8",
+        mcp=False,
+    )
 
-    record: bool = True
-    reinforce: float = 0.0
-    explain: bool = False
-    now: datetime | None = None
-    time_filter: TimeFilter = TimeFilter.AUTO
+    record: bool = option(
+        True,
+        "log the recall, count the access and reinforce the returned memories;"
+        " false leaves the database untouched",
+    )
+    reinforce: float = option(
+        0.0,
+        "salience added to each returned memory when recorded (seed 000: 0.02); by default"
+        " reading does not change later rankings",
+        minimum=0,
+        maximum=1,
+        mcp=False,
+    )
+    explain: bool = option(False, "add every part of each score to the results")
+    now: datetime | None = option(
+        None,
+        "the clock of the search (ISO 8601): recency and time words are read from it",
+        default_text="the time it runs",
+        mcp=False,
+    )
+    time_filter: TimeFilterArg = option(
+        TimeFilter.AUTO,
+        "what time words in the query do: auto (a window, widened to a boost when it holds"
+        " nothing), hard, soft or off",
+    )
 
-    offset: int = 0
-    cursor: str | None = None
-    order: Order = Order.DESC
-    context: int = 0
+    offset: int = option(
+        0, "skip this many results (a page further)", minimum=0, maximum=MAX_OFFSET
+    )
+    cursor: str | None = option(None, "continue from the next_cursor of the page before")
+    order: OrderArg = option(Order.DESC, "desc (best, newest first) or asc")
+    context: int = option(
+        0, "attach up to this many neighbouring chunks before and after each result",
+        minimum=0, maximum=MAX_CONTEXT,
+    )  # fmt: skip
+
+    if not TYPE_CHECKING:  # hidden from type checkers, which check the generated __init__
+
+        def __new__(cls, *args: Any, **kwargs: Any) -> Options:
+            # A misspelt keyword would be a TypeError from the generated __init__; name the
+            # closest field instead, as the MCP server does for a misspelt argument.
+            for name in kwargs:
+                if name not in _FIELD_NAMES:
+                    raise InvalidOptionError(unknown_option(name))
+            return object.__new__(cls)  # not super(): slots=True rebuilt the class
 
     def __post_init__(self) -> None:
         s = object.__setattr__
@@ -322,3 +453,145 @@ class Options:
     def replace(self, **changes: object) -> Options:
         """A copy with some fields changed (validated like a new object)."""
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+
+_FIELD_NAMES = frozenset(f.name for f in dataclasses.fields(Options))
+
+
+def unknown_option(name: str, valid: Sequence[str] | None = None) -> str:
+    """The message for an option that does not exist: the closest valid name, and all."""
+    names = sorted(valid if valid is not None else _FIELD_NAMES)
+    close = difflib.get_close_matches(name, names, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f"unknown option {name!r}{hint} (the options are {', '.join(names)})"
+
+
+@dataclass(frozen=True, slots=True)
+class OptionSpec:
+    """One field of :class:`Options` as an interface publishes it (see :func:`option`).
+
+    `kinds` are JSON schema types ("string", "integer", "number", "boolean", "object",
+    "array"; several for a union such as ``str | list[str]``), `choices` the values of
+    an enum field, `items` the kind of an array's elements.
+    """
+
+    name: str
+    help: str
+    default: Any
+    default_text: str
+    kinds: tuple[str, ...]
+    choices: tuple[str, ...] | None
+    items: str | None
+    nullable: bool
+    minimum: float | None
+    maximum: float | None
+    cli: bool
+    mcp: bool
+
+    def described(self) -> str:
+        """`help` with its default, as a sentence: "how many results at most (default 20)"."""
+        return f"{self.help} (default: {self.default_text})"
+
+    def json_schema(self) -> dict[str, Any]:
+        """The JSON schema of this option as an argument of a tool."""
+        schema: dict[str, Any] = {
+            "type": self.kinds[0] if len(self.kinds) == 1 else list(self.kinds)
+        }
+        # An agent pays per token: "(default: none)" on every filter says nothing it needs.
+        text = (
+            self.described()
+            if self.default is not None or self.default_text != "none"
+            else self.help
+        )
+        schema["description"] = text[0].upper() + text[1:] + "."
+        if self.choices:
+            schema["enum"] = list(self.choices)
+        if self.items:
+            schema["items"] = {"type": self.items}
+        if self.minimum is not None:
+            schema["minimum"] = self.minimum
+        if self.maximum is not None:
+            schema["maximum"] = self.maximum
+        return schema
+
+
+_KINDS: dict[Any, str] = {
+    str: "string",
+    int: "integer",
+    float: "number",
+    bool: "boolean",
+    datetime: "string",
+}
+
+
+def _kind(hint: Any) -> tuple[str, str | None, tuple[str, ...] | None]:
+    """(JSON kind, element kind of an array, enum choices) of one non-None type."""
+    origin = get_origin(hint)
+    if isinstance(hint, type) and issubclass(hint, StrEnum):
+        return "string", None, tuple(str(m) for m in hint)
+    if origin is Literal:
+        return "string", None, tuple(str(a) for a in get_args(hint))
+    if hint in _KINDS:
+        return _KINDS[hint], None, None
+    if hint in (dict, Mapping) or origin in (dict, Mapping):
+        return "object", None, None
+    if origin in (list, tuple, Sequence) or hint in (list, tuple):
+        args = [a for a in get_args(hint) if a is not Ellipsis]
+        return "array", _kind(args[0])[0] if args else "string", None
+    raise TypeError(f"Options: no interface type for {hint!r}; extend options._kind")
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, StrEnum):
+        return str(value)
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def option_specs() -> list[OptionSpec]:
+    """Every field of :class:`Options`, in declaration order, as the CLI and MCP publish it.
+
+    The one source of truth of both: a field declared with :func:`option` appears as a
+    ``cortex search`` flag and a ``memory_search`` argument with no edit elsewhere.
+    """
+    hints = get_type_hints(Options)
+    specs = []
+    for f in dataclasses.fields(Options):
+        hint = hints[f.name]
+        members = get_args(hint) if get_origin(hint) in (Union, types.UnionType) else (hint,)
+        nullable = type(None) in members
+        kinds: list[str] = []
+        items: str | None = None
+        choices: tuple[str, ...] | None = None
+        for member in members:
+            if member is type(None):
+                continue
+            kind, item, chosen = _kind(member)
+            if kind not in kinds:
+                kinds.append(kind)
+            items = items or item
+            choices = choices or chosen
+        meta = f.metadata
+        default_text = meta.get("default_text") or _show(f.default)
+        specs.append(
+            OptionSpec(
+                name=f.name,
+                help=meta.get("help") or f.name.replace("_", " "),
+                default=f.default,
+                default_text=default_text,
+                kinds=tuple(kinds),
+                choices=choices,
+                items=items,
+                nullable=nullable,
+                minimum=meta.get("minimum"),
+                maximum=meta.get("maximum"),
+                cli=meta.get("cli", True),
+                mcp=meta.get("mcp", True),
+            )
+        )
+    return specs

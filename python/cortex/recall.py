@@ -395,7 +395,8 @@ def record_recall(
         )
         tx.executemany(
             "UPDATE memories SET access_count = access_count + 1, last_accessed = ?,"
-            " salience = MIN(1.0, salience + ?) WHERE id = ?",
+            # rounded: 0.5 + 7 × 0.02 is 0.64, not 0.6400000000000001
+            " salience = ROUND(MIN(1.0, salience + ?), 6) WHERE id = ?",
             [(now, reinforce, m) for m, _, _ in rows],
         )
         if session_id:

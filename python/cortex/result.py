@@ -63,8 +63,9 @@ class Memory:
             "tier": self.tier,
             "scope": self.scope,
             "category": self.category,
-            "salience": self.salience,
-            "confidence": self.confidence,
+            # rounded for reading: sums of reinforcements stored before they were rounded
+            "salience": round(self.salience, 6),
+            "confidence": round(self.confidence, 6),
             "created_at": iso(self.created_at),
             "updated_at": iso(self.updated_at),
             "valid_until": iso(self.valid_until),

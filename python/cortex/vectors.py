@@ -154,7 +154,7 @@ class _FileView:
         )
         return np.asarray(rec["id"], dtype=np.int64), (rec["flags"] & 1) == 0
 
-    def rows_python(self) -> tuple[array.array, list[int], list[bool]]:
+    def rows_python(self) -> tuple[array.array[float], list[int], list[bool]]:
         """Rows as a flat ``array('f')`` and ids/live as lists: no numpy involved."""
         with open(self.path, "rb") as f:
             f.seek(_HEADER_LEN)
@@ -210,7 +210,7 @@ def _normalised(x: np.ndarray, name: str) -> np.ndarray:
     if (norms == 0).any():
         raise InvalidOptionError(f"{name} has zero length; a zero vector has no direction")
     inv = (1.0 / norms).astype(np.float32)
-    out = x2 * inv[:, None]
+    out: np.ndarray = x2 * inv[:, None]
     return out if x.ndim == 2 else out[0]
 
 

@@ -47,8 +47,8 @@ __all__ = [
 ]
 
 #: ``1 - exp(-KEYWORD_SLOPE * ratio)``: a memory holding every query term once at average
-#: length (ratio 1) scores 0.80; half the query's weight 0.55.
-KEYWORD_SLOPE = 1.6
+#: length (ratio 1) scores 0.70; half the query's weight 0.45.
+KEYWORD_SLOPE = 1.2
 #: The semantic logistic's midpoint (z-score that maps to 0.5) and slope.
 SEMANTIC_MID = 3.0
 SEMANTIC_SLOPE = 1.5

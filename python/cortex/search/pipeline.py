@@ -19,6 +19,7 @@ from typing import Any
 from cortex import fusion, keyword, recall, validate
 from cortex.errors import EmbeddingError, IndexFormatError, StorageError
 from cortex.interpret import interpret
+from cortex.log import get_logger
 from cortex.options import Fusion, Mode, Options, Order, OrderBy, TimeFilter
 from cortex.ranking import (
     SECTOR_WEIGHTS,
@@ -38,7 +39,7 @@ from cortex.search.plan import DROPPED, Plan, clean, plan, pool_for
 
 __all__ = ["SUPERSEDED_FACTOR", "Pipeline"]
 
-log = logging.getLogger("cortex.search")
+log = get_logger("cortex.search")
 
 #: A soft time window ("recently", or a hard one that held nothing) multiplies the score
 #: of the memories inside it by 1 + TIME_BOOST. Chosen on the temporal set (eval/README.md).
@@ -187,10 +188,11 @@ class Pipeline:
         results.notices = tuple(notices)
         if log.isEnabledFor(logging.DEBUG):
             log.debug(
-                "search mode=%s tier=%s keyword=%d semantic=%d ranked=%d returned=%d"
-                " legs=%.1fms total=%.1fms",
-                mode, kw.tier if kw else "-", len(kw.hits) if kw else 0,
-                len(sem.hits) if sem else 0, len(ranked), len(results),
+                "search mode=%s (asked %s) keyword_tier=%s keyword_hits=%d semantic_hits=%d"
+                " fused=%d returned=%d hidden=%d pool=%d legs=%.1fms total=%.1fms",
+                mode, opts.mode, kw.tier if kw is not None else "-",
+                len(kw.hits) if kw is not None else 0, len(sem.hits) if sem is not None else 0,
+                len(candidates), len(results), hidden, pool,
                 (t1 - t0) * 1e3, (time.perf_counter() - t0) * 1e3,
             )  # fmt: skip
         return results

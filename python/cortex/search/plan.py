@@ -153,7 +153,7 @@ def plan(
 
     text = clean(query)
     notices: list[str] = []
-    mode = opts.mode
+    mode = Mode(opts.mode)
     use_kw = mode is Mode.KEYWORD or (mode is Mode.HYBRID and opts.alpha < 1.0)
     use_sem = mode is Mode.SEMANTIC or (mode is Mode.HYBRID and opts.alpha > 0.0)
     sem_text = semantic_text(text)

@@ -10,17 +10,21 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from cortex import keyword
+from cortex._lazy import LazyModule
 from cortex.errors import EmbeddingError, IndexFormatError
 from cortex.keyword_index import KeywordIndexer
 from cortex.options import Options
 from cortex.search.hits import Hit, Leg, keyword_score, semantic_score, shrunk_stats
 from cortex.search.plan import Plan
 from cortex.store import Store
+
+if TYPE_CHECKING:
+    import numpy as np
+else:  # imported when a vector is first touched (start-up of keyword-only commands)
+    np = LazyModule("numpy")
 
 __all__ = ["KeywordRetriever", "SemanticRetriever"]
 

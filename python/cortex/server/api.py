@@ -267,7 +267,7 @@ def _mode(body: Mapping[str, Any]) -> str | None:
         raise not_supported(f"the {later[0]!r} strategy")
     if not given or "hybrid" in given or given == {"keyword", "semantic"}:
         return "hybrid"
-    return given.pop()
+    return str(given.pop())
 
 
 def plan_search(
