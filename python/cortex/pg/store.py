@@ -193,7 +193,7 @@ class PgStore:
             row = conn.execute("SELECT COALESCE(MAX(version), 0) FROM cortex_schema").fetchone()
             current = int(row[0]) if row else 0
             for target in range(current + 1, schema.SCHEMA_VERSION + 1):
-                conn.execute(schema.MIGRATIONS[target - 1])  # type: ignore[arg-type]
+                conn.execute(schema.MIGRATIONS[target - 1])
                 conn.execute(
                     "INSERT INTO cortex_schema (version, applied_at) VALUES (%s, %s)",
                     (target, time.time()),
@@ -656,7 +656,7 @@ def _check_id(memory_id: object) -> None:
 def _unchanged(chunk: MemoryInput, row: Sequence[Any]) -> bool:
     """Whether a stored row (id, chunk_index, hash, sector, tier, scope, category, salience,
     confidence, created_at, metadata) already holds `chunk` (as the SQLite store decides)."""
-    return (
+    return bool(
         row[3] == chunk.sector
         and row[4] == chunk.tier
         and row[5] == chunk.scope
