@@ -59,7 +59,7 @@ def test_semantic_dissimilar_scores_low(sem_engine: cortex.Engine) -> None:
 
 
 def test_semantic_ranking(sem_engine: cortex.Engine) -> None:
-    results = sem_engine.search("login system security", SEM, min_similarity=0.0)
+    results = sem_engine.search("login system security", SEM, min_score=0.0)
     assert results[0].memory.content.startswith("User authentication")
     scores = [r.semantic_score for r in results]
     assert scores == sorted(scores, reverse=True)
