@@ -4,9 +4,10 @@ Embeddings live in SQLite (`embeddings`: memory id, model id, content hash, f32 
 written in the same transaction as the memory they belong to. The vector index beside the
 database (``<db>.vectors-<model>``) is derived from them: appended as embeddings are
 added, masked as memories are deleted, and rebuilt from SQLite when it is missing, of
-another model, or does not match the state file written after every sync (a killed
-process leaves exactly that mismatch). Writers take an exclusive file lock to sync;
-searchers only read and refresh.
+another model, damaged, or does not match the state file written after every sync (a
+killed process leaves exactly that mismatch). Writers take an exclusive file lock to
+sync; searchers only read and refresh; every row a search returns is checked against
+SQLite (see "the index" below).
 
 Vectors of another model are never mixed into a search: the index of the active model
 holds only its rows, and lookups by content hash are per model.

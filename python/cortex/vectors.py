@@ -4,7 +4,8 @@ The index is derived data beside the SQLite store (DESIGN.md, "The native
 extension"): four files share a stem, ``path`` (header + f32 rows),
 ``path.ids`` (row -> memory id, and a mask flag), ``path.q8`` (an int8 copy
 with per-row error norms, used to rule rows out quickly) and ``path.sum``
-(a checksum per block of 4096 rows, checked by :meth:`VectorIndex.verify`).
+(a checksum per block of 4096 rows, checked by :meth:`VectorIndex.verify`, which also
+holds every int8 record to its row).
 The format is documented in ``rust/kernels/vecfile.rs``; :class:`_FileView`
 below reads it in Python so the numpy and pure-Python paths need nothing from
 the extension to search.

@@ -36,10 +36,14 @@
 //! last block (the one an interrupted append could leave inconsistent, ~1 ms):
 //! `verify` of 1M x 384-d rows (1.5 GB, page cache warm) took 0.17-0.28 s on
 //! the Zen 1 this was measured on (benches/vectors.md), and far longer from a
-//! cold disk, too much for every open of a CLI command; the Python layer also
-//! spot-checks 32 rows against SQLite on open, and `verify()` is there for a
-//! full check on demand or in the background (the GIL is released). Version 1 files have no checksums: they fail to
-//! open with a version error and the Python layer rebuilds them.
+//! cold disk, so it is left to the caller: the Python layer (semantic.py) runs
+//! `verify` (checksums and int8 records, [`VecFile::verify`]) once for each
+//! index it opens and `verify_rows_from` for what is appended later, and checks
+//! every row a search returns against SQLite. Version 1 files have no
+//! checksums: they fail to open with a version error and are rebuilt.
+//!
+//! Every file is opened with `O_NONBLOCK` and must be a regular file: a FIFO
+//! or a device in its place is a format error, never a hang or endless bytes.
 //!
 //! The writer appends rows, ids and int8 records past the committed count and
 //! then publishes the new count in the main header; readers map the files
@@ -52,7 +56,9 @@
 //! Only one writer at a time: it holds an exclusive `flock` on the main file.
 //! `create` writes new files under temporary names and renames them into
 //! place, so a reader keeps its (old) mapping valid: a mapped file is never
-//! truncated under a reader by cortex. (Truncating it by other means would
+//! truncated under a reader by cortex. (A full rebuild is built at another
+//! path and renamed over these files by semantic.py; the uuid in every header
+//! tells a reader which set it has.) (Truncating it by other means would
 //! still raise SIGBUS in a reader; that is the nature of mmap.)
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
