@@ -476,6 +476,24 @@ def test_rebuild_litter_is_cleaned(tmp_path: Path, base: Base, embedder) -> None
     assert ctx.vec.exists() and ctx.state.exists()
 
 
+@pytest.mark.parametrize("read_only", [False, True], ids=["writable", "read-only"])
+def test_a_state_written_before_uuids_still_reads(
+    tmp_path: Path, base: Base, embedder, read_only: bool
+) -> None:
+    """A state of an older cortex (no uuid): read as is (the full check still holds the
+    files to it and to SQLite); the next sync of a writable open rebuilds and records it."""
+    ctx = _copy(base, tmp_path)
+    state = ctx.state_json()
+    del state["uuid"]
+    ctx.state.write_text(json.dumps(state))
+    with cortex.open(ctx.db, embedder=embedder, read_only=read_only) as engine:
+        assert_exact(engine, ctx.db, base.queries)
+        if not read_only:
+            engine.add("a memory added after the upgrade, about canary releases")
+            assert_exact(engine, ctx.db, base.queries)
+    assert ("uuid" in ctx.state_json()) is not read_only
+
+
 def test_damage_under_an_open_engine_never_returns_a_wrong_row(
     tmp_path: Path, base: Base, embedder
 ) -> None:

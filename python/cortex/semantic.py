@@ -447,7 +447,7 @@ class Semantic:
         records; then the live row count against SQLite's live embeddings."""
         path = index.path
         fix = "rebuild the index (`cortex reindex`)"
-        if index.uuid != state.uuid:
+        if state.uuid is not None and index.uuid != state.uuid:
             raise IndexFormatError(f"{path} is not the index its state file describes; {fix}")
         if index.rows < state.rows:
             raise IndexFormatError(
@@ -730,7 +730,7 @@ class _State:
     seq: int
     deleted: float
     rows: int
-    uuid: str
+    uuid: str | None  # None: a state written before the uuid was recorded (read as is)
 
     @property
     def position(self) -> tuple[int, float]:
@@ -750,6 +750,6 @@ class _State:
             return None
         if not (math.isfinite(deleted) and deleted >= 0):
             return None
-        if not (isinstance(uuid, str) and re.fullmatch(r"[0-9a-f]{32}", uuid)):
+        if uuid is not None and not (isinstance(uuid, str) and re.fullmatch(r"[0-9a-f]{32}", uuid)):
             return None
         return cls(seq, float(deleted), rows, uuid)
