@@ -494,6 +494,20 @@ def test_a_state_written_before_uuids_still_reads(
     assert ("uuid" in ctx.state_json()) is not read_only
 
 
+def test_damage_under_an_open_engine_is_found_by_the_periodic_check(
+    tmp_path: Path, base: Base, embedder
+) -> None:
+    """A row hidden by damage while a process holds the index (the best row sign-flipped:
+    it drops out, so no returned row is wrong) is found by the next full check, which a
+    long-lived process runs periodically (here: due at once)."""
+    ctx = _copy(base, tmp_path)
+    with cortex.open(ctx.db, embedder=embedder) as engine:
+        assert_exact(engine, ctx.db, base.queries)
+        _flip_sign(ctx)
+        engine._semantic._recheck_at = 0.0  # the period has passed
+        assert_exact(engine, ctx.db, base.queries)
+
+
 def test_damage_under_an_open_engine_never_returns_a_wrong_row(
     tmp_path: Path, base: Base, embedder
 ) -> None:

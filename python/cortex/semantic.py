@@ -48,6 +48,11 @@ _EMBED_BATCH = 64
 _STATE_MAX = 4096
 #: Looks a read-only process takes at an index a writer may be renaming into place.
 _READ_ONLY_TRIES = 5
+#: A process that keeps an index open checks it in full again after this many seconds...
+RECHECK_SECONDS = 60.0
+#: ... or later, so that the checks take at most this share of its time (1M rows: ~1.5 s
+#: of checks every 150 s).
+RECHECK_SHARE = 0.01
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +96,7 @@ class Semantic:
         self._index: Any = None
         self._index_state: tuple[int, float] | None = None
         self._lock_depth = 0  # the writer lock (`_write_lock`) is held when > 0
+        self._recheck_at = 0.0  # time.monotonic() of the next full check of the index
 
     # ------------------------------------------------------------------ embedder
 
@@ -195,7 +201,8 @@ class Semantic:
     #   not a regular file, of other files, or ahead of SQLite means a rebuild.
     # - A handle is checked once when it is opened and for every append it sees: every block
     #   checksum (rows and ids), every int8 record against its row, and its live row count
-    #   against SQLite's count of live embeddings (a mask flag set or cleared by damage).
+    #   against SQLite's count of live embeddings (a mask flag set or cleared by damage); a
+    #   process that keeps it open checks it in full again now and then (RECHECK_SECONDS).
     # - Every row a search returns is checked against its embedding in SQLite
     #   (`verified_search`): no id or score can be wrong, whatever happened since the open.
     # - A rebuild is built aside (`<index>.tmp<pid>`) and renamed into place, side files
@@ -362,7 +369,10 @@ class Semantic:
         checked (see above); rebuilt when it is damaged and the database is writable."""
         wanted = self._wanted()
         if self._index is not None and self._index_state == wanted:
-            return self._index
+            if time.monotonic() < self._recheck_at:
+                return self._index
+            with self._lock:  # time for the periodic full check: open afresh, check all
+                self._close_index()
         with self._lock:
             self._index, self._index_state = self._checked_index(wanted)
             return self._index
@@ -427,12 +437,20 @@ class Semantic:
                 index = VectorIndex.open(self.index_path())
             except (IndexFormatError, StorageError) as exc:
                 raise IndexFormatError(str(exc)) from None
+        started = time.monotonic()
         try:
             self._check(index, state, from_row)
         except BaseException:
             index.close()
             self._index = None
             raise
+        if from_row == 0:
+            # Damage done while this process holds a checked index cannot put a wrong row
+            # into an answer (verified_search), but could hide a row until the next full
+            # check: a long-lived process repeats it every RECHECK_SECONDS, or less often
+            # when it is costly, so that it takes at most RECHECK_SHARE of the time.
+            cost = time.monotonic() - started
+            self._recheck_at = started + max(RECHECK_SECONDS, cost / RECHECK_SHARE)
         return index, wanted
 
     def _close_index(self) -> None:
