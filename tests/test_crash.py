@@ -128,7 +128,8 @@ def _index_files(db: Path) -> tuple[Path, Path]:
     found = [
         p
         for p in db.parent.glob(f"{db.name}.vectors-*")
-        if not p.name.endswith((".state", ".lock", ".ids", ".q8", ".sum", ".tmp"))
+        if not p.name.endswith((".state", ".lock", ".ids", ".q8", ".sum"))
+        and ".tmp" not in p.name  # what a rebuild killed midway left (cleaned on next sync)
     ]
     assert len(found) == 1, found
     return found[0], Path(f"{found[0]}.state")
