@@ -100,7 +100,7 @@ def test_hybrid_alpha_one_is_semantic_only(hy: cortex.Engine, fusion_name: str) 
 def test_hybrid_default(hy: cortex.Engine) -> None:
     defaults = cortex.Options()
     assert (defaults.mode, defaults.fusion, defaults.alpha, defaults.limit) == (
-        "hybrid", "evidence", 0.5, 20,
+        "hybrid", "evidence", 0.3, 20,
     )  # fmt: skip
     assert (defaults.min_confidence, defaults.recency_weight, defaults.include_facts) == (
         0.1, 0.1, True,

@@ -541,7 +541,9 @@ def _cjk(store: Store, text: str, opts: Options, pool: int) -> KeywordResult:
 
 
 def _like(store: Store, text: str, opts: Options, pool: int) -> KeywordResult:
-    terms = _cjk_terms(text, bigrams=True)
+    # Stop and question words are substrings of everything ("the" of "then", "other"):
+    # as LIKE terms they would match every memory.
+    terms = [t for t in _cjk_terms(text, bigrams=True) if t not in DROPPED]
     if not terms:
         return KeywordResult()
     predicate, params = filters.where(opts)
