@@ -68,9 +68,15 @@ def test_odd_queries_through_the_api(sample_engine: cortex.Engine, query: str) -
     assert db_digest(sample_engine.path) == before
 
 
-@pytest.mark.parametrize("query", ["NOT", "*", "(", "NEAR(", "", "   "])
+@pytest.mark.parametrize("query", ["NOT", "*", "(", "NEAR("])
 def test_queries_without_words_find_nothing(sample_engine: cortex.Engine, query: str) -> None:
     assert list(sample_engine.search(query, KW)) == []
+
+
+@pytest.mark.parametrize("query", ["", "   "])
+def test_a_blank_query_lists_by_filters(sample_engine: cortex.Engine, query: str) -> None:
+    listed = [r.memory.id for r in sample_engine.search(None, KW)]
+    assert listed and [r.memory.id for r in sample_engine.search(query, KW)] == listed
 
 
 def test_injection_text_is_only_text(sample_engine: cortex.Engine) -> None:

@@ -129,7 +129,8 @@ def _index_files(db: Path) -> tuple[Path, Path]:
     found = [
         p
         for p in index_dir(db).glob("vectors-*")
-        if not p.name.endswith((".state", ".lock", ".ids", ".q8", ".sum", ".tmp"))
+        if not p.name.endswith((".state", ".lock", ".ids", ".q8", ".sum"))
+        and ".tmp" not in p.name  # what a rebuild killed midway left (cleaned on next sync)
     ]
     assert len(found) == 1, found
     return found[0], Path(f"{found[0]}.state")
@@ -167,7 +168,10 @@ def _kill_run(db: Path, folder: Path, delay: float) -> tuple[list[str], bool]:
         finally:
             if proc.poll() is None:
                 proc.kill()
-    assert proc.returncode == (0 if "done" in lines else -signal.SIGKILL), (proc.returncode, err)
+    # A kill that lands after "done" (while the child closes the engine or exits) is a
+    # kill like any other: the import was over, so it has exit status -9 or 0.
+    allowed = (0, -signal.SIGKILL) if "done" in lines else (-signal.SIGKILL,)
+    assert proc.returncode in allowed, (proc.returncode, err)
     assert "Traceback" not in err, err  # it died by the kill, not by an error
     acked = [line.split(" ", 1)[1] for line in lines if line.startswith("file ")]
     return acked, "done" in lines
@@ -328,7 +332,9 @@ def test_damaged_index_is_rebuilt_or_refused_never_a_crash(
         assert answer["error"] == "IndexFormatError", answer
         assert "reindex" in answer["message"] or "rebuild" in answer["message"], answer
     else:  # rebuilt without being asked: the pristine results
-        assert _same_results(answer["results"], expected, 1e-4), answer
+        # Scores carry the recency boost, which moves with the clock between the fixture
+        # and this probe (minutes on a loaded machine): 1e-3, not the last digits.
+        assert _same_results(answer["results"], expected, 1e-3), answer
     # Either way the next open works and is right: the damage did not stick.
     with cortex.open(db, embedder=None) as engine:
         assert engine.store.query("PRAGMA integrity_check") == [("ok",)]

@@ -737,7 +737,7 @@ def test_another_applications_sqlite_file_is_refused_untouched(tmp_path: Path) -
 def test_an_empty_file_or_a_new_path_becomes_a_cortex_database(tmp_path: Path) -> None:
     empty = tmp_path / "empty.db"
     empty.touch()
-    for path in (empty, tmp_path / "new" / "fresh.db"):
+    for path in (empty, tmp_path / "fresh.db"):  # a new file; never a new folder (issue 15)
         with cortex.open(path, embedder=None) as e:
             memory_id = e.add("hello")
         with cortex.open(path, read_only=True, embedder=None) as e:

@@ -122,7 +122,9 @@ def test_bm25_mapping_is_monotonic() -> None:
 def test_plain_query_falls_back_to_or_when_no_memory_has_every_term(
     engine: cortex.Engine, deploy: dict[str, int]
 ) -> None:
-    results = engine.search("staging backup zebrafish", KW)
+    # each holds a third of the query: the OR tier finds both, the default floor would
+    # hide the weaker (that is what it is for), so none here
+    results = engine.search("staging backup zebrafish", KW, min_score=0.0)
     assert set(contents(results)) == {DEPLOY_MEMORIES[1], DEPLOY_MEMORIES[4]}
     assert results.rewritten is not None and "OR" in results.rewritten
 

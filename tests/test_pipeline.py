@@ -235,3 +235,32 @@ def test_a_listing_and_an_unrecorded_search_write_nothing(
 def test_an_empty_query_lists_like_none(notes: cortex.Engine) -> None:
     listed = [r.memory.id for r in notes.search(None, project="db", record=False)]
     assert listed and [r.memory.id for r in notes.search("  ", project="db")] == listed
+
+
+def test_the_tuner_computes_the_library_s_scores() -> None:
+    """benches/tune_agent.py recomputes calibration and fusion in numpy for its grid: it
+    must give the numbers cortex.search.hits gives."""
+    import importlib.util
+
+    import numpy as np
+
+    from cortex.search import hits
+
+    path = Path(__file__).resolve().parents[1] / "benches" / "tune_agent.py"
+    spec = importlib.util.spec_from_file_location("tune_agent", path)
+    assert spec is not None and spec.loader is not None
+    tuner = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tuner)
+    d = {
+        "raw": np.array([0.0, 1.3, 4.2]),
+        "cos": np.array([0.05, 0.31, -2.0]),  # -2: not scored by the semantic leg
+        "bound": 3.1,
+        "mean": 0.07,
+        "sd": 0.06,
+    }
+    for fusion in ("linear", "evidence"):
+        got = tuner.scores(d, fusion, 0.4, 1.2, 3.0, 1.5)
+        for j in range(3):
+            kw = hits.keyword_score(d["raw"][j] / d["bound"], 1.2)
+            sem = hits.semantic_score(d["cos"][j], d["mean"], d["sd"], 3.0, 1.5) if j < 2 else 0
+            assert got[j] == pytest.approx(hits.combine(kw, sem, 0.4, fusion), abs=1e-12)

@@ -53,13 +53,13 @@ def test_semantic_dissimilar_scores_low(sem_engine: cortex.Engine) -> None:
     results = sem_engine.search("quantum chromodynamics of gluons", SEM, min_score=0.0)
     assert results
     # calibrated against the query's own distribution: nothing stands out
-    assert max(r.semantic_score for r in results) < 0.2
+    assert max(r.semantic_score for r in results) < 0.3
     # and under the default floor, nothing is returned at all
     assert list(sem_engine.search("quantum chromodynamics of gluons", SEM)) == []
 
 
 def test_semantic_ranking(sem_engine: cortex.Engine) -> None:
-    results = sem_engine.search("login system security", SEM, min_similarity=0.0)
+    results = sem_engine.search("login system security", SEM, min_score=0.0)
     assert results[0].memory.content.startswith("User authentication")
     scores = [r.semantic_score for r in results]
     assert scores == sorted(scores, reverse=True)

@@ -263,9 +263,8 @@ def test_add_many_with_vectors_checks_and_stores_them(engine: cortex.Engine, emb
     )
     assert [r[0] for r in stored] == ids and {r[1] for r in stored} == {engine.model_id}
     np.testing.assert_allclose(np.frombuffer(stored[1][2], dtype="<f4"), vecs[1] * 3.0)
-    hits = engine.search("what does alice drink", mode="semantic")
+    hits = engine.search("what does alice drink", mode="semantic", explain=True)
     assert hits[0].memory.id == ids[1]
-    assert (
-        abs(hits[0].semantic_score - float(vecs[1] @ embedder.embed("what does alice drink")))
-        < 1e-4
-    )
+    assert hits[0].explain is not None
+    cosine = float(vecs[1] @ embedder.embed("what does alice drink"))
+    assert abs(hits[0].explain["cosine"] - cosine) < 1e-4

@@ -219,3 +219,75 @@ def test_verify_names_the_block_of_a_flipped_byte(tmp_path, row):
     with pytest.raises(IndexFormatError, match=f"checksum block {block}"):
         vi.verify()
     vi.close()
+
+
+@pytest.mark.parametrize(
+    "where",
+    ["byte", "byte above 127", "scale", "error bound", "row norm", "last byte"],
+)
+def test_verify_checks_every_int8_record_against_its_row(tmp_path, where):
+    """The int8 screen rules rows out on the bound a record claims; verify() holds every
+    record to its row, so a damaged record cannot hide a row unnoticed."""
+    dim, n = 40, 300
+    files = make(tmp_path / "v.cvx", n=n, dim=dim)
+    with VectorIndex.open(files[0]) as vi:
+        vi.verify()  # a fresh file passes
+        assert vi.quantized_rows == n
+    stride = (dim + 12 + 31) // 32 * 32
+    row = 123
+    at = (
+        64
+        + row * stride
+        + {
+            "byte": 5,
+            "byte above 127": 5,
+            "scale": dim,
+            "error bound": dim + 4,
+            "row norm": dim + 8,
+            "last byte": dim - 1,
+        }[where]
+    )
+    data = bytearray(read(files[2]))
+    data[at] = 200 if where == "byte above 127" else data[at] ^ 0x04
+    with open(files[2], "wb") as f:
+        f.write(data)
+    with VectorIndex.open(files[0]) as vi:
+        with pytest.raises(IndexFormatError, match=f"int8 record of row {row}.*reindex"):
+            vi.verify()
+        vi.verify(from_row=200)  # only the rows from 200 on: this one is not checked
+
+
+def test_uuid_names_the_set_of_files(tmp_path):
+    files = make(tmp_path / "v.cvx")
+    with VectorIndex.open(files[0]) as a, VectorIndex.open(files[0]) as b:
+        first = a.uuid
+        assert b.uuid == first and len(first) == 32
+    make(tmp_path / "v.cvx")  # a new index at the same path: another uuid
+    with VectorIndex.open(files[0]) as c:
+        assert c.uuid != first
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("which", [0, 1, 2, 3])
+@pytest.mark.parametrize("kind", ["fifo", "directory", "/dev/zero"])
+def test_a_file_that_is_not_a_regular_file_is_refused_never_a_hang(tmp_path, which, kind):
+    files = make(tmp_path / "v.cvx")
+    target = files[which]
+    os.unlink(target)
+    if kind == "fifo":
+        os.mkfifo(target)
+    elif kind == "directory":
+        os.mkdir(target)
+    else:
+        os.symlink("/dev/zero", target)
+    try:
+        vi = VectorIndex.open(files[0])
+    except IndexFormatError as err:
+        assert "reindex" in str(err) or "rebuild" in str(err)
+        return
+    # Only the int8 copy is optional: without it the rows are scanned in f32.
+    assert which == 2
+    with vi:
+        assert vi.quantized_rows == 0
+        ids, _ = vi.search(np.ones(vi.dim, dtype=np.float32), 5)
+        assert len(ids) == 5

@@ -72,7 +72,8 @@ MARK_OPEN, MARK_CLOSE, ELLIPSIS = "<mark>", "</mark>", "…"
 _log = get_logger(__name__)
 
 _SYNTAX = re.compile(r'["*()^]|\b(?:AND|OR|NOT|NEAR)\b|\w:')
-_WORD = re.compile(r"\w+")
+# A word, combining marks included ("e\u0301clair" is one word, as FTS5 reads it).
+_WORD = re.compile(r"\w[\w\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff]*")
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,7 +131,7 @@ def _terms(query: str) -> list[str]:
     """The distinct words of `query`, lowercased, without FTS5 operator words."""
     seen: dict[str, None] = {}
     for word in _WORD.findall(query):
-        if word in _OPERATORS:
+        if word in _OPERATORS or not word.strip("_"):  # "_" alone is no token to FTS5
             continue
         key = word.lower()
         if key not in seen:
@@ -540,7 +541,9 @@ def _cjk(store: Store, text: str, opts: Options, pool: int) -> KeywordResult:
 
 
 def _like(store: Store, text: str, opts: Options, pool: int) -> KeywordResult:
-    terms = _cjk_terms(text, bigrams=True)
+    # Stop and question words are substrings of everything ("the" of "then", "other"):
+    # as LIKE terms they would match every memory.
+    terms = [t for t in _cjk_terms(text, bigrams=True) if t not in DROPPED]
     if not terms:
         return KeywordResult()
     predicate, params = filters.where(opts)

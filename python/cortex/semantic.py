@@ -4,9 +4,10 @@ Embeddings live in SQLite (`embeddings`: memory id, model id, content hash, f32 
 written in the same transaction as the memory they belong to. The vector index, in the
 folder beside the database (``<db>-index/vectors-<model>``), is derived from them:
 appended as embeddings are added, masked as memories are deleted, and rebuilt from
-SQLite when it is missing, of another model, or does not match the state file written
-after every sync (a killed process leaves exactly that mismatch). Writers take an
-exclusive file lock to sync; searchers only read and refresh.
+SQLite when it is missing, of another model, damaged, or does not match the state file
+written after every sync (a killed process leaves exactly that mismatch). Writers take an
+exclusive file lock to sync; searchers only read and refresh; every row a search returns
+is checked against SQLite (see "the index" below).
 
 Vectors of another model are never mixed into a search: the index of the active model
 holds only its rows, and lookups by content hash are per model.
@@ -19,20 +20,26 @@ import fcntl
 import glob
 import hashlib
 import json
+import math
 import os
 import re
+import stat
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cortex import filters
 from cortex._lazy import LazyModule
-from cortex.errors import CortexError, EmbeddingError, IndexFormatError, InvalidOptionError
+from cortex.errors import (
+    CortexError,
+    EmbeddingError,
+    IndexFormatError,
+    InvalidOptionError,
+    StorageError,
+)
 from cortex.log import get_logger
-from cortex.options import Options
-from cortex.ranking import RankInfo
 from cortex.store import Store, content_hash
 
 if TYPE_CHECKING:
@@ -40,21 +47,20 @@ if TYPE_CHECKING:
 else:  # imported when a vector is first touched (start-up of keyword-only commands)
     np = LazyModule("numpy")
 
-__all__ = ["SemHit", "Semantic", "index_dir"]
+__all__ = ["Semantic", "index_dir"]
 
-#: Rows fetched beyond the pool when the search is not restricted to an allowed set, so
-#: that superseded memories (filtered after the scan) rarely leave the pool short.
-OVERFETCH = 32
 _EMBED_BATCH = 64
+#: A state file is a few dozen bytes; never read more than this of whatever is there.
+_STATE_MAX = 4096
+#: Looks a read-only process takes at an index a writer may be renaming into place.
+_READ_ONLY_TRIES = 5
+#: A process that keeps an index open checks it in full again after this many seconds...
+RECHECK_SECONDS = 60.0
+#: ... or later, so that the checks take at most this share of its time (1M rows: ~1.5 s
+#: of checks every 150 s).
+RECHECK_SHARE = 0.01
 
 _log = get_logger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class SemHit:
-    memory_id: int
-    score: float  # cosine similarity
-    info: RankInfo
 
 
 def index_dir(db_path: Path, *, create: bool = False) -> Path:
@@ -80,25 +86,6 @@ def index_dir(db_path: Path, *, create: bool = False) -> Path:
                 with contextlib.suppress(OSError):
                     old.unlink()
     return folder
-
-
-def _has_filters(opts: Options) -> bool:
-    """Whether `opts` narrows the memories beyond dropping deleted/superseded ones."""
-    return any(
-        v is not None
-        for v in (
-            opts.project,
-            opts.session,
-            opts.sector,
-            opts.tier,
-            opts.scope,
-            opts.category,
-            opts.source_prefix,
-            opts.min_salience,
-            opts.created_since,
-            opts.created_until,
-        )
-    )
 
 
 def _check_vectors(vecs: Any, n: int, dim: int) -> np.ndarray:
@@ -151,6 +138,8 @@ class Semantic:
         self._lock = threading.Lock()
         self._index: Any = None
         self._index_state: tuple[int, float] | None = None
+        self._lock_depth = 0  # the writer lock (`_write_lock`) is held when > 0
+        self._recheck_at = 0.0  # time.monotonic() of the next full check of the index
 
     # ------------------------------------------------------------------ embedder
 
@@ -280,27 +269,132 @@ class Semantic:
         ]
 
     # ------------------------------------------------------------------ the index
+    #
+    # The index is derived from the embeddings in SQLite, and SQLite decides:
+    #
+    # - `.state` records what the index files hold: the SQLite position they were synced to
+    #   (last embeddings rowid, last deletion time), their row count and their uuid (a
+    #   rebuild is a new set of files with a new uuid). A state that is missing, unreadable,
+    #   not a regular file, of other files, or ahead of SQLite means a rebuild.
+    # - A handle is checked once when it is opened and for every append it sees: every block
+    #   checksum (rows and ids), every int8 record against its row, and its live row count
+    #   against SQLite's count of live embeddings (a mask flag set or cleared by damage); a
+    #   process that keeps it open checks it in full again now and then (RECHECK_SECONDS).
+    # - Every row a search returns is checked against its embedding in SQLite
+    #   (`verified_search`): no id or score can be wrong, whatever happened since the open.
+    # - A rebuild is built aside (`<index>.tmp<pid>`) and renamed into place, side files
+    #   first; a reader keeps its mapping (still valid: renamed files are not truncated)
+    #   until the state names another uuid, then opens the new files. A reader that opens
+    #   between two renames sees files of two uuids and tries again, under the writer lock
+    #   once (a rebuild holds it until the state is written), before calling it damage.
+    # - Anything inconsistent: rebuild once (writable) or IndexFormatError saying the fix.
 
     def index_path(self) -> Path:
-        """The vector file of the active model, in the database's index folder (its
-        ``.ids``/``.q8``/``.sum``/``.state``/``.lock`` are named after it)."""
+        """The vector file of the active model, in the database's index folder; every
+        derived path is computed from it (`_index_files`, `_state_path`, `_lock_path`,
+        `_aside_path`)."""
         slug = re.sub(r"[^A-Za-z0-9._-]+", "-", self.model_id)[:60]
         digest = hashlib.sha256(self.model_id.encode()).hexdigest()[:8]
         folder = index_dir(self._store.path, create=not self._store.read_only)
         return folder / f"vectors-{slug}-{digest}"
 
+    def _index_files(self, stem: Path | None = None) -> list[Path]:
+        """The four files of an index (see vectors.py), main file last: the order a
+        rebuild renames them in."""
+        stem = self.index_path() if stem is None else stem
+        return [Path(f"{stem}{suffix}") for suffix in (".ids", ".sum", ".q8", "")]
+
     def _state_path(self) -> Path:
         return Path(f"{self.index_path()}.state")
 
+    def _lock_path(self) -> Path:
+        return Path(f"{self.index_path()}.lock")
+
+    def _aside_path(self) -> Path:
+        """Where a rebuild writes the new files before renaming them into place."""
+        return Path(f"{self.index_path()}.tmp{os.getpid()}")
+
+    def _clean_litter(self) -> None:
+        """Remove what interrupted rebuilds left (`<index>.tmp<pid>*`, `*.tmp<pid>` of the
+        side files and the state). Called under the writer lock: no build is under way."""
+        stem = self.index_path()
+        litter = re.compile(r"(\.[a-z0-9]+)?\.tmp\d*(\.[a-z0-9]+)?(\.tmp\d*)?")
+        try:
+            entries = list(stem.parent.iterdir())
+        except OSError:
+            return
+        for entry in entries:
+            rest = entry.name[len(stem.name) :]
+            if entry.name.startswith(stem.name) and litter.fullmatch(rest):
+                with contextlib.suppress(OSError):
+                    entry.unlink()
+
+    @staticmethod
+    def _make_room(path: Path) -> None:
+        """Let a regular file be written or renamed at `path`: an empty directory, FIFO,
+        socket, device or symlink there (none of which cortex makes) is removed; a
+        directory with files in it is the user's to remove."""
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            return
+        if stat.S_ISREG(st.st_mode):
+            return
+        try:
+            if stat.S_ISDIR(st.st_mode):
+                os.rmdir(path)
+            else:
+                os.unlink(path)
+        except OSError as exc:
+            raise StorageError(
+                f"{path} is not a regular file and cannot be removed ({exc.strerror}); cortex"
+                " keeps its vector index there: remove it"
+            ) from None
+
     @contextlib.contextmanager
     def _write_lock(self) -> Iterator[None]:
-        lock_path = Path(f"{self.index_path()}.lock")
-        with open(lock_path, "a+b") as f:
-            fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        """The writer lock of the index (an exclusive flock on `.lock`), reentrant within
+        this Semantic (its callers hold `self._lock`)."""
+        if self._lock_depth:
+            self._lock_depth += 1
             try:
                 yield
             finally:
-                fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+                self._lock_depth -= 1
+            return
+        fd = self._open_lock()
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            self._lock_depth = 1
+            try:
+                yield
+            finally:
+                self._lock_depth = 0
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+
+    def _open_lock(self) -> int:
+        path = self._lock_path()
+        # O_NONBLOCK: a FIFO put there must not block the open; O_NOFOLLOW: never lock
+        # (or create) whatever a symlink points at.
+        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        for _ in range(3):
+            try:
+                fd = os.open(path, flags, 0o644)
+            except (IsADirectoryError, OSError) as exc:
+                if isinstance(exc, PermissionError):
+                    raise StorageError(
+                        f"cannot create the vector index lock {path} ({exc.strerror}); open the"
+                        " database read-only or make its folder writable"
+                    ) from None
+                self._make_room(path)  # a directory (EISDIR) or a symlink (ELOOP)
+                continue
+            if stat.S_ISREG(os.fstat(fd).st_mode):
+                return fd
+            os.close(fd)
+            self._make_room(path)  # a FIFO or a device
+        raise StorageError(f"{path} cannot be used as a lock file; remove it")
 
     def _wanted(self) -> tuple[int, float]:
         """(last embeddings rowid, last deletion time) in SQLite now: two index lookups,
@@ -312,168 +406,292 @@ class Semantic:
         )[0][0]
         return int(seq), float(deleted)
 
-    def _read_state(self) -> dict[str, Any] | None:
+    def _read_state(self) -> _State | None:
+        """The state file, or None if it is missing or not a state cortex wrote: not a
+        regular file (a directory, a FIFO, a symlink to /dev/zero: never followed, never
+        read past `_STATE_MAX` bytes), not JSON, or a field of the wrong type or range."""
+        path = self._state_path()
         try:
-            state = json.loads(self._state_path().read_text())
-        except (OSError, ValueError):
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
             return None
-        return state if isinstance(state, dict) else None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            raw = os.read(fd, _STATE_MAX + 1)
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+        if len(raw) > _STATE_MAX:
+            return None
+        try:
+            data = json.loads(raw)
+        except (ValueError, RecursionError):
+            return None
+        return _State.parse(data)
 
-    def _write_state(self, state: dict[str, Any]) -> None:
-        tmp = Path(f"{self._state_path()}.tmp")
-        tmp.write_text(json.dumps(state))
-        os.replace(tmp, self._state_path())
+    def _write_state(self, state: _State) -> None:
+        path = self._state_path()
+        tmp = Path(f"{path}.tmp{os.getpid()}")
+        self._make_room(tmp)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+        try:
+            os.write(fd, json.dumps(state.to_dict()).encode())
+        finally:
+            os.close(fd)
+        self._make_room(path)
+        os.replace(tmp, path)
 
     def index(self) -> Any:
-        """The vector index of the active model, in step with SQLite (synced if not)."""
-        from cortex.vectors import VectorIndex
-
+        """The vector index of the active model, in step with SQLite (synced if not) and
+        checked (see above); rebuilt when it is damaged and the database is writable."""
         wanted = self._wanted()
         if self._index is not None and self._index_state == wanted:
-            return self._index
-        with self._lock:
-            state = self._read_state()
-            if (
-                self._index is not None
-                and state is not None
-                and (state.get("seq"), state.get("deleted")) == wanted
-            ):
-                self._index.refresh()  # another process synced it: see its rows
-                self._index_state = wanted
+            if time.monotonic() < self._recheck_at:
                 return self._index
+            with self._lock:  # time for the periodic full check: open afresh, check all
+                self._close_index()
+        with self._lock:
+            self._index, self._index_state = self._checked_index(wanted)
+            return self._index
+
+    def _checked_index(self, wanted: tuple[int, float]) -> tuple[Any, tuple[int, float]]:
+        try:
+            return self._open_in_step(wanted)
+        except IndexFormatError as exc:
+            problem = exc
+        if self._store.read_only:
+            # A writer may be renaming a rebuild into place: look again, then give up.
+            for _ in range(_READ_ONLY_TRIES):
+                time.sleep(0.05)
+                try:
+                    return self._open_in_step(self._wanted())
+                except IndexFormatError as exc:
+                    problem = exc
+            raise IndexFormatError(
+                f"{problem}; the database is open read-only, so cortex cannot rebuild the"
+                " index: open it writable once or run `cortex reindex`"
+            ) from None
+        with self._write_lock():
+            # No sync or rebuild of another process is under way now, so what still fails
+            # is damage, unless SQLite moved under the check (then it is checked again).
+            for _ in range(3):
+                wanted = self._wanted()
+                try:
+                    return self._open_in_step(wanted)
+                except IndexFormatError:
+                    if self._wanted() == wanted:
+                        break
+            self._close_index()
+            self._sync(wanted, rebuild=True)
+            return self._open_in_step(wanted)
+
+    def _open_in_step(self, wanted: tuple[int, float]) -> tuple[Any, tuple[int, float]]:
+        """Sync if the state is behind `wanted`, then open (or refresh) and check the
+        index the state describes. Raises IndexFormatError on any inconsistency."""
+        from cortex.vectors import VectorIndex
+
+        for _ in range(3):
+            state = self._read_state()
+            if state is not None and state.position == wanted:
+                break
             if self._store.read_only:
-                fresh = state is not None and (state.get("seq"), state.get("deleted")) == wanted
-                if not fresh:
-                    raise IndexFormatError(
-                        f"the vector index of {self._store.path} is behind the database and the"
-                        " database is open read-only; open it writable once or run"
-                        " `cortex reindex`"
-                    )
-            else:
-                self._sync(wanted)
-            if self._index is not None:
-                self._index.close()
-                self._index = None
+                raise IndexFormatError(
+                    f"the vector index of {self._store.path} is behind the database and the"
+                    " database is open read-only; open it writable once or run"
+                    " `cortex reindex`"
+                )
+            self._sync(wanted)
+            wanted = self._wanted()
+        else:
+            raise IndexFormatError(f"{self._state_path()}: the index state does not follow")
+        index, from_row = self._index, 0
+        if index is not None and index.uuid == state.uuid:
+            from_row = index.rows
+            index.refresh()  # what another process appended
+        else:
+            self._close_index()
             try:
                 index = VectorIndex.open(self.index_path())
-                self._verify(index)
-            except IndexFormatError:
-                if self._store.read_only:
-                    raise
-                self._sync(wanted, rebuild=True)
-                index = VectorIndex.open(self.index_path())
-            self._index = index
-            self._index_state = wanted
-            return self._index
+            except (IndexFormatError, StorageError) as exc:
+                raise IndexFormatError(str(exc)) from None
+        started = time.monotonic()
+        try:
+            self._check(index, state, from_row)
+        except BaseException:
+            index.close()
+            self._index = None
+            raise
+        if from_row == 0:
+            # Damage done while this process holds a checked index cannot put a wrong row
+            # into an answer (verified_search), but could hide a row until the next full
+            # check: a long-lived process repeats it every RECHECK_SECONDS, or less often
+            # when it is costly, so that it takes at most RECHECK_SHARE of the time.
+            cost = time.monotonic() - started
+            self._recheck_at = started + max(RECHECK_SECONDS, cost / RECHECK_SHARE)
+        return index, wanted
 
-    def _verify(self, index: Any, sample: int = 32) -> None:
-        """Spot-check rows of the index against the embeddings in SQLite. Opening checks
-        the header and the last block's checksum (a full `index.verify()` reads every row:
-        0.2 s at 1M); rows that are intact but are not this database's, such as another
-        database's index or rows overwritten with valid numbers, fail here and are rebuilt
-        instead of answering wrong."""
-        ids, rows = index.sample(sample)
-        if len(ids) == 0:
-            return
-        marks = ",".join("?" * len(ids))
-        stored = {
-            int(i): np.frombuffer(blob, dtype="<f4")
-            for i, blob in self._store.query(
-                f"SELECT memory_id, vector FROM embeddings WHERE model_id = ?"
-                f" AND memory_id IN ({marks})",
-                [self.model_id, *ids.tolist()],
+    def _close_index(self) -> None:
+        if self._index is not None:
+            self._index.close()
+            self._index = None
+        self._index_state = None
+
+    def _check(self, index: Any, state: _State, from_row: int) -> None:
+        """Is `index` the one `state` describes, intact, and in step with SQLite? Checks
+        rows `from_row..` (the ones this handle has not checked): block checksums and int8
+        records; then the live row count against SQLite's live embeddings."""
+        path = index.path
+        fix = "rebuild the index (`cortex reindex`)"
+        if state.uuid is not None and index.uuid != state.uuid:
+            raise IndexFormatError(f"{path} is not the index its state file describes; {fix}")
+        if index.rows < state.rows:
+            raise IndexFormatError(
+                f"{path} holds {index.rows} rows, its state says {state.rows}; {fix}"
             )
-        }
-        for memory_id, row in zip(ids.tolist(), rows, strict=True):
-            vec = stored.get(memory_id)
-            if vec is None or vec.shape != row.shape:
-                raise IndexFormatError(f"{index.path}: row of memory {memory_id} has no source")
-            norm = float(np.linalg.norm(vec))
-            if not np.isfinite(row).all() or not np.allclose(row, vec / norm, atol=1e-4):
+        if index.model_id != self.model_id or index.dim != int(self.embedder().dim):
+            raise IndexFormatError(f"{path} holds vectors of another model; {fix}")
+        index.verify(from_row)
+        if index.rows == state.rows:  # no append since the state: counts comparable
+            live, expected = len(index), self._live_embeddings(state)
+            if live != expected:
                 raise IndexFormatError(
-                    f"{index.path}: the row of memory {memory_id} does not match its embedding;"
-                    " rebuild the index (`cortex reindex`)"
+                    f"{path} has {live} live rows but the database {expected} live"
+                    f" embeddings of {self.model_id}; {fix}"
                 )
 
+    def _live_embeddings(self, state: _State) -> int:
+        """Embeddings of the active model up to `state`'s position whose memory was not
+        deleted by then: the live rows an index synced to that position holds. Counted
+        as all minus deleted (deletions are few and indexed) to stay cheap at 1M."""
+        (n,) = self._store.query(
+            "SELECT (SELECT COUNT(*) FROM embeddings WHERE model_id = ? AND rowid <= ?)"
+            # CROSS JOIN: from the few deleted memories (a partial index) to their
+            # embeddings, never the other way round (a scan of every embedding, 1.2 s at 100k).
+            " - (SELECT COUNT(*) FROM memories m CROSS JOIN embeddings e ON e.memory_id = m.id"
+            " AND e.model_id = ? WHERE m.deleted_at IS NOT NULL AND m.deleted_at <= ?"
+            " AND e.rowid <= ?)",
+            (self.model_id, state.seq, self.model_id, state.deleted, state.seq),
+        )[0]
+        return int(n)
+
     def _sync(self, wanted: tuple[int, float], *, rebuild: bool = False) -> None:
-        """Bring the index file up to `wanted` (under the writer lock), rebuilding it from
-        SQLite when it is missing, damaged, of another model or out of step with its state."""
+        """Bring the index files up to `wanted` (under the writer lock): append and mask
+        in place when the state and the files agree, else rebuild aside from SQLite."""
         from cortex.vectors import VectorIndex
 
         embedder = self.embedder()
         model, dim = str(embedder.model_id), int(embedder.dim)
-        path = self.index_path()
         with self._write_lock():
+            self._clean_litter()
             state = self._read_state()
-            writer = None
-            if not rebuild and state is not None and path.exists():
-                try:
-                    writer = VectorIndex.open(path, writable=True)
-                    if (
-                        writer.model_id != model
-                        or writer.dim != dim
-                        or writer.rows != state.get("rows")
-                    ):
-                        writer.close()
-                        writer = None
-                except (IndexFormatError, CortexError):
-                    writer = None
-            if writer is None:
-                _log.info("building the vector index of %s from SQLite at %s", model, path)
-                writer = VectorIndex.create(path, dim, model)
-                state = {"seq": 0, "deleted": 0.0, "rows": 0}
-            assert state is not None
-            try:
-                seq = int(state.get("seq", 0))
-                for rowid_batch in self._embedding_batches(model, dim, seq):
-                    ids, vecs, last = rowid_batch
-                    writer.append(ids, vecs)
-                    seq = last
-                deleted_since = float(state.get("deleted", 0.0))
-                gone = [
-                    int(i)
-                    for (i,) in self._store.query(
-                        "SELECT id FROM memories WHERE deleted_at IS NOT NULL AND deleted_at > ?",
-                        (deleted_since,),
-                    )
-                ]
-                if gone:
-                    writer.mask(np.asarray(gone, dtype=np.int64))
-                writer.sync()
-                self._write_state(
-                    {"seq": max(seq, wanted[0]), "deleted": wanted[1], "rows": writer.rows}
+            if (
+                rebuild
+                or state is None
+                or state.seq > wanted[0]  # ahead of SQLite: rows it names are not there
+                or state.deleted > wanted[1]
+            ):
+                _log.info(
+                    "building the vector index of %s from SQLite at %s", model, self.index_path()
                 )
+                self._build_aside(model, dim, wanted)
+                return
+            try:
+                writer = VectorIndex.open(self.index_path(), writable=True)
+            except CortexError:  # missing, damaged, or not a file
+                self._build_aside(model, dim, wanted)
+                return
+            if (writer.model_id, writer.dim, writer.rows, writer.uuid) != (
+                model,
+                dim,
+                state.rows,
+                state.uuid,
+            ):
+                writer.close()
+                self._build_aside(model, dim, wanted)
+                return
+            try:
+                self._fill(writer, model, dim, state.position, wanted)
+                writer.sync()
+                self._write_state(_State(*wanted, rows=writer.rows, uuid=writer.uuid))
             finally:
                 writer.close()
 
+    def _fill(
+        self,
+        writer: Any,
+        model: str,
+        dim: int,
+        since: tuple[int, float],
+        upto: tuple[int, float],
+    ) -> None:
+        """Append the embeddings of rowids in (since, upto] and mask the memories deleted
+        in that span: bounded above, so the state written after says exactly what the
+        files hold even while other processes write."""
+        for ids, vecs in self._embedding_batches(model, dim, since[0], upto[0]):
+            writer.append(ids, vecs)
+        gone = [
+            int(i)
+            for (i,) in self._store.query(
+                "SELECT id FROM memories WHERE deleted_at IS NOT NULL AND deleted_at > ?"
+                " AND deleted_at <= ?",
+                (since[1], upto[1]),
+            )
+        ]
+        if gone:
+            writer.mask(np.asarray(gone, dtype=np.int64))
+
+    def _build_aside(self, model: str, dim: int, wanted: tuple[int, float]) -> None:
+        """Rebuild from SQLite into new files beside the index, then rename them into
+        place (side files first) and write the state. Readers keep their mappings of the
+        old files; none ever sees a file truncated or half written."""
+        from cortex.vectors import VectorIndex
+
+        aside = self._aside_path()
+        writer = VectorIndex.create(aside, dim, model)
+        try:
+            self._fill(writer, model, dim, (0, 0.0), wanted)
+            writer.sync()
+            done = _State(*wanted, rows=writer.rows, uuid=writer.uuid)
+        finally:
+            writer.close()
+        for src, dst in zip(self._index_files(aside), self._index_files(), strict=True):
+            self._make_room(dst)
+            os.replace(src, dst)
+        self._write_state(done)
+
     def _embedding_batches(
-        self, model: str, dim: int, after: int
-    ) -> Iterator[tuple[np.ndarray, np.ndarray, int]]:
+        self, model: str, dim: int, after: int, upto: int
+    ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         last = after
         while True:
             # `+model_id` keeps the planner on the rowid range: through the model index it
             # sorted every row of the model for each batch (quadratic: 365 s at 1M).
             rows = self._store.query(
-                "SELECT rowid, memory_id, vector FROM embeddings WHERE rowid > ? AND +model_id = ?"
-                " ORDER BY rowid LIMIT 5000",
-                (last, model),
+                "SELECT rowid, memory_id, vector FROM embeddings WHERE rowid > ? AND rowid <= ?"
+                " AND +model_id = ? ORDER BY rowid LIMIT 5000",
+                (last, upto, model),
             )
             if not rows:
                 return
             ids = np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows))
-            vecs = np.frombuffer(b"".join(r[2] for r in rows), dtype="<f4").reshape(-1, dim)
+            blob = b"".join(r[2] for r in rows)
+            if len(blob) != len(rows) * dim * 4:
+                raise EmbeddingError(
+                    f"an embedding of {model} in {self._store.path} is not {dim} float32"
+                    " values; run `cortex reindex`"
+                )
+            vecs = np.frombuffer(blob, dtype="<f4").reshape(-1, dim)
             last = int(rows[-1][0])
-            yield ids, np.ascontiguousarray(vecs, dtype=np.float32), last
+            yield ids, np.ascontiguousarray(vecs, dtype=np.float32)
 
     def rebuild(self) -> int:
-        """Rebuild the vector index of the active model from SQLite; returns its live rows."""
+        """Rebuild the vector index of the active model from SQLite; returns its live rows.
+        Searches of other processes go on on the old files until they see the new ones."""
         with self._lock:
-            if self._index is not None:
-                self._index.close()
-                self._index = None
-            wanted = self._wanted()
-            self._sync(wanted, rebuild=True)
-            self._index_state = None
+            self._sync(self._wanted(), rebuild=True)
+            self._index_state = None  # the next index() sees the new uuid and reopens
         return len(self.index())
 
     def close(self) -> None:
@@ -481,52 +699,106 @@ class Semantic:
             self._index.close()
             self._index = None
 
-    # ------------------------------------------------------------------ search
+    # ------------------------------------------------------------------ verified search
 
-    def search(self, text: str, opts: Options, pool: int, _retried: bool = False) -> list[SemHit]:
-        """Up to `pool` memories by cosine similarity to `text`, at least
-        `opts.min_similarity`, under `opts`'s filters, best first."""
-        embedder = self.embedder()
-        query = np.asarray(embedder.embed(text), dtype=np.float32)
-        if query.shape != (embedder.dim,) or not np.isfinite(query).all():
-            raise EmbeddingError("the embedder returned an unusable query vector")
-        index = self.index()
-        if len(index) == 0:
-            return []
-        predicate, params = filters.where(opts)
-        if _has_filters(opts):
-            allowed = np.fromiter(
-                (
-                    r[0]
-                    for r in self._store.query(
-                        f"SELECT m.id FROM memories m WHERE {predicate} ORDER BY m.id", params
-                    )
-                ),
-                dtype=np.int64,
-            )
-            if len(allowed) == 0:
-                return []
-            ids, scores = index.search(query, min(pool, len(allowed)), allowed=allowed)
-        else:
-            ids, scores = index.search(query, min(pool + OVERFETCH, len(index)))
-        if len(scores) and (not np.isfinite(scores).all() or np.abs(scores).max() > 1.001):
-            # Not a cosine: a damaged row the spot check did not sample. Rebuild once.
-            if self._store.read_only or _retried:
-                worst = float(np.abs(scores).max())
-                raise IndexFormatError(
-                    f"{self.index_path()}: damaged rows (a score of {worst:.3g});"
-                    " rebuild the index (`cortex reindex`)"
-                )
+    def verified_search(
+        self, query: np.ndarray, k: int, allowed: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """`index().search(query, k, allowed=allowed)`, with every returned row checked
+        against its embedding in SQLite: the id must have a live embedding of the active
+        model, appear once, and its cosine to `query` (recomputed from the SQLite blob)
+        must equal the index's score to within f32 rounding. A mismatch while SQLite
+        moved is a concurrent write (searched again); otherwise the index is damaged:
+        rebuilt once and searched again (writable), or IndexFormatError (read-only)."""
+        rebuilt = False
+        for _ in range(4):
+            index = self.index()
+            seen = self._index_state
+            ids, scores = index.search(query, k, allowed=allowed)
+            problem = self._mismatch(query, ids, scores)
+            if problem is None:
+                return ids, scores
+            if self._wanted() != seen:
+                continue  # SQLite changed under the search: search again, in step
+            fix = "rebuild the index (`cortex reindex`)"
+            if self._store.read_only or rebuilt:
+                raise IndexFormatError(f"{self.index_path()}: {problem}; {fix}")
             self.rebuild()
-            return self.search(text, opts, pool, _retried=True)
-        keep = scores >= opts.min_similarity
-        ids, scores = ids[keep], scores[keep]
+            rebuilt = True
+        raise IndexFormatError(
+            f"{self.index_path()}: the database kept changing under the search; search again"
+        )
+
+    def _mismatch(self, query: np.ndarray, ids: np.ndarray, scores: np.ndarray) -> str | None:
+        """What is wrong with these results against SQLite, or None (see verified_search).
+        One query for the k blobs and k dot products: ~0.1 ms for k = 50."""
         if len(ids) == 0:
-            return []
-        meta = filters.admitted(self._store, ids.tolist(), opts)
-        hits = [
-            SemHit(int(i), float(s), meta[int(i)])
-            for i, s in zip(ids, scores, strict=True)
-            if int(i) in meta
-        ]
-        return hits[:pool]
+            return None
+        id_list = [int(i) for i in ids.tolist()]
+        if len(set(id_list)) != len(id_list):
+            return "a memory is returned twice (a masked row is live again)"
+        marks = ",".join("?" * len(id_list))
+        blobs = dict(
+            self._store.query(
+                f"SELECT memory_id, vector FROM embeddings WHERE model_id = ?"
+                f" AND memory_id IN ({marks})",
+                [self.model_id, *id_list],
+            )
+        )
+        dim = query.shape[0]
+        for i in id_list:
+            if len(blobs.get(i) or b"") != dim * 4:
+                return f"memory {i} has no embedding of {self.model_id} of dimension {dim}"
+        mat = np.frombuffer(b"".join([blobs[i] for i in id_list]), dtype="<f4")
+        mat = mat.reshape(-1, dim).astype(np.float64)
+        q = query.astype(np.float64)
+        with np.errstate(all="ignore"):
+            norms = np.sqrt(np.einsum("ij,ij->i", mat, mat) * float(q @ q))
+            exact = (mat @ q) / norms
+        got = scores.astype(np.float64)
+        bad = ~(np.abs(exact - got) <= _score_tolerance(dim))
+        if bad.any():
+            j = int(np.flatnonzero(bad)[0])
+            return (
+                f"memory {id_list[j]} scored {got[j]:.6f}, its embedding {exact[j]:.6f}"
+                " (a damaged row or id)"
+            )
+        return None
+
+def _score_tolerance(dim: int) -> float:
+    """How far an index score may be from the f64 cosine of the SQLite vectors: the f32
+    dot product of unit vectors is within dim * 2^-24 of the real value (quant.rs,
+    `margin`), plus the rounding of normalising both to f32; doubled for room."""
+    return 2.0 * (dim + 8) * 2.0**-24
+
+
+@dataclass(frozen=True, slots=True)
+class _State:
+    """What the index files hold (see Semantic, "the index")."""
+
+    seq: int
+    deleted: float
+    rows: int
+    uuid: str | None  # None: a state written before the uuid was recorded (read as is)
+
+    @property
+    def position(self) -> tuple[int, float]:
+        return self.seq, self.deleted
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"seq": self.seq, "deleted": self.deleted, "rows": self.rows, "uuid": self.uuid}
+
+    @classmethod
+    def parse(cls, data: object) -> _State | None:
+        if not isinstance(data, dict):
+            return None
+        seq, deleted, rows, uuid = (data.get(k) for k in ("seq", "deleted", "rows", "uuid"))
+        if not (type(seq) is int and type(rows) is int and 0 <= seq < 2**63 and 0 <= rows < 2**63):
+            return None
+        if not isinstance(deleted, int | float) or isinstance(deleted, bool):
+            return None
+        if not (math.isfinite(deleted) and deleted >= 0):
+            return None
+        if uuid is not None and not (isinstance(uuid, str) and re.fullmatch(r"[0-9a-f]{32}", uuid)):
+            return None
+        return cls(seq, float(deleted), rows, uuid)

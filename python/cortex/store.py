@@ -479,6 +479,14 @@ class SyncCounts:
 
 # --------------------------------------------------------------------------- store
 
+#: Sources whose memories are chunks of one text (cortex.ingest's Markdown suffixes): a
+#: chunk's neighbours are the chunks before and after it. Records of a JSON/JSONL file are
+#: independent of their neighbours.
+_DOCUMENT_SUFFIXES = (".md", ".markdown")
+_DOCUMENT_SOURCE = (
+    "(lower(source_path) LIKE '%.md' OR lower(source_path) LIKE '%.markdown')"
+)
+
 
 class Store:
     """One cortex database file. Open with :meth:`open`; safe to share between threads."""
@@ -1132,8 +1140,10 @@ class Store:
         return out
 
     def adjacent(self, ids: Sequence[int]) -> dict[int, list[int]]:
-        """The live memories right before and after each of `ids` in its source (by chunk
-        index) and in the session it was created in (by time), within its project."""
+        """The live memories right before and after each of `ids` in its document (the
+        chunks of a Markdown file, by chunk index) and in the session it was created in
+        (by time), within its project. The records of a JSON or JSONL file are
+        independent memories, not chunks of one text: they have no neighbours there."""
         out: dict[int, list[int]] = {}
         if not ids:
             return out
@@ -1141,7 +1151,7 @@ class Store:
         marks = ",".join("?" * len(wanted))
         by_source = self.query(
             "WITH src AS (SELECT DISTINCT project_id, source_path FROM memories"
-            f" WHERE id IN ({marks}) AND source_path IS NOT NULL),"
+            f" WHERE id IN ({marks}) AND {_DOCUMENT_SOURCE}),"
             " seq AS (SELECT m.id, LAG(m.id) OVER w AS prev, LEAD(m.id) OVER w AS next"
             " FROM memories m JOIN src ON m.source_path = src.source_path"
             " AND m.project_id IS src.project_id WHERE m.deleted_at IS NULL"
@@ -1172,7 +1182,11 @@ class Store:
         chunk index) or, for a memory without a source, in the session it was created in
         (by time); always within its project."""
         cols = ", ".join(f"m.{c.strip()}" for c in _MEMORY_COLUMNS.split(","))
-        if memory.source_path is not None and memory.chunk_index is not None:
+        if (
+            memory.source_path is not None
+            and memory.chunk_index is not None
+            and memory.source_path.lower().endswith(_DOCUMENT_SUFFIXES)
+        ):
             rows = self.query(
                 f"SELECT {cols} FROM memories m WHERE m.source_path = ? AND m.project_id IS ?"
                 " AND m.deleted_at IS NULL AND m.chunk_index BETWEEN ? AND ? AND m.id != ?"

@@ -4,7 +4,8 @@ The index is derived data beside the SQLite store (DESIGN.md, "The native
 extension"): four files share a stem, ``path`` (header + f32 rows),
 ``path.ids`` (row -> memory id, and a mask flag), ``path.q8`` (an int8 copy
 with per-row error norms, used to rule rows out quickly) and ``path.sum``
-(a checksum per block of 4096 rows, checked by :meth:`VectorIndex.verify`).
+(a checksum per block of 4096 rows, checked by :meth:`VectorIndex.verify`, which also
+holds every int8 record to its row).
 The format is documented in ``rust/kernels/vecfile.rs``; :class:`_FileView`
 below reads it in Python so the numpy and pure-Python paths need nothing from
 the extension to search.
@@ -320,6 +321,15 @@ class VectorIndex:
         return int(self._index.rows if self._index is not None else self._file().count)
 
     @property
+    def uuid(self) -> str:
+        """The random id (hex) written in every file of this index when it was created: a
+        rebuild renamed into place has another, so a reader can tell its files were
+        replaced."""
+        if self._index is not None:
+            return str(self._index.uuid)
+        return self._file().uuid.hex()
+
+    @property
     def quantized_rows(self) -> int:
         """Rows the int8 copy covers (rows past it are scanned in f32)."""
         return int(self._index.quantized_rows) if self._index is not None else 0
@@ -391,14 +401,17 @@ class VectorIndex:
         self._writer()
         self._index.rebuild_quantized()
 
-    def verify(self) -> None:
-        """Check every row and memory id against the block checksums written with them;
-        raises IndexFormatError naming the first damaged block. Reads the whole file
-        (about 0.17 s for 1M x 384-d from the page cache); opening checks only the last
-        block."""
+    def verify(self, from_row: int = 0) -> None:
+        """Check every row and memory id against the block checksums written with them,
+        and every int8 record against its row (the error bound it claims must hold);
+        raises IndexFormatError naming the first damaged block or record. Reads the whole
+        file (benches/vectors.md); opening checks only the last block. ``from_row`` > 0
+        checks only the blocks from that row on (what was appended since)."""
         if self._index is None:
             raise CortexError("verifying an index needs the native extension cortex._native")
-        self._index.verify()
+        if isinstance(from_row, bool) or not isinstance(from_row, int) or from_row < 0:
+            raise InvalidOptionError(f"from_row must be an int >= 0, got {from_row!r}")
+        self._index.verify(from_row)
 
     def sync(self) -> None:
         """Flush written bytes to disk (only needed to survive a power cut)."""

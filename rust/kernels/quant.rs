@@ -89,7 +89,6 @@ pub fn quantize_row(x: &[f32], out: &mut [u8]) {
         0.0
     };
     let dim = x.len();
-    let (mut err, mut norm) = (0.0f64, 0.0f64);
     for (o, v) in out[..dim].iter_mut().zip(x) {
         let r = if scale > 0.0 {
             (v / scale).round().clamp(-63.0, 63.0)
@@ -97,21 +96,125 @@ pub fn quantize_row(x: &[f32], out: &mut [u8]) {
             0.0
         };
         *o = (r as i32 + 64) as u8;
-        let e = *v as f64 - r as f64 * scale as f64;
-        err += e * e;
-        norm += *v as f64 * *v as f64;
     }
-    // A row with NaN/inf (refused at append; only a damaged file has one)
-    // gets an infinite bound: it is always rescored, never ruled out.
-    let (err, norm) = if err.is_finite() && norm.is_finite() {
-        (round_up(err.sqrt()), round_up(norm.sqrt()))
-    } else {
-        (f32::INFINITY, f32::INFINITY)
-    };
+    let (err, norm) = record_norms(x, &out[..dim], scale);
     out[dim..dim + 4].copy_from_slice(&scale.to_le_bytes());
     out[dim + 4..dim + 8].copy_from_slice(&err.to_le_bytes());
     out[dim + 8..dim + 12].copy_from_slice(&norm.to_le_bytes());
     out[dim + 12..].fill(0);
+}
+
+/// (||x - x̂||, ||x||) of row `x` quantized to bytes `u` with `scale`, each
+/// summed in f64 and rounded up to an f32. The sums run in 8 fixed lanes
+/// combined in a fixed order: the compiler vectorizes them and the result is
+/// the same bits on every machine, so [`check_record`] can recompute a
+/// record's norms exactly and cheaply (no division, no rounding to bytes).
+fn record_norms(x: &[f32], u: &[u8], scale: f32) -> (f32, f32) {
+    #[cfg(target_arch = "x86_64")]
+    if Isa::best() == Isa::Avx2 {
+        // SAFETY: the CPU has AVX2 (checked just above). The body is the same
+        // Rust code: IEEE f64 arithmetic without contraction, so the same bits.
+        return unsafe { record_norms_avx2(x, u, scale) };
+    }
+    record_norms_body(x, u, scale)
+}
+
+/// [`record_norms`] with AVX2: lanes 0-3 and 4-7 are two 4-wide f64 vectors
+/// holding exactly the scalar lanes (same operations in the same order, no
+/// fused multiply-add), so the bits are the scalar body's. The compiler does
+/// not vectorize the scalar body well (u8 -> f64 conversions), and this check
+/// runs over every row of an index when a process opens it.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn record_norms_avx2(x: &[f32], u: &[u8], scale: f32) -> (f32, f32) {
+    use std::arch::x86_64::*;
+    let main = x.len().min(u.len()) / 8 * 8;
+    let s = _mm256_set1_pd(scale as f64);
+    let off = _mm_set1_epi32(64);
+    let (mut e0, mut e1) = (_mm256_setzero_pd(), _mm256_setzero_pd());
+    let (mut n0, mut n1) = (_mm256_setzero_pd(), _mm256_setzero_pd());
+    let mut i = 0;
+    while i < main {
+        // SAFETY: i + 8 <= main <= x.len(), u.len(): 32 bytes of x and 8 of u
+        // are in bounds; unaligned loads.
+        let xv = _mm256_loadu_ps(x.as_ptr().add(i));
+        let ub = _mm_loadl_epi64(u.as_ptr().add(i) as *const __m128i);
+        let ui = _mm256_cvtepu8_epi32(ub);
+        let r0 = _mm256_cvtepi32_pd(_mm_sub_epi32(_mm256_castsi256_si128(ui), off));
+        let r1 = _mm256_cvtepi32_pd(_mm_sub_epi32(_mm256_extracti128_si256::<1>(ui), off));
+        let v0 = _mm256_cvtps_pd(_mm256_castps256_ps128(xv));
+        let v1 = _mm256_cvtps_pd(_mm256_extractf128_ps::<1>(xv));
+        let d0 = _mm256_sub_pd(v0, _mm256_mul_pd(r0, s));
+        let d1 = _mm256_sub_pd(v1, _mm256_mul_pd(r1, s));
+        e0 = _mm256_add_pd(e0, _mm256_mul_pd(d0, d0));
+        e1 = _mm256_add_pd(e1, _mm256_mul_pd(d1, d1));
+        n0 = _mm256_add_pd(n0, _mm256_mul_pd(v0, v0));
+        n1 = _mm256_add_pd(n1, _mm256_mul_pd(v1, v1));
+        i += 8;
+    }
+    let (mut e, mut n) = ([0.0f64; 8], [0.0f64; 8]);
+    _mm256_storeu_pd(e.as_mut_ptr(), e0);
+    _mm256_storeu_pd(e.as_mut_ptr().add(4), e1);
+    _mm256_storeu_pd(n.as_mut_ptr(), n0);
+    _mm256_storeu_pd(n.as_mut_ptr().add(4), n1);
+    finish_norms(&x[main..], &u[main..], scale as f64, e, n)
+}
+
+#[inline(always)]
+fn record_norms_body(x: &[f32], u: &[u8], scale: f32) -> (f32, f32) {
+    const L: usize = 8;
+    let s = scale as f64;
+    let (mut e, mut n) = ([0.0f64; L], [0.0f64; L]);
+    let mut xc = x.chunks_exact(L);
+    let mut uc = u.chunks_exact(L);
+    for (xs, us) in (&mut xc).zip(&mut uc) {
+        for l in 0..L {
+            let v = xs[l] as f64;
+            let d = v - (us[l] as i32 - 64) as f64 * s;
+            e[l] += d * d;
+            n[l] += v * v;
+        }
+    }
+    finish_norms(xc.remainder(), uc.remainder(), s, e, n)
+}
+
+/// The last `dim % 8` values into lanes 0.., then the lanes combined in a fixed
+/// order and rounded up (shared by both versions of [`record_norms`]).
+#[inline(always)]
+fn finish_norms(x: &[f32], u: &[u8], s: f64, mut e: [f64; 8], mut n: [f64; 8]) -> (f32, f32) {
+    const L: usize = 8;
+    for (l, (v, b)) in x.iter().zip(u).enumerate() {
+        let v = *v as f64;
+        let d = v - (*b as i32 - 64) as f64 * s;
+        e[l] += d * d;
+        n[l] += v * v;
+    }
+    let sum = |a: [f64; L]| ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+    let (err, norm) = (sum(e), sum(n));
+    // A row with NaN/inf (refused at append; only a damaged file has one)
+    // gets an infinite bound: it is always rescored, never ruled out.
+    if err.is_finite() && norm.is_finite() {
+        (round_up(err.sqrt()), round_up(norm.sqrt()))
+    } else {
+        (f32::INFINITY, f32::INFINITY)
+    }
+}
+
+/// Is `rec` a record the int8 screen can trust for row `x`? Its bytes must be
+/// in the range the kernels' 16-bit sums assume (<= 127), its scale finite, and
+/// its two norms exactly those of `x` and its bytes ([`record_norms`]): the
+/// bound is then true for these bytes whatever they are, so the screen cannot
+/// rule out a row it should keep. A changed byte or scale changes the residual
+/// norm, so damage is also noticed, not only damage that would mislead.
+pub fn check_record(x: &[f32], rec: &[u8]) -> bool {
+    let dim = x.len();
+    let u = &rec[..dim];
+    let scale = record_scale(rec, dim);
+    if !scale.is_finite() || scale < 0.0 || u.iter().fold(0u8, |m, b| m.max(*b)) > 127 {
+        return false;
+    }
+    let (err, norm) = record_norms(x, u, scale);
+    record_errs(rec, dim) == (err, norm)
 }
 
 fn f32_at(rec: &[u8], at: usize) -> f32 {
@@ -510,6 +613,38 @@ mod tests {
         let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
         v.iter_mut().for_each(|x| *x /= n);
         v
+    }
+
+    #[test]
+    fn record_check_accepts_every_fresh_record_and_refuses_damage() {
+        for dim in [1, 7, 8, 33, 384] {
+            for seed in 0..20u64 {
+                let x = unit(dim, seed * 7 + dim as u64);
+                let mut rec = vec![0u8; record_len(dim)];
+                quantize_row(&x, &mut rec);
+                // The AVX2 path (when the CPU has it) and the portable body agree bit for bit.
+                assert_eq!(
+                    record_norms(&x, &rec[..dim], record_scale(&rec, dim)),
+                    record_norms_body(&x, &rec[..dim], record_scale(&rec, dim))
+                );
+                assert!(check_record(&x, &rec), "dim {dim} seed {seed}");
+                let at = (seed as usize * 13) % dim;
+                let mut bad = rec.clone();
+                bad[at] = if bad[at] == 64 { 65 } else { 64 };
+                assert!(!check_record(&x, &bad), "a changed byte passes");
+                let mut bad = rec.clone();
+                bad[at] = 200; // outside the 7-bit range the kernels' i16 sums assume
+                assert!(!check_record(&x, &bad));
+                for field in [dim, dim + 4, dim + 8] {
+                    let mut bad = rec.clone();
+                    bad[field] ^= 0x10;
+                    assert!(!check_record(&x, &bad), "field at {field} changed, passes");
+                }
+                let mut flipped = x.clone();
+                flipped[at] = -flipped[at] + 0.5;
+                assert!(!check_record(&flipped, &rec), "a changed row passes");
+            }
+        }
     }
 
     fn records(rows: &[Vec<f32>]) -> Vec<u8> {

@@ -36,10 +36,14 @@
 //! last block (the one an interrupted append could leave inconsistent, ~1 ms):
 //! `verify` of 1M x 384-d rows (1.5 GB, page cache warm) took 0.17-0.28 s on
 //! the Zen 1 this was measured on (benches/vectors.md), and far longer from a
-//! cold disk, too much for every open of a CLI command; the Python layer also
-//! spot-checks 32 rows against SQLite on open, and `verify()` is there for a
-//! full check on demand or in the background (the GIL is released). Version 1 files have no checksums: they fail to
-//! open with a version error and the Python layer rebuilds them.
+//! cold disk, so it is left to the caller: the Python layer (semantic.py) runs
+//! `verify` (checksums and int8 records, [`VecFile::verify`]) once for each
+//! index it opens and `verify_rows_from` for what is appended later, and checks
+//! every row a search returns against SQLite. Version 1 files have no
+//! checksums: they fail to open with a version error and are rebuilt.
+//!
+//! Every file is opened with `O_NONBLOCK` and must be a regular file: a FIFO
+//! or a device in its place is a format error, never a hang or endless bytes.
 //!
 //! The writer appends rows, ids and int8 records past the committed count and
 //! then publishes the new count in the main header; readers map the files
@@ -52,7 +56,9 @@
 //! Only one writer at a time: it holds an exclusive `flock` on the main file.
 //! `create` writes new files under temporary names and renames them into
 //! place, so a reader keeps its (old) mapping valid: a mapped file is never
-//! truncated under a reader by cortex. (Truncating it by other means would
+//! truncated under a reader by cortex. (A full rebuild is built at another
+//! path and renamed over these files by semantic.py; the uuid in every header
+//! tells a reader which set it has.) (Truncating it by other means would
 //! still raise SIGBUS in a reader; that is the nature of mmap.)
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
@@ -73,9 +79,11 @@ pub const SUM_MAGIC: &[u8; 8] = b"CTXSUM\0\x01";
 /// the row checksums (`path.sum`).
 pub const FORMAT_VERSION: u32 = 2;
 /// Version of the int8 copy's records (in its side header). 2 added the
-/// residual and row norms of the error bound (quant.rs); a copy of another
-/// version does not match and is rebuilt by the writer (readers scan f32).
-pub const Q8_VERSION: u32 = 2;
+/// residual and row norms of the error bound (quant.rs); 3 sums those norms
+/// in fixed lanes, so that a reader can check every record cheaply. A copy of
+/// another version does not match and is rebuilt by the writer (readers scan
+/// f32).
+pub const Q8_VERSION: u32 = 3;
 pub const HEADER_LEN: usize = 4096;
 pub const SIDE_HEADER_LEN: usize = 64;
 pub const MAX_MODEL_ID: usize = 256;
@@ -324,6 +332,28 @@ fn map(file: &File, path: &Path) -> Result<Mmap> {
     unsafe { Mmap::map(file) }.map_err(|e| Error::io("map", path, e))
 }
 
+/// Open one of the index files, refusing anything but a regular file (a FIFO put
+/// in its place would block the open and a device would map endless bytes):
+/// `O_NONBLOCK` so the open itself never waits, then the type is checked.
+/// A file that is not regular is an `InvalidInput` error.
+fn open_regular(path: &Path, writable: bool, create: bool) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = OpenOptions::new()
+        .read(true)
+        .write(writable)
+        .create(create)
+        .truncate(false)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    if !f.metadata()?.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    Ok(f)
+}
+
 /// Exclusive advisory lock for the one writer.
 fn lock_exclusive(file: &File, path: &Path) -> Result<()> {
     use std::os::fd::AsRawFd;
@@ -455,34 +485,30 @@ impl VecFile {
 
     /// Open an existing index; `writable` takes the writer lock.
     pub fn open(path: &Path, writable: bool) -> Result<VecFile> {
-        let main_file = OpenOptions::new()
-            .read(true)
-            .write(writable)
-            .open(path)
-            .map_err(|e| match e.kind() {
-                std::io::ErrorKind::NotFound => Error::Storage(format!(
-                    "no vector index at {}; create it with VectorIndex.create(path, dim, model_id)",
-                    path.display()
-                )),
-                _ => Error::io("open", path, e),
-            })?;
+        let main_file = open_regular(path, writable, false).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => Error::Storage(format!(
+                "no vector index at {}; create it with VectorIndex.create(path, dim, model_id)",
+                path.display()
+            )),
+            std::io::ErrorKind::InvalidInput => Error::Format(format!(
+                "{} is not a regular file; delete it and rebuild the index (`cortex reindex`)",
+                path.display()
+            )),
+            _ => Error::io("open", path, e),
+        })?;
         if writable {
             lock_exclusive(&main_file, path)?;
         }
         let main = map(&main_file, path)?;
         let header = Header::decode(&main, path)?;
         let ip = ids_path(path);
-        let ids_file = OpenOptions::new()
-            .read(true)
-            .write(writable)
-            .open(&ip)
-            .map_err(|e| {
-                Error::Format(format!(
-                    "{}: cannot open the id map {} ({e}); rebuild the index (`cortex reindex`)",
-                    path.display(),
-                    ip.display()
-                ))
-            })?;
+        let ids_file = open_regular(&ip, writable, false).map_err(|e| {
+            Error::Format(format!(
+                "{}: cannot open the id map {} ({e}); rebuild the index (`cortex reindex`)",
+                path.display(),
+                ip.display()
+            ))
+        })?;
         let ids = map(&ids_file, &ip)?;
         if !header.side_matches(IDS_MAGIC, &ids) {
             return Err(Error::Format(format!(
@@ -493,17 +519,13 @@ impl VecFile {
             )));
         }
         let sp = sum_path(path);
-        let sum_file = OpenOptions::new()
-            .read(true)
-            .write(writable)
-            .open(&sp)
-            .map_err(|e| {
-                Error::Format(format!(
-                    "{}: cannot open the checksums {} ({e}); rebuild the index (`cortex reindex`)",
-                    path.display(),
-                    sp.display()
-                ))
-            })?;
+        let sum_file = open_regular(&sp, writable, false).map_err(|e| {
+            Error::Format(format!(
+                "{}: cannot open the checksums {} ({e}); rebuild the index (`cortex reindex`)",
+                path.display(),
+                sp.display()
+            ))
+        })?;
         let mut side = [0u8; SIDE_HEADER_LEN];
         if sum_file.read_exact_at(&mut side, 0).is_err() || !header.side_matches(SUM_MAGIC, &side) {
             return Err(Error::Format(format!(
@@ -514,13 +536,7 @@ impl VecFile {
             )));
         }
         let qp = q8_path(path);
-        let q8_file = OpenOptions::new()
-            .read(true)
-            .write(writable)
-            .create(writable)
-            .truncate(false)
-            .open(&qp)
-            .ok();
+        let q8_file = open_regular(&qp, writable, writable).ok();
         let q8 = match &q8_file {
             Some(f) => map(f, &qp)
                 .ok()
@@ -669,7 +685,7 @@ impl VecFile {
                 // mapped it: map it again by path. Not covering every row is
                 // fine: the rows past it are scanned in f32.
                 let qp = q8_path(&self.path);
-                if let Ok(f) = File::open(&qp) {
+                if let Ok(f) = open_regular(&qp, false, false) {
                     if let Some(m) = map(&f, &qp)
                         .ok()
                         .filter(|m| self.header.side_matches(Q8_MAGIC, m))
@@ -874,32 +890,127 @@ impl VecFile {
     }
 
     /// Check every row (and memory id) against the block checksums written
-    /// with it. Fails with a format error that names the first damaged block.
+    /// with it, and every int8 record against its f32 row. Fails with a format
+    /// error that names the first damaged block.
     pub fn verify(&self) -> Result<()> {
-        self.verify_from(0)
+        self.verify_from(0)?;
+        self.verify_q8(0)
+    }
+
+    /// [`VecFile::verify`] of the blocks holding rows `from_row..count` only:
+    /// after an append, the rows a handle has not checked yet.
+    pub fn verify_rows_from(&self, from_row: usize) -> Result<()> {
+        let from_row = from_row.min(self.count);
+        self.verify_from(from_row / BLOCK_ROWS)?;
+        self.verify_q8(from_row)
     }
 
     fn verify_from(&self, first: usize) -> Result<()> {
         let nb = self.count.div_ceil(BLOCK_ROWS);
         let slots = self.read_slots(nb)?;
-        for (b, (covered, sum)) in slots.iter().enumerate().skip(first) {
+        let bad_block = |b: usize| {
+            let (covered, sum) = slots[b];
             let start = b * BLOCK_ROWS;
             let end = (start + BLOCK_ROWS).min(self.count);
             let want = (end - start) as u64;
             // The writer has appended to the last block since this handle's
             // count (or an append was interrupted): checked once committed.
-            if b + 1 == nb && *covered > want && *covered <= BLOCK_ROWS as u64 {
-                continue;
+            if b + 1 == nb && covered > want && covered <= BLOCK_ROWS as u64 {
+                return false;
             }
-            if *covered != want || self.block_checksum(start, end) != *sum {
-                return Err(Error::Format(format!(
+            covered != want || self.block_checksum(start, end) != sum
+        };
+        // Blocks are independent: check them on every core (a full check of
+        // 1M rows is memory-bound, ~1.5 GB read).
+        let todo = nb.saturating_sub(first);
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |t| t.get())
+            .min(todo)
+            .max(1);
+        let bad = if threads <= 1 {
+            (first..nb).find(|b| bad_block(*b))
+        } else {
+            let per = todo.div_ceil(threads);
+            std::thread::scope(|s| {
+                let parts: Vec<_> = (first..nb)
+                    .step_by(per)
+                    .map(|lo| {
+                        let bad_block = &bad_block;
+                        s.spawn(move || (lo..(lo + per).min(nb)).find(|b| bad_block(*b)))
+                    })
+                    .collect();
+                parts
+                    .into_iter()
+                    .filter_map(|p| p.join().ok().flatten())
+                    .min()
+            })
+        };
+        match bad {
+            None => Ok(()),
+            Some(b) => {
+                let start = b * BLOCK_ROWS;
+                let end = (start + BLOCK_ROWS).min(self.count);
+                Err(Error::Format(format!(
                     "{}: rows {start}..{end} (checksum block {b}) do not match their checksum; \
                      the file is damaged: delete it and rebuild the index (`cortex reindex`)",
                     self.path.display()
-                )));
+                )))
             }
         }
-        Ok(())
+    }
+
+    /// Check the int8 records of rows `from_row..q8_rows()` against their f32
+    /// rows ([`quant::check_record`]: the error bound each record claims holds
+    /// for its row). The int8 screen trusts that bound to rule a row out, so a
+    /// damaged record could hide a row without this; the f32 rows themselves
+    /// are covered by the block checksums. Rows are checked in parallel.
+    fn verify_q8(&self, from_row: usize) -> Result<()> {
+        let n = self.q8_rows();
+        if from_row >= n {
+            return Ok(());
+        }
+        let dim = self.header.dim;
+        let stride = quant::record_len(dim);
+        let rows = self.rows();
+        let q8 = self.q8();
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |t| t.get())
+            .min((n - from_row).div_ceil(4096));
+        let chunk = (n - from_row).div_ceil(threads.max(1));
+        let bad = std::thread::scope(|s| {
+            let parts: Vec<_> = (from_row..n)
+                .step_by(chunk.max(1))
+                .map(|start| {
+                    let end = (start + chunk).min(n);
+                    s.spawn(move || {
+                        (start..end).find(|&r| {
+                            !quant::check_record(
+                                &rows[r * dim..(r + 1) * dim],
+                                &q8[r * stride..(r + 1) * stride],
+                            )
+                        })
+                    })
+                })
+                .collect();
+            parts
+                .into_iter()
+                .filter_map(|p| p.join().ok().flatten())
+                .min()
+        });
+        match bad {
+            None => Ok(()),
+            Some(r) => Err(Error::Format(format!(
+                "{}: the int8 record of row {r} does not match its row (the .q8 file is \
+                 damaged); rebuild the index (`cortex reindex`)",
+                self.path.display()
+            ))),
+        }
+    }
+
+    /// The random id written in every file of this index when it was created:
+    /// a rebuild (a new set of files renamed into place) has another one.
+    pub fn uuid(&self) -> [u8; 16] {
+        self.header.uuid
     }
 
     fn writer(&mut self) -> Result<&mut Writer> {

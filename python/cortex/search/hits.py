@@ -47,11 +47,11 @@ __all__ = [
 ]
 
 #: ``1 - exp(-KEYWORD_SLOPE * ratio)``: a memory holding every query term once at average
-#: length (ratio 1) scores 0.70; half the query's weight 0.45.
-KEYWORD_SLOPE = 1.2
+#: length (ratio 1) scores 0.80; half the query's weight 0.55.
+KEYWORD_SLOPE = 1.6
 #: The semantic logistic's midpoint (z-score that maps to 0.5) and slope.
-SEMANTIC_MID = 3.0
-SEMANTIC_SLOPE = 1.5
+SEMANTIC_MID = 2.0
+SEMANTIC_SLOPE = 1.0
 #: The model's typical query-to-memory cosine distribution (all-MiniLM-L6-v2 on short
 #: notes), and how many memories' worth of weight it carries against a store's own.
 PRIOR_MEAN, PRIOR_SD, PRIOR_WEIGHT = 0.08, 0.08, 20.0

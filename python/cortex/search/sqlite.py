@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from cortex import keyword
 from cortex._lazy import LazyModule
-from cortex.errors import EmbeddingError, IndexFormatError
+from cortex.errors import EmbeddingError
 from cortex.keyword_index import KeywordIndexer
 from cortex.options import Options
 from cortex.search.hits import Hit, Leg, keyword_score, semantic_score, shrunk_stats
@@ -101,30 +101,21 @@ class SemanticRetriever:
         s = scores.astype(np.float64)
         return shrunk_stats(len(s), float(s.mean()), float(s.std()))
 
-    def retrieve(
-        self, plan: Plan, opts: Options, allowed: Any = None, _retried: bool = False
-    ) -> Leg:
+    def retrieve(self, plan: Plan, opts: Options, allowed: Any = None) -> Leg:
         query = self._query(plan.semantic_text)
         index = self._semantic.index()
         if len(index) == 0:
             return Leg(state=(query, 0.0, 1.0))
         mean, sd = self._stats(index, query)
+        # Every returned row is checked against its embedding in SQLite (a damaged index
+        # is rebuilt once, or refused read-only): no wrong id or score reaches the answer.
+        verified = self._semantic.verified_search
         if allowed is not None:
             if len(allowed) == 0:
                 return Leg(state=(query, mean, sd))
-            ids, scores = index.search(query, min(plan.pool, len(allowed)), allowed=allowed)
+            ids, scores = verified(query, min(plan.pool, len(allowed)), allowed=allowed)
         else:
-            ids, scores = index.search(query, min(plan.pool + OVERFETCH, len(index)))
-        if len(scores) and (not np.isfinite(scores).all() or np.abs(scores).max() > 1.001):
-            # Not a cosine: a damaged row the spot check did not sample. Rebuild once.
-            if self._semantic.read_only or _retried:
-                worst = float(np.abs(scores).max())
-                raise IndexFormatError(
-                    f"{self._semantic.index_path()}: damaged rows (a score of {worst:.3g});"
-                    " rebuild the index (`cortex reindex`)"
-                )
-            self._semantic.rebuild()
-            return self.retrieve(plan, opts, allowed, _retried=True)
+            ids, scores = verified(query, min(plan.pool + OVERFETCH, len(index)))
         if opts.min_similarity is not None:
             keep = scores >= opts.min_similarity
             ids, scores = ids[keep], scores[keep]
@@ -145,9 +136,8 @@ class SemanticRetriever:
         if leg.state is None or not ids:
             return {}
         query, mean, sd = leg.state
-        index = self._semantic.index()
         wanted = np.unique(np.asarray(ids, dtype=np.int64))
-        found, scores = index.search(query, len(wanted), allowed=wanted)
+        found, scores = self._semantic.verified_search(query, len(wanted), allowed=wanted)
         return {
             int(i): (semantic_score(float(s), mean, sd), float(s))
             for i, s in zip(found.tolist(), scores.tolist(), strict=True)
