@@ -483,9 +483,7 @@ class SyncCounts:
 #: chunk's neighbours are the chunks before and after it. Records of a JSON/JSONL file are
 #: independent of their neighbours.
 _DOCUMENT_SUFFIXES = (".md", ".markdown")
-_DOCUMENT_SOURCE = (
-    "(lower(source_path) LIKE '%.md' OR lower(source_path) LIKE '%.markdown')"
-)
+_DOCUMENT_SOURCE = "(lower(source_path) LIKE '%.md' OR lower(source_path) LIKE '%.markdown')"
 
 
 class Store:

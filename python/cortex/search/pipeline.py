@@ -450,7 +450,10 @@ class Pipeline:
                     c.base * c.recency * c.decay * c.salience * c.sector
                     * c.effective_confidence * c.superseded * c.timeframe
                 )  # fmt: skip
-            if c.effective_confidence < opts.min_confidence or (not browse and c.score < threshold):
+            # The floor judges relevance (the fused, calibrated score); boosts and decay only
+            # order what is relevant: a 110-day-old journal note that holds the exact term
+            # decays to x0.08 and must still be found, just below fresher matches.
+            if c.effective_confidence < opts.min_confidence or (not browse and c.base < threshold):
                 hidden += 1
                 continue
             kept.append(c)
