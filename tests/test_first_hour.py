@@ -133,8 +133,8 @@ def test_search_help_states_the_real_default_of_min_score() -> None:
     run = run_cli("search", "--help")
     text = " ".join(run.out.split())
     assert (
-        "--min-score MIN_SCORE leave out results whose relevance (the fused score, before boosts) is lower"
-        in text
+        "--min-score MIN_SCORE leave out results whose relevance (the fused score, before"
+        " boosts) is lower" in text
     )
     floor = f"{DEFAULT_MIN_SCORE:g}"
     assert f"(default: {floor}, in every mode (0 for hybrid with rrf fusion))" in text
