@@ -1080,12 +1080,12 @@ class Store:
         """The sorted ids (int64 array) of every memory `opts`'s filters admit, or None
         when they admit every live memory (only deleted and superseded ones are left out,
         which retrievers check on their hits)."""
-        import numpy as np
-
         from cortex.filters import narrows, where
 
         if not narrows(opts):
             return None
+        import numpy as np  # only now: a keyword search without filters never loads it
+
         predicate, params = where(opts)
         return np.fromiter(
             (

@@ -208,7 +208,10 @@ class Pipeline:
         reason = self._unavailable() if wants_semantic else None
         p = plan(query, opts, semantic_unavailable=reason, pool=pool)
         notices = list(p.notices)
-        allowed = self._store.allowed_ids(opts) if (p.use_keyword or p.use_semantic) else None
+        # The ids the filters admit, read once for both legs; only a leg that ranks outside
+        # SQLite needs them (the vector index, the in-memory keyword index when built).
+        needs = p.use_semantic or (p.use_keyword and getattr(self._keyword, "in_memory", False))
+        allowed = self._store.allowed_ids(opts) if needs else None
         kw, sem, mode = self._legs(p, opts, allowed, notices)
         return p, kw, sem, mode, self._fuse(p, opts, kw, sem, mode), notices
 
