@@ -132,7 +132,10 @@ def test_every_cli_option_has_a_description_and_a_default() -> None:
 def test_search_help_states_the_real_default_of_min_score() -> None:
     run = run_cli("search", "--help")
     text = " ".join(run.out.split())
-    assert "--min-score MIN_SCORE leave out results whose final score is lower" in text
+    assert (
+        "--min-score MIN_SCORE leave out results whose relevance (the fused score, before"
+        " boosts) is lower" in text
+    )
     floor = f"{DEFAULT_MIN_SCORE:g}"
     assert f"(default: {floor}, in every mode (0 for hybrid with rrf fusion))" in text
     # ... and it is the default the search applies

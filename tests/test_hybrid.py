@@ -161,16 +161,23 @@ def test_decay_applies_to_dated_notes_only_also_in_subfolders(tmp_path: Path, en
     assert all(r.score == pytest.approx(r.bm25_score) for r in off)
 
 
-def test_minimum_score_applies_after_decay(tmp_path: Path, engine) -> None:
+def test_minimum_score_judges_relevance_and_decay_only_orders(tmp_path: Path, engine) -> None:
+    """An old dated note that holds the query is still found: the floor applies to the
+    relevance score, the decay of dated notes only to the order (DESIGN said "after all
+    boosts": a 30-day half-life then hid every matching note older than ~2 months)."""
     old = (datetime.now(UTC) - timedelta(days=300)).date().isoformat()
     (tmp_path / f"{old}.md").write_text("# Old\nquokka habitat survey\n")
+    (tmp_path / "MEMORY.md").write_text("# Now\nquokka habitat survey, again\n")
     engine.import_path(tmp_path)
-    raw = engine.search("quokka habitat", PLAIN, mode="keyword", half_life_days=0)[0].score
+    raw = engine.search("quokka habitat", PLAIN, mode="keyword", half_life_days=0)
     decayed = temporal_decay(time.time() - 300 * 86400, time.time(), 30.0)
-    floor = raw * decayed * 2  # above the decayed score, below the raw one
-    assert floor < raw
-    results = engine.search("quokka habitat", PLAIN, mode="keyword", min_score=floor)
-    assert list(results) == [] and results.hidden == 1
+    floor = min(r.score for r in raw) * decayed * 2  # above the decayed score
+    results = engine.search("quokka habitat", PLAIN, mode="keyword", min_score=floor, explain=True)
+    assert len(results) == 2 and results[-1].memory.source_path.endswith(f"{old}.md")
+    last = results[-1].explain
+    assert last is not None and last["score"] < floor <= last["base"]
+    above = engine.search("quokka habitat", PLAIN, mode="keyword", min_score=0.99)
+    assert list(above) == [] and above.hidden == 2
 
 
 # ------------------------------------------------------------------ seed 002: confidence

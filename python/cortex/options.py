@@ -274,7 +274,7 @@ class Options:
     rrf_k: float = option(60.0, "the k of reciprocal rank fusion", minimum=0, mcp=False)
     min_score: float | None = option(
         None,
-        "leave out results whose final score is lower",
+        "leave out results whose relevance (the fused score, before boosts) is lower",
         minimum=0,
         default_text=f"{DEFAULT_MIN_SCORE:g}, in every mode (0 for hybrid with rrf fusion)",
     )

@@ -765,6 +765,7 @@ class Semantic:
             )
         return None
 
+
 def _score_tolerance(dim: int) -> float:
     """How far an index score may be from the f64 cosine of the SQLite vectors: the f32
     dot product of unit vectors is within dim * 2^-24 of the real value (quant.rs,

@@ -483,9 +483,7 @@ class SyncCounts:
 #: chunk's neighbours are the chunks before and after it. Records of a JSON/JSONL file are
 #: independent of their neighbours.
 _DOCUMENT_SUFFIXES = (".md", ".markdown")
-_DOCUMENT_SOURCE = (
-    "(lower(source_path) LIKE '%.md' OR lower(source_path) LIKE '%.markdown')"
-)
+_DOCUMENT_SOURCE = "(lower(source_path) LIKE '%.md' OR lower(source_path) LIKE '%.markdown')"
 
 
 class Store:
@@ -1082,12 +1080,12 @@ class Store:
         """The sorted ids (int64 array) of every memory `opts`'s filters admit, or None
         when they admit every live memory (only deleted and superseded ones are left out,
         which retrievers check on their hits)."""
-        import numpy as np
-
         from cortex.filters import narrows, where
 
         if not narrows(opts):
             return None
+        import numpy as np  # only now: a keyword search without filters never loads it
+
         predicate, params = where(opts)
         return np.fromiter(
             (

@@ -208,7 +208,10 @@ class Pipeline:
         reason = self._unavailable() if wants_semantic else None
         p = plan(query, opts, semantic_unavailable=reason, pool=pool)
         notices = list(p.notices)
-        allowed = self._store.allowed_ids(opts) if (p.use_keyword or p.use_semantic) else None
+        # The ids the filters admit, read once for both legs; only a leg that ranks outside
+        # SQLite needs them (the vector index, the in-memory keyword index when built).
+        needs = p.use_semantic or (p.use_keyword and getattr(self._keyword, "in_memory", False))
+        allowed = self._store.allowed_ids(opts) if needs else None
         kw, sem, mode = self._legs(p, opts, allowed, notices)
         return p, kw, sem, mode, self._fuse(p, opts, kw, sem, mode), notices
 
@@ -450,7 +453,10 @@ class Pipeline:
                     c.base * c.recency * c.decay * c.salience * c.sector
                     * c.effective_confidence * c.superseded * c.timeframe
                 )  # fmt: skip
-            if c.effective_confidence < opts.min_confidence or (not browse and c.score < threshold):
+            # The floor judges relevance (the fused, calibrated score); boosts and decay only
+            # order what is relevant: a 110-day-old journal note that holds the exact term
+            # decays to x0.08 and must still be found, just below fresher matches.
+            if c.effective_confidence < opts.min_confidence or (not browse and c.base < threshold):
                 hidden += 1
                 continue
             kept.append(c)

@@ -43,6 +43,11 @@ class KeywordRetriever:
         self._store = store
         self._native = native
 
+    @property
+    def in_memory(self) -> bool:
+        """Whether the in-memory index answers now (it ranks the filters' ids itself)."""
+        return self._native is not None and self._native.ready()
+
     def retrieve(self, plan: Plan, opts: Options, allowed: Any = None) -> Leg:
         found = keyword.search(
             self._store, plan.text, opts, plan.pool, native=self._native, allowed=allowed
