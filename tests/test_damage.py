@@ -36,6 +36,7 @@ import pytest
 
 import cortex
 from cortex.errors import IndexFormatError
+from cortex.semantic import index_dir
 
 SEED = 1_414
 K = 10
@@ -204,12 +205,16 @@ class Ctx:
 
 
 def _copy(base: Base, dest: Path) -> Ctx:
+    """The database with its WAL and its index folder (`<db>-index/`, cortex.semantic's
+    index_dir) copied to `dest`."""
     dest.mkdir(parents=True, exist_ok=True)
     for path in base.folder.iterdir():
         if path.name.startswith(base.db.name) and path.is_file():
             shutil.copy(path, dest / path.name)
+        elif path.name.startswith(base.db.name) and path.is_dir():
+            shutil.copytree(path, dest / path.name)
     db = dest / base.db.name
-    return Ctx(db, dest / base.vectors.name, base)
+    return Ctx(db, index_dir(db) / base.vectors.name, base)
 
 
 # ------------------------------------------------------------------ the damage
@@ -297,9 +302,9 @@ def _other_index(c: Ctx) -> None:
     with cortex.open(odb, embedder=_EMBEDDER[0]) as engine:
         engine.add_many({"content": " ".join(rng.sample(WORDS, 5))} for _ in range(155))
         engine.search("warm up", mode="semantic", record=False)
-    for path in other.iterdir():
-        if path.name.startswith(f"{c.db.name}.vectors-"):
-            shutil.copy(path, c.db.parent / path.name)
+    for path in index_dir(odb).iterdir():
+        if path.name.startswith("vectors-"):
+            shutil.copy(path, index_dir(c.db) / path.name)
 
 
 _EMBEDDER: list = []  # the session's model, for damage that needs to build an index
