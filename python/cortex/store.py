@@ -444,8 +444,9 @@ class MemoryInput:
             raise InvalidOptionError(
                 f"chunk_index must be a small integer, not {self.chunk_index!r}"
             )
-        s(self, "salience", validate.unit("salience", self.salience))
-        s(self, "confidence", validate.unit("confidence", self.confidence))
+        # Stored as shown: rounded to 6 decimals, so what `--json` exports re-imports equal.
+        s(self, "salience", round(validate.unit("salience", self.salience), 6))
+        s(self, "confidence", round(validate.unit("confidence", self.confidence), 6))
         s(self, "created_at", validate.timestamp("created_at", self.created_at))
         s(self, "_metadata_json", validate.metadata_json(self.metadata))
 
