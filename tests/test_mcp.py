@@ -23,7 +23,7 @@ from cortex.errors import CortexError
 
 from .conftest import db_digest
 
-TOOLS = {"memory_search", "memory_add", "memory_timeline", "memory_get"}
+TOOLS = {"memory_search", "memory_add", "memory_timeline", "memory_get", "memory_reinforce"}
 #: Seconds any one exchange with the server may take (the first search loads the model).
 TIMEOUT = 60
 
@@ -354,3 +354,27 @@ def test_one_answer_everywhere(shared_db: Path, tools: Tools) -> None:
     assert sum(1 for a in api_answers if a["results"]) >= 10  # the cases do find things
     assert "keyword" in modes and "filter" in modes
     assert api_answers[0]["mode"] == "hybrid" or api_answers[0]["notices"]
+
+
+@pytest.mark.timeout(180)
+def test_memory_reinforce_is_the_one_way_reading_changes_the_ranking(tmp_path: Path) -> None:
+    db = tmp_path / "r.db"
+    with cortex.open(db, embedder=None) as engine:
+        a = engine.add("the canary release takes an hour", project="hydra", salience=0.5)
+        b = engine.add("the canary sings at dawn", project="zoo", salience=0.5)
+    with start_blocking_portal() as portal:
+        client = Client(_server(db), read_timeout_seconds=TIMEOUT)
+        with portal.wrap_async_context_manager(client):
+            tools = Tools(portal, client)
+            searched = tools.call("memory_search", {"query": "canary", "mode": "keyword"})
+            assert not searched.is_error
+            done = tools.call("memory_reinforce", {"ids": [a]})
+            assert not done.is_error, _text(done)
+            assert done.structured_content == {"reinforced": [{"id": a, "salience": 0.52}]}
+            walled = tools.call("memory_reinforce", {"ids": [b], "project": "hydra"})
+            assert walled.is_error and f"no memory with id {b}" in _text(walled)
+            bad = tools.call("memory_reinforce", {"ids": []})
+            assert bad.is_error and "ids" in _text(bad)
+    with cortex.open(db, embedder=None) as engine:
+        assert engine.get(a).salience == 0.52  # the search itself added nothing
+        assert engine.get(b).salience == 0.5

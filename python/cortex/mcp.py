@@ -90,6 +90,15 @@ class MemoryData(TypedDict):
     metadata: dict[str, Any]
 
 
+class ReinforcedData(TypedDict):
+    id: int
+    salience: float
+
+
+class ReinforceData(TypedDict):
+    reinforced: list[ReinforcedData]
+
+
 class FactData(TypedDict):
     id: int
     memory_id: int
@@ -169,6 +178,7 @@ if TYPE_CHECKING:  # what a tool body works with: the value sent, None, or _OMIT
     Number = float | None
     Flag = bool | None
     Object = dict[str, Any] | None
+    Items = list[Any] | None
 else:
     # At run time a text parameter is annotated with exactly `str`: that spares it the
     # SDK's JSON-decoding of string arguments, which for `str | None` would turn the query
@@ -178,6 +188,7 @@ else:
     Number = Annotated[float, _GIVEN]
     Flag = Annotated[bool, _GIVEN]
     Object = Annotated[dict[str, Any], _GIVEN]
+    Items = Annotated[list[Any], _GIVEN]
 
 
 def _doc(kind: str | list[str], description: str, **extra: Any) -> WithJsonSchema:
@@ -555,6 +566,36 @@ def build_server(engine: cortex.Engine, *, projects: Sequence[str] | None = None
         """One memory in full: content, project, scope, dates, superseded_by, metadata."""
         return _run(lambda: fetch(id, project).to_dict())
 
+    def memory_reinforce(
+        ids: Annotated[
+            Items,
+            _doc(
+                "array",
+                "Ids of memories that proved useful (from memory_search).",
+                items={"type": "integer"},
+            ),
+        ],
+        amount: Annotated[
+            Number, _doc("number", "Salience added to each, up to 1 (default 0.02).")
+        ] = _OPTIONAL,
+        project: Annotated[Text, _doc("string", "Only memories of this project.")] = _OPTIONAL,
+    ) -> Annotated[CallToolResult, ReinforceData]:
+        """Tell the memory which results helped: their salience grows, so later searches
+        rank them higher. Searching alone never changes the ranking."""
+
+        def work() -> dict[str, Any]:
+            if not isinstance(ids, list) or not ids:
+                raise InvalidOptionError("ids must be a non-empty array of memory ids")
+            wanted = [fetch(i, project).id for i in ids]
+            engine.reinforce(wanted, **_given(amount=amount))
+            return {
+                "reinforced": [
+                    {"id": i, "salience": engine.get(i).to_dict()["salience"]} for i in wanted
+                ]
+            }
+
+        return _run(work)
+
     reads = ToolAnnotations(read_only_hint=True, open_world_hint=False)
     server.register(
         memory_search,
@@ -572,6 +613,15 @@ def build_server(engine: cortex.Engine, *, projects: Sequence[str] | None = None
     )
     server.register(memory_timeline, reads)
     server.register(memory_get, reads)
+    server.register(
+        memory_reinforce,
+        ToolAnnotations(
+            read_only_hint=False,
+            destructive_hint=False,
+            idempotent_hint=False,
+            open_world_hint=False,
+        ),
+    )
     return server
 
 
