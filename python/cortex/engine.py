@@ -465,18 +465,6 @@ class Engine:
         return recall.session_context(self._store, memory_id, project=project)
 
 
-def _damage_notice(damaged: list[str], notices: list[str]) -> None:
-    """One notice naming the damaged rows a search skipped (an older cortex or another
-    tool wrote values no reader can convert); the rest of the answer stands."""
-    if damaged:
-        names = list(dict.fromkeys(damaged))
-        shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
-        notices.append(
-            f"skipped {len(names)} damaged row(s) that cannot be read ({shown}); "
-            "delete or repair them"
-        )
-
-
 def open(
     path: str | os.PathLike[str],
     *,
