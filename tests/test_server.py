@@ -42,8 +42,7 @@ BETA = [
 ]
 
 
-@pytest.fixture
-def store(engine: cortex.Engine) -> cortex.Engine:
+def fill(engine: cortex.Engine) -> cortex.Engine:
     """The sample notes (no project) plus two projects that share words."""
     assert not engine.import_path(SAMPLE).errors
     for text in ALPHA:
@@ -51,6 +50,19 @@ def store(engine: cortex.Engine) -> cortex.Engine:
     for text in BETA:
         engine.add(text, project="beta", category="ops")
     return engine
+
+
+@pytest.fixture
+def store(engine: cortex.Engine) -> cortex.Engine:
+    return fill(engine)
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory, embedder: Any) -> Iterator[cortex.Engine]:
+    """One filled database for the tests that must leave it unchanged."""
+    path = tmp_path_factory.mktemp("shared") / "memories.db"
+    with cortex.open(path, embedder=embedder) as engine:
+        yield fill(engine)
 
 
 def client(engine: cortex.Engine, **kwargs: Any) -> TestClient:
@@ -334,14 +346,14 @@ BAD: list[tuple[str, str, str, dict[str, Any], int]] = [
 @pytest.mark.parametrize(("method", "path", "kwargs", "status"), [b[1:] for b in BAD],
                          ids=[b[0] for b in BAD])  # fmt: skip
 def test_bad_input_is_a_4xx_json_error(
-    store: cortex.Engine,
-    db_path: Path,
+    shared: cortex.Engine,
     method: str,
     path: str,
     kwargs: dict[str, Any],
     status: int,
 ) -> None:
-    with client(store) as c:
+    db_path = shared.path
+    with client(shared) as c:
         before = db_digest(db_path)
         r = c.request(method, path, **kwargs)
         assert r.status_code == status, r.text[:300]
@@ -520,3 +532,58 @@ def test_access_log_holds_no_memory_text(api: TestClient, caplog: pytest.LogCapt
     assert "POST /api/memories/search 200" in text
     for secret in ("zanzibar", "quokka", "7781", "before=1"):
         assert secret not in text
+
+
+def test_cortex_serve_flags(shared: cortex.Engine) -> None:
+    """`cortex serve` as a user starts it: the token from $CORTEX_TOKEN, a project wall
+    and the rate limit from the flags, then SIGTERM ends it cleanly."""
+    import os
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.error
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    exe = Path(sys.executable).with_name("cortex")
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "cortex.cli"]
+    args = ["--db", str(shared.path), "serve", "--port", str(port), "--project", "alpha",
+            "--rate-limit", "1000/min"]  # fmt: skip
+    env = {**os.environ, "CORTEX_TOKEN": TOKEN}
+    proc = subprocess.Popen([*cmd, *args], env=env, stderr=subprocess.PIPE, text=True)
+    base = f"http://127.0.0.1:{port}"
+
+    def get(path: str, token: str | None) -> tuple[int, Any]:
+        request = urllib.request.Request(base + path)
+        if token:
+            request.add_header("Authorization", f"Bearer {token}")
+        try:
+            with urllib.request.urlopen(request, timeout=10) as r:
+                return r.status, json.load(r)
+        except urllib.error.HTTPError as exc:
+            with exc:
+                return exc.code, json.load(exc)
+
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                status, _ = get("/api/health", None)
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, "did not start"
+                time.sleep(0.2)
+        assert status == 401
+        status, health = get("/api/health", TOKEN)
+        assert status == 200 and health["projects"] == ["alpha"]
+        beta = ids_of("beta", shared)[0]
+        assert get(f"/api/memories/{beta}", TOKEN)[0] == 404
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err[-2000:]
+    assert TOKEN not in err and "zanzibar" not in err
+    assert f"GET /api/memories/{beta} 404" in err

@@ -186,6 +186,9 @@ def test_type_a_query_and_see_cards(served: str, browser: WebDriver) -> None:
     assert panel.is_displayed() and explain.get_attribute("aria-expanded") == "true"
     assert "bm25" in panel.text or "keyword" in panel.text
     shot(browser, "search")
+    # nothing failed to load and the page's CSP blocked nothing (both log as SEVERE)
+    severe = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert severe == []
     # the recent search is offered back as a suggestion
     recent = browser.find_elements(By.CSS_SELECTOR, "#recent option")
     assert "deploy pipeline" in [o.get_attribute("value") for o in recent]

@@ -33,9 +33,11 @@ Secure by default:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
-from collections.abc import Sequence
+import signal
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import cortex
@@ -98,13 +100,33 @@ def serve(
             "required" if token else "none",
             ", ".join(projects) if projects else "all",
         )
-        uvicorn.run(
-            app,
-            host=host,
-            port=port,
-            access_log=False,  # ours logs no query strings (see cortex.server.app._Gate)
-            log_level="warning",
-            server_header=False,
-        )
+        # uvicorn finishes the requests in flight on SIGTERM, then raises the signal again
+        # through the handler it found: make that an orderly exit (status 0, the engine
+        # closed) rather than the default handler's kill.
+        with _exit_on_sigterm():
+            uvicorn.run(
+                app,
+                host=host,
+                port=port,
+                access_log=False,  # ours logs no query strings (see cortex.server.app._Gate)
+                log_level="warning",
+                server_header=False,
+            )
     finally:
         engine.close()
+
+
+@contextlib.contextmanager
+def _exit_on_sigterm() -> Iterator[None]:
+    def stop(signum: int, frame: object) -> None:
+        raise SystemExit(0)
+
+    try:
+        previous = signal.signal(signal.SIGTERM, stop)
+    except ValueError:  # not the main thread: leave signals to whoever owns them
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -400,7 +400,8 @@ def docs_html(spec: dict[str, Any]) -> str:
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>cortex API {e(spec['info']['version'])}</title>"
-        '<link rel="stylesheet" href="/static/style.css"></head><body class="docs">'
+        '<link rel="icon" href="data:,"><link rel="stylesheet" href="/static/style.css">'
+        '</head><body class="docs">'
         '<header class="topbar"><h1>cortex HTTP API</h1>'
         '<nav><a href="/">Search</a> · <a href="/openapi.json">openapi.json</a></nav></header>'
         f"<main><p>{e(spec['info']['description'])}</p>"
