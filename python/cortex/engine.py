@@ -124,7 +124,7 @@ class Engine:
         category: str | None = None,
         salience: float = 0.5,
         confidence: float = 1.0,
-        created_at: datetime | float | None = None,
+        created_at: datetime | float | str | None = None,
         metadata: Mapping[str, Any] | None = None,
         source_path: str | None = None,
     ) -> int:
@@ -333,7 +333,7 @@ class Engine:
         *,
         confidence: float = 1.0,
         decay_rate: float | None = None,
-        last_reinforced: datetime | float | None = None,
+        last_reinforced: datetime | float | str | None = None,
     ) -> int:
         """Attach a fact to a memory. Its confidence decays at `decay_rate` per day from
         `last_reinforced` on; without a rate, the default of its type applies

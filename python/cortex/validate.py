@@ -145,7 +145,10 @@ def unit(field: str, value: object) -> float:
 def _short(value: object) -> str:
     """A bounded repr for messages: never recurses deep, never prints 5,000 digits."""
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
-        return f"an integer of {value.bit_length()} bits"
+        if value.bit_length() > 10_000:  # str() refuses ints of over 4,300 digits
+            return f"an integer of {value.bit_length():,} bits"
+        digits = str(value)
+        return digits if len(digits) <= 40 else f"{digits[:20]}... ({len(digits):,} digits)"
     return _REPR.repr(value)
 
 
