@@ -182,6 +182,7 @@ class Database:
 
     def _ensure_extensions(self) -> None:
         import psycopg
+        from psycopg import sql
 
         try:
             with psycopg.connect(self._url, autocommit=True, connect_timeout=30) as conn:
@@ -195,7 +196,9 @@ class Database:
                     if ext in have:
                         continue
                     try:
-                        conn.execute(f"CREATE EXTENSION IF NOT EXISTS {ext}")
+                        conn.execute(
+                            sql.SQL("CREATE EXTENSION IF NOT EXISTS {}").format(sql.Identifier(ext))
+                        )
                     except psycopg.errors.UniqueViolation:
                         pass  # another process created it between our check and ours
                     except psycopg.Error as exc:

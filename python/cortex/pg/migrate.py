@@ -113,6 +113,8 @@ def _to_postgres(
 ) -> dict[str, int]:
     copied: dict[str, int] = {}
     for table, skey, _ in TABLES:
+        # `table` and `skey` are identifiers of the fixed TABLES list (SQLite binds values,
+        # not names); every value below is a parameter.
         total = conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
         after = _pg_resume(pg, table)
         done = conn.execute(f"SELECT COUNT(*) FROM {table} WHERE {skey} <= ?", (after,)).fetchone()[

@@ -146,7 +146,8 @@ def search(
                 # The candidate list must hold the pool (pgvector's advice: ef_search >=
                 # LIMIT); below 40 (its default) it stays at the default.
                 ef = int(ef_search) if ef_search is not None else max(40, pool)
-                conn.execute(f"SET LOCAL hnsw.ef_search = {ef}")
+                # SET takes no parameters; set_config(..., is_local => true) is SET LOCAL
+                conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(ef),))
                 sql = f"SELECT * FROM ({inner}) t ORDER BY d, memory_id"
             else:
                 conn.execute("SET LOCAL enable_indexscan = off")  # no HNSW: scan exactly
