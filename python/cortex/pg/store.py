@@ -555,13 +555,17 @@ class PgStore:
         now = time.time()
         ids = sorted({m for m, _, _ in rows})
         with self.transaction() as tx:
+            # The memories locked first, in id order: the log's foreign-key checks and the
+            # update below then never lock them in two orders (that deadlocked).
+            tx.execute(
+                "SELECT id FROM memories WHERE id = ANY(%s) ORDER BY id FOR UPDATE", (ids,)
+            ).fetchall()
             tx.cursor().executemany(
                 "INSERT INTO recall_log (project_id, memory_id, fact_id, query, session_id, lens,"
                 " score, recalled_at) SELECT project_id, id, %s, %s, %s, %s, %s, %s"
                 " FROM memories WHERE id = %s",
                 [(f, query, session_id, lens, s, now, m) for m, f, s in rows],
             )
-            # Rows locked in id order: two recalls of overlapping results cannot deadlock.
             counts: dict[int, int] = {}
             for m, _, _ in rows:
                 counts[m] = counts.get(m, 0) + 1
