@@ -155,7 +155,9 @@ def test_decay_applies_to_dated_notes_only_also_in_subfolders(tmp_path: Path, en
     dated = by_file[f"{old}.md"]
     plain = by_file["MEMORY.md"]
     assert plain.explain["temporal_decay"] == 1.0
-    assert dated.explain["temporal_decay"] == pytest.approx(0.25, rel=0.05)  # two half-lives
+    # two half-lives leave 0.25 of the decay, bounded below by the floor: 0.7 + 0.3 * 0.25
+    floor = cortex.search.pipeline.DECAY_FLOOR
+    assert dated.explain["temporal_decay"] == pytest.approx(floor + (1 - floor) * 0.25, rel=0.02)
     assert dated.score == pytest.approx(dated.explain["base"] * dated.explain["temporal_decay"])
     off = engine.search("redis cache eviction", PLAIN, mode="keyword", half_life_days=0)
     assert all(r.score == pytest.approx(r.bm25_score) for r in off)
@@ -170,8 +172,9 @@ def test_minimum_score_judges_relevance_and_decay_only_orders(tmp_path: Path, en
     (tmp_path / "MEMORY.md").write_text("# Now\nquokka habitat survey, again\n")
     engine.import_path(tmp_path)
     raw = engine.search("quokka habitat", PLAIN, mode="keyword", half_life_days=0)
-    decayed = temporal_decay(time.time() - 300 * 86400, time.time(), 30.0)
-    floor = min(r.score for r in raw) * decayed * 2  # above the decayed score
+    bound = cortex.search.pipeline.DECAY_FLOOR
+    decayed = bound + (1 - bound) * temporal_decay(time.time() - 300 * 86400, time.time(), 30.0)
+    floor = min(r.score for r in raw) * (1 + decayed) / 2  # between decayed score and base
     results = engine.search("quokka habitat", PLAIN, mode="keyword", min_score=floor, explain=True)
     assert len(results) == 2 and results[-1].memory.source_path.endswith(f"{old}.md")
     last = results[-1].explain

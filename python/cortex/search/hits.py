@@ -39,6 +39,7 @@ __all__ = [
     "SEMANTIC_MID",
     "SEMANTIC_SLOPE",
     "Hit",
+    "KeywordRetriever",
     "Leg",
     "Retriever",
     "combine",
@@ -137,4 +138,12 @@ class Retriever(Protocol):
         """(calibrated score, raw measure) of memories the other leg found and this one
         did not return; a memory it gives nothing is left out. `leg` is this
         retriever's own answer to the same search."""
+        ...
+
+
+class KeywordRetriever(Retriever, Protocol):
+    """The keyword leg: a Retriever that can also say which words the store lacks."""
+
+    def absent(self, words: Sequence[str], opts: Options, allowed: Any = None) -> list[str]:
+        """The `words` that no memory under `opts`'s filters (or in `allowed`) holds."""
         ...

@@ -79,6 +79,12 @@ DROPPED = STOPWORDS | QUESTION_WORDS
 _SYNTAX = re.compile(r'["*()^]|\b(?:AND|OR|NOT|NEAR)\b|\w:')
 # What makes a syntax query a constraint: an exclusion, a phrase, or an explicit operator
 # other than OR (an OR of words is a ranking request, not a filter).
+#: A word of the query that names something: a capital letter in it (Heroku, RabbitMQ,
+#: GDPR) or a digit after a letter (k8s, S3). Sentence case is no sign of a name, so the
+#: words every query starts with (DROPPED) never count.
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:[-_.][A-Za-z0-9]+)*")
+_OPERATORS = frozenset({"AND", "OR", "NOT", "NEAR"})
+
 _CONSTRAINT = re.compile(r'"|\b(?:AND|NOT|NEAR)\b|[()]')
 _NOT_CLAUSE = re.compile(r'\bNOT\s+(?:"[^"]*"|\([^)]*\)|\S+)')
 _OPERATOR = re.compile(r'\b(?:AND|OR|NOT|NEAR)\b|["*()^]|\w+:')
@@ -126,10 +132,25 @@ class Plan:
     constrained: bool  # every result must match the FTS5 expression
     threshold: float  # the minimum final score
     notices: tuple[str, ...] = ()
+    named: tuple[str, ...] = ()  # words that look like names (named_terms), hybrid only
 
     @property
     def hybrid(self) -> bool:
         return self.use_keyword and self.use_semantic
+
+
+def named_terms(text: str) -> tuple[str, ...]:
+    """The words of `text` that look like names (see _WORD), in order, without repeats:
+    when the store holds none of one, the meaning of the query is about something the
+    store has never seen, and a semantic neighbour is no answer to it."""
+    found: dict[str, None] = {}
+    for m in _WORD.finditer(text):
+        word = m.group()
+        if word in _OPERATORS or word.lower() in DROPPED:
+            continue
+        if any(ch.isupper() for ch in word) or re.search(r"[A-Za-z][0-9]", word):
+            found.setdefault(word, None)
+    return tuple(found)
 
 
 def pool_for(opts: Options) -> int:
@@ -189,4 +210,5 @@ def plan(
         constrained=constrained,
         threshold=opts.threshold(mode),
         notices=tuple(notices),
+        named=named_terms(text) if mode is Mode.HYBRID and not is_syntax else (),
     )
