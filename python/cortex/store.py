@@ -387,7 +387,7 @@ CREATE TABLE keyword_totals (
     project TEXT PRIMARY KEY NOT NULL,
     docs    INTEGER NOT NULL,
     tokens  INTEGER NOT NULL
-) WITHOUT ROWID;
+);
 INSERT INTO keyword_totals(project, docs, tokens)
     SELECT ifnull(project_id, char(0)), COUNT(*), SUM(tokens) FROM memories
     WHERE deleted_at IS NULL GROUP BY ifnull(project_id, char(0));
