@@ -277,7 +277,8 @@ class Engine:
     def reindex(self, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
         """Embed every live memory that has no vector of the active model (after a model
         change, or memories added while no model was installed), then rebuild the vector
-        index from SQLite. Returns what it did."""
+        index from SQLite, and recount the per-project keyword statistics. Returns what it
+        did."""
         if self._store.read_only:
             raise StorageError(
                 f"cannot reindex {self.path}: it is open read-only "
@@ -304,6 +305,8 @@ class Engine:
             if progress is not None:
                 progress(done, len(backlog))
         rows = self._semantic.rebuild()
+        # The per-project keyword statistics, recounted from FTS5's own size records.
+        self._store.rebuild_keyword_totals()
         _log.info("reindexed: %d memories embedded, the index holds %d vectors", done, rows)
         return {"embedded": done, "model_id": self._semantic.model_id, "rows": rows}
 

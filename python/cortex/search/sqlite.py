@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from cortex import keyword
 from cortex._lazy import LazyModule
-from cortex.errors import EmbeddingError
+from cortex.errors import EmbeddingError, StorageError
+from cortex.filters import projects_of
 from cortex.keyword_index import KeywordIndexer
 from cortex.options import Options
 from cortex.search.hits import Hit, Leg, keyword_score, semantic_score, shrunk_stats
@@ -87,6 +88,8 @@ class SemanticRetriever:
     def __init__(self, semantic: Any) -> None:
         self._semantic = semantic  # cortex.semantic.Semantic: the embedder and the index
         self._sample: tuple[int, int, np.ndarray] | None = None
+        # (projects, index identity, index rows, change-log position) -> their sample
+        self._scoped: tuple[tuple[Any, ...], np.ndarray] | None = None
         self._lock = threading.Lock()
 
     def unavailable(self) -> str | None:
@@ -99,11 +102,51 @@ class SemanticRetriever:
             raise EmbeddingError("the embedder returned an unusable query vector")
         return query
 
-    def _stats(self, index: Any, query: np.ndarray) -> tuple[float, float]:
+    def _scope_sample(self, index: Any, projects: tuple[str, ...]) -> np.ndarray:
+        """The live memories of `projects` the calibration reads: all up to STATS_ROWS,
+        else STATS_ROWS of them evenly spaced by id (sorted). Kept until the index or the
+        change log (writes, deletes, project moves) moves on."""
+        store = self._semantic.store
+        try:
+            top = store.query("SELECT COALESCE(MAX(seq), 0) FROM memory_changes")[0][0]
+        except StorageError:  # an old file opened read-only has no change log: no writes
+            top = None
+        key = (projects, id(index), index.rows, top)
+        with self._lock:
+            if self._scoped is not None and self._scoped[0] == key:
+                return self._scoped[1]
+        marks = ",".join("?" * len(projects))
+        ids = np.fromiter(
+            (
+                r[0]
+                for r in store.query(
+                    f"SELECT id FROM memories WHERE deleted_at IS NULL AND project_id IN ({marks})"
+                    " ORDER BY id",
+                    list(projects),
+                )
+            ),
+            dtype=np.int64,
+        )
+        if len(ids) > STATS_ROWS:
+            ids = ids[np.unique(np.linspace(0, len(ids) - 1, STATS_ROWS).astype(int))]
+        with self._lock:
+            self._scoped = (key, ids)
+        return ids
+
+    def _stats(
+        self, index: Any, query: np.ndarray, projects: tuple[str, ...] | None = None
+    ) -> tuple[float, float]:
         """The mean and spread of the query's cosine over the store (shrunk to the prior
-        in small stores): every row up to STATS_ROWS, else a fixed sample."""
+        in small stores): every row up to STATS_ROWS, else a fixed sample. With
+        `projects`, over those projects' memories alone (a project is a wall: other
+        projects never move this project's calibration)."""
         n = len(index)
-        if n <= STATS_ROWS:
+        if projects is not None:
+            sample = self._scope_sample(index, projects)
+            if len(sample) == 0:
+                return shrunk_stats(0, 0.0, 0.0)
+            _, scores = index.search(query, len(sample), allowed=sample)
+        elif n <= STATS_ROWS:
             _, scores = index.search(query, n)
         else:
             key = (id(index), index.rows)
@@ -122,7 +165,7 @@ class SemanticRetriever:
         index = self._semantic.index()
         if len(index) == 0:
             return Leg(state=(query, 0.0, 1.0))
-        mean, sd = self._stats(index, query)
+        mean, sd = self._stats(index, query, projects_of(opts))
         # Every returned row is checked against its embedding in SQLite (a damaged index
         # is rebuilt once, or refused read-only): no wrong id or score reaches the answer.
         verified = self._semantic.verified_search
