@@ -26,6 +26,7 @@ from cortex.ranking import DEFAULT_FACT_DECAY, FACT_DECAY_RATES
 from cortex.result import Memory, Result, Results
 from cortex.search.pipeline import Pipeline
 from cortex.search.plan import CANDIDATE_POOL
+from cortex.search.query_cache import QueryCache
 from cortex.search.sqlite import KeywordRetriever, SemanticRetriever
 from cortex.semantic import Semantic
 from cortex.store import MemoryInput, Store, content_hash
@@ -70,10 +71,11 @@ class Engine:
         self._store = store
         self._semantic = Semantic(store, embedder)
         self._keyword_index = KeywordIndexer(store, keyword_index)
+        self._query_cache = QueryCache()
         self._pipeline = Pipeline(
             store,
             KeywordRetriever(store, self._keyword_index),
-            SemanticRetriever(self._semantic),
+            SemanticRetriever(self._semantic, self._query_cache),
             self._semantic.unavailable,
         )
 
@@ -97,6 +99,13 @@ class Engine:
     def keyword_index(self) -> KeywordIndexer:
         """The in-memory keyword index (see :mod:`cortex.keyword_index`)."""
         return self._keyword_index
+
+    @property
+    def query_cache(self) -> QueryCache:
+        """The cache of query embeddings (see :mod:`cortex.search.query_cache`):
+        ``engine.query_cache.stats()`` says how often it answered,
+        ``engine.query_cache.resize(0)`` turns it off."""
+        return self._query_cache
 
     def close(self) -> None:
         self._pipeline.close()

@@ -19,6 +19,7 @@ from cortex.keyword_index import KeywordIndexer
 from cortex.options import Options
 from cortex.search.hits import Hit, Leg, keyword_score, semantic_score, shrunk_stats
 from cortex.search.plan import Plan
+from cortex.search.query_cache import QueryCache
 from cortex.store import Store
 
 if TYPE_CHECKING:
@@ -84,20 +85,26 @@ class SemanticRetriever:
     """Cosine top-k over the vector index of the active model, calibrated against the
     query's own similarity distribution over the store."""
 
-    def __init__(self, semantic: Any) -> None:
+    def __init__(self, semantic: Any, cache: QueryCache | None = None) -> None:
         self._semantic = semantic  # cortex.semantic.Semantic: the embedder and the index
         self._sample: tuple[int, int, np.ndarray] | None = None
         self._lock = threading.Lock()
+        self._cache = cache if cache is not None else QueryCache(0)
 
     def unavailable(self) -> str | None:
         return self._semantic.unavailable()  # type: ignore[no-any-return]
 
     def _query(self, text: str) -> np.ndarray:
         embedder = self._semantic.embedder()
-        query = np.asarray(embedder.embed(text), dtype=np.float32)
-        if query.shape != (embedder.dim,) or not np.isfinite(query).all():
-            raise EmbeddingError("the embedder returned an unusable query vector")
-        return query
+
+        def embed(text: str) -> np.ndarray:
+            query = np.asarray(embedder.embed(text), dtype=np.float32)
+            if query.shape != (embedder.dim,) or not np.isfinite(query).all():
+                raise EmbeddingError("the embedder returned an unusable query vector")
+            return query
+
+        # only a checked vector is cached; an embedder error is raised every time
+        return self._cache.get(str(embedder.model_id), text, embed)  # type: ignore[no-any-return]
 
     def _stats(self, index: Any, query: np.ndarray) -> tuple[float, float]:
         """The mean and spread of the query's cosine over the store (shrunk to the prior
