@@ -4,7 +4,12 @@ test checks that an answer is exactly what it was without the shortcut."""
 
 from __future__ import annotations
 
+import os
+import sqlite3
+import subprocess
+import sys
 import threading
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -15,6 +20,8 @@ import pytest
 import cortex
 from cortex.errors import EmbeddingError, InvalidOptionError
 from cortex.search.query_cache import QueryCache, normalise
+from cortex.search.recorder import Recall, Recorder
+from cortex.store import Store
 
 NOW = datetime(2026, 11, 20, 12, tzinfo=UTC)
 NOTES = [
@@ -28,6 +35,7 @@ NOTES = [
     "The schema migration checklist has seven steps.",
 ]
 QUERIES = ["how do we deploy", "database snapshot", "roll back a release", "search latency"]
+WORDS = ["canary", "database", "release", "latency"]  # each found by keyword
 
 
 class Counting:
@@ -160,3 +168,148 @@ def test_concurrent_searches_share_the_cache(filled: Path, embedder: Any) -> Non
         assert stats["entries"] == len(QUERIES)
         # threads missing the same query at once may each embed it; once cached, no one does
         assert len(QUERIES) <= counting.calls - len(QUERIES) <= len(QUERIES) * len(threads)
+
+
+# --------------------------------------------------------------------------- recorder
+
+
+def logged(path: Path) -> list[tuple[int, str, str | None]]:
+    """The recall log as another process sees it: (memory id, query, lens) in order."""
+    conn = sqlite3.connect(path)
+    try:
+        return conn.execute("SELECT memory_id, query, lens FROM recall_log ORDER BY id").fetchall()
+    finally:
+        conn.close()
+
+
+def test_every_recorded_search_is_in_the_log_after_close(filled: Path, embedder: Any) -> None:
+    expected: list[tuple[int, str, str | None]] = []
+    with cortex.open(filled, embedder=embedder) as e:
+        for j in range(30):
+            q = WORDS[j % len(WORDS)]
+            results = e.search(q, mode="keyword", lens=f"run-{j}")
+            expected.extend((r.memory.id, q, f"run-{j}") for r in results)
+    assert len(expected) >= 30
+    assert logged(filled) == expected  # every row, in the order of the searches
+    conn = sqlite3.connect(filled)
+    counts = dict(conn.execute("SELECT id, access_count FROM memories").fetchall())
+    conn.close()
+    for memory_id in {m for m, _, _ in expected}:
+        assert counts[memory_id] == sum(1 for m, _, _ in expected if m == memory_id)
+
+
+def test_every_search_of_many_threads_is_recorded(filled: Path, embedder: Any) -> None:
+    per_thread, threads = 15, 8
+    found: list[int] = []
+    lock = threading.Lock()
+    errors: list[BaseException] = []
+    with cortex.open(filled, embedder=embedder) as e:
+
+        def worker(k: int) -> None:
+            try:
+                for j in range(per_thread):
+                    q = WORDS[(k + j) % len(WORDS)]
+                    mode = "hybrid" if j % 3 == 0 else "keyword"
+                    ids = [r.memory.id for r in e.search(q, mode=mode, lens=f"t{k}")]
+                    with lock:
+                        found.extend(ids)
+            except BaseException as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+
+        pool = [threading.Thread(target=worker, args=(k,)) for k in range(threads)]
+        for t in pool:
+            t.start()
+        for t in pool:
+            t.join(timeout=300)
+        assert not errors
+    rows = logged(filled)
+    assert sorted(m for m, _, _ in rows) == sorted(found)
+    for k in range(threads):
+        assert sum(1 for _, _, lens in rows if lens == f"t{k}") > 0
+
+
+def test_an_engine_never_closed_is_flushed_at_exit(filled: Path) -> None:
+    script = (
+        "import sys, cortex\n"
+        "e = cortex.open(sys.argv[1], embedder=None)\n"
+        "n = 0\n"
+        "for q in ['deploy', 'snapshot', 'rollback', 'latency', 'backups']:\n"
+        "    n += len(e.search(q, mode='keyword', lens='exit'))\n"
+        "print(n)\n"  # no close: the interpreter's exit flushes
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(cortex.__file__).parents[1])}
+    out = subprocess.run(
+        [sys.executable, "-c", script, str(filled)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=True,
+    )
+    n = int(out.stdout.strip())
+    assert n >= 5
+    assert len([r for r in logged(filled) if r[2] == "exit"]) == n
+
+
+def test_a_search_does_not_wait_for_the_write_lock(filled: Path, embedder: Any) -> None:
+    """Another writer holds the database: the search answers anyway, and its rows are
+    written once the lock is free (before, it waited on the lock inside the search)."""
+    with cortex.open(filled, embedder=embedder) as e:
+        e.search("warm up", mode="keyword", record=False)
+        other = sqlite3.connect(filled, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")
+        try:
+            results = e.search("canary pipeline", mode="keyword", lens="held")
+            assert results and not any("not recorded" in n for n in results.notices)
+            assert not e.flush_recalls(timeout=0.2)  # still queued behind the lock
+            assert [r for r in logged(filled) if r[2] == "held"] == []
+        finally:
+            other.execute("COMMIT")
+            other.close()
+        assert e.flush_recalls()
+        assert len([r for r in logged(filled) if r[2] == "held"]) == len(results)
+        assert e.get(results[0].memory.id).access_count == 1
+
+
+def test_reads_see_their_own_searches(filled: Path, embedder: Any) -> None:
+    with cortex.open(filled, embedder=embedder) as e:
+        results = e.search("staging database", mode="keyword", session_id="s-read")
+        top = results[0].memory.id
+        assert e.get(top).access_count == 1  # get flushes first
+        ctx = e.session_context(top)
+        assert ctx is not None and ctx.usage == "recalled"
+        n = e.store.query("SELECT COUNT(*) FROM recall_log")[0][0]
+        assert n == len(results)
+
+
+def test_reinforcement_is_written_before_the_answer(filled: Path, embedder: Any) -> None:
+    with cortex.open(filled, embedder=embedder) as e:
+        e.search("canary pipeline", mode="keyword")  # queued
+        top = e.search("canary pipeline", mode="keyword", reinforce=0.25, now=NOW)[0]
+        conn = sqlite3.connect(filled)  # not through the Engine: no flush
+        salience = conn.execute(
+            "SELECT salience FROM memories WHERE id = ?", (top.memory.id,)
+        ).fetchone()[0]
+        count = conn.execute("SELECT COUNT(*) FROM recall_log").fetchone()[0]
+        conn.close()
+        assert salience == pytest.approx(top.memory.salience + 0.25)
+        assert count >= 2  # the queued search was written first, in order
+
+
+def test_a_failing_entry_does_not_take_the_batch_with_it(filled: Path) -> None:
+    store = Store.open(filled)
+    recorder = Recorder(store)
+    try:
+        good = Recall(((1, None, 0.5),), "good", None, "batch", 0.0, time.time())
+        bad = Recall(((999_999, None, 0.5),), "bad", None, "batch", 0.0, time.time())
+        with recorder._cond:  # queued together, so that they meet in one batch
+            for entry in (good, bad, good):
+                recorder._queue.append(entry)
+                recorder._submitted += 1
+        recorder.flush()
+        stats = recorder.stats()
+        assert stats["pending"] == 0 and stats["dropped"] == 1 and stats["written"] == 2
+        assert [r for r in logged(filled) if r[2] == "batch"] == [(1, "good", "batch")] * 2
+    finally:
+        recorder.close()
+        store.close()
