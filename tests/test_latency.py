@@ -313,3 +313,22 @@ def test_a_failing_entry_does_not_take_the_batch_with_it(filled: Path) -> None:
     finally:
         recorder.close()
         store.close()
+
+
+def test_what_is_kept_per_query_follows_writes(filled: Path, embedder: Any) -> None:
+    """The query vector and its cosine statistics are kept while the index is unchanged;
+    after an add or a delete the answer is the one a fresh Engine gives."""
+    with cortex.open(filled, embedder=embedder) as e:
+        q = "nightly database snapshot"
+        before = answer(e, q)
+        new = e.add("A snapshot of the database is verified by restoring it weekly.")
+        after_add = answer(e, q)
+        assert after_add != before and new in [i for i, *_ in after_add]
+        with cortex.open(filled, embedder=embedder) as fresh:
+            assert answer(fresh, q) == after_add
+        e.delete(before[0][0])
+        after_delete = answer(e, q)
+        assert before[0][0] not in [i for i, *_ in after_delete]
+        with cortex.open(filled, embedder=embedder) as fresh:
+            assert answer(fresh, q) == after_delete
+        assert e.query_cache.stats()["hits"] >= 2

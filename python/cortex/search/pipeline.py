@@ -109,7 +109,7 @@ class Pipeline:
         """Interpret the query's time words (unless `time_filter` is off or an explicit
         created_since/until is given), then search the rest of it in or around the window
         they name, and say what was understood (`Results.interpretation`)."""
-        fp = pages.fingerprint(query, opts)
+        asked = opts
         pool = pool_for(opts)
         if opts.cursor is not None:
             cursor = pages.decode(opts.cursor, query, opts)
@@ -121,7 +121,8 @@ class Pipeline:
             )
         clock = opts.now if opts.now is not None else datetime.now(UTC)
         results = self._interpreted(query, opts, clock, pool)
-        if results.has_more:
+        if results.has_more:  # the fingerprint (a hash of the options) only when needed
+            fp = pages.fingerprint(query, asked)
             results.next_cursor = pages.encode(
                 pages.Cursor(opts.offset + opts.limit, clock.timestamp(), pool, fp)
             )

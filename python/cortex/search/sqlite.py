@@ -9,6 +9,7 @@ hands the same array to both legs, which rank only those.
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +36,8 @@ OVERFETCH = 32
 #: The query's cosine distribution is read over every row up to this many, else over a
 #: fixed, evenly spaced sample of this many live rows.
 STATS_ROWS = 2048
+#: Query vectors whose cosine statistics are kept (see SemanticRetriever._stats).
+STATS_KEPT = 256
 
 
 class KeywordRetriever:
@@ -88,6 +91,7 @@ class SemanticRetriever:
     def __init__(self, semantic: Any, cache: QueryCache | None = None) -> None:
         self._semantic = semantic  # cortex.semantic.Semantic: the embedder and the index
         self._sample: tuple[int, int, np.ndarray] | None = None
+        self._known_stats: OrderedDict[tuple[Any, ...], tuple[float, float]] = OrderedDict()
         self._lock = threading.Lock()
         self._cache = cache if cache is not None else QueryCache(0)
 
@@ -106,30 +110,44 @@ class SemanticRetriever:
         # only a checked vector is cached; an embedder error is raised every time
         return self._cache.get(str(embedder.model_id), text, embed)  # type: ignore[no-any-return]
 
-    def _stats(self, index: Any, query: np.ndarray) -> tuple[float, float]:
-        """The mean and spread of the query's cosine over the store (shrunk to the prior
-        in small stores): every row up to STATS_ROWS, else a fixed sample."""
-        n = len(index)
+    def _stats(self, index: Any, query: np.ndarray, n: int) -> tuple[float, float]:
+        """The mean and spread of the query's cosine over the store's `n` live rows
+        (shrunk to the prior in small stores): every row up to STATS_ROWS, else a fixed
+        sample. Kept per query vector while the index is unchanged (a repeated query
+        skips the scan; the numbers are the same)."""
+        key = (id(index), index.rows, n, self._semantic.state, query.tobytes())
+        with self._lock:
+            known = self._known_stats.get(key)
+            if known is not None:
+                self._known_stats.move_to_end(key)
+                return known
         if n <= STATS_ROWS:
             _, scores = index.search(query, n)
         else:
-            key = (id(index), index.rows)
+            where = (id(index), index.rows)
             with self._lock:
-                if self._sample is None or self._sample[:2] != key:
-                    self._sample = (*key, np.sort(index.sample(STATS_ROWS)[0]))
+                if self._sample is None or self._sample[:2] != where:
+                    self._sample = (*where, np.sort(index.sample(STATS_ROWS)[0]))
                 sample = self._sample[2]
             _, scores = index.search(query, len(sample), allowed=sample)
         if len(scores) == 0:
-            return shrunk_stats(0, 0.0, 0.0)
-        s = scores.astype(np.float64)
-        return shrunk_stats(len(s), float(s.mean()), float(s.std()))
+            stats = shrunk_stats(0, 0.0, 0.0)
+        else:
+            s = scores.astype(np.float64)
+            stats = shrunk_stats(len(s), float(s.mean()), float(s.std()))
+        with self._lock:
+            self._known_stats[key] = stats
+            while len(self._known_stats) > STATS_KEPT:
+                self._known_stats.popitem(last=False)
+        return stats
 
     def retrieve(self, plan: Plan, opts: Options, allowed: Any = None) -> Leg:
         query = self._query(plan.semantic_text)
         index = self._semantic.index()
-        if len(index) == 0:
+        live = len(index)  # a count over the live mask: read once
+        if live == 0:
             return Leg(state=(query, 0.0, 1.0))
-        mean, sd = self._stats(index, query)
+        mean, sd = self._stats(index, query, live)
         # Every returned row is checked against its embedding in SQLite (a damaged index
         # is rebuilt once, or refused read-only): no wrong id or score reaches the answer.
         verified = self._semantic.verified_search
@@ -138,7 +156,7 @@ class SemanticRetriever:
                 return Leg(state=(query, mean, sd))
             ids, scores = verified(query, min(plan.pool, len(allowed)), allowed=allowed)
         else:
-            ids, scores = verified(query, min(plan.pool + OVERFETCH, len(index)))
+            ids, scores = verified(query, min(plan.pool + OVERFETCH, live))
         if opts.min_similarity is not None:
             keep = scores >= opts.min_similarity
             ids, scores = ids[keep], scores[keep]
