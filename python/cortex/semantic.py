@@ -214,6 +214,12 @@ class Semantic:
         return self._store
 
     @property
+    def state(self) -> tuple[int, float] | None:
+        """The SQLite position the open vector index is in step with (last embeddings
+        rowid, last deletion time): what is cached about its contents is keyed by it."""
+        return self._index_state
+
+    @property
     def read_only(self) -> bool:
         return self._store.read_only
 

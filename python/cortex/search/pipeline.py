@@ -36,6 +36,7 @@ from cortex.result import Fact, MatchType, Result, Results, from_epoch, iso
 from cortex.search import pages
 from cortex.search.hits import KeywordRetriever, Leg, Retriever, combine
 from cortex.search.plan import DROPPED, Plan, clean, plan, pool_for
+from cortex.search.recorder import Recall, Recorder
 
 __all__ = ["SUPERSEDED_FACTOR", "Pipeline"]
 
@@ -83,11 +84,13 @@ class Pipeline:
         keyword_leg: KeywordRetriever,
         semantic_leg: Retriever,
         semantic_unavailable: Callable[[], str | None],
+        recorder: Recorder | None = None,
     ) -> None:
         self._store = store
         self._keyword = keyword_leg
         self._semantic = semantic_leg
         self._unavailable = semantic_unavailable
+        self._recorder = recorder  # None: each search writes its recall before returning
         self._executor: ThreadPoolExecutor | None = None
         self._executor_lock = threading.Lock()
 
@@ -110,7 +113,7 @@ class Pipeline:
         """Interpret the query's time words (unless `time_filter` is off or an explicit
         created_since/until is given), then search the rest of it in or around the window
         they name, and say what was understood (`Results.interpretation`)."""
-        fp = pages.fingerprint(query, opts)
+        asked = opts
         pool = pool_for(opts)
         if opts.cursor is not None:
             cursor = pages.decode(opts.cursor, query, opts)
@@ -122,7 +125,8 @@ class Pipeline:
             )
         clock = opts.now if opts.now is not None else datetime.now(UTC)
         results = self._interpreted(query, opts, clock, pool)
-        if results.has_more:
+        if results.has_more:  # the fingerprint (a hash of the options) only when needed
+            fp = pages.fingerprint(query, asked)
             results.next_cursor = pages.encode(
                 pages.Cursor(opts.offset + opts.limit, clock.timestamp(), pool, fp)
             )
@@ -610,10 +614,19 @@ class Pipeline:
         ranking, and without reinforcement it changes no later one either."""
         if not opts.record or self._store.read_only or not results:
             return
+        rows = tuple((r.memory.id, r.facts[0].id if r.facts else None, r.score) for r in results)
+        if self._recorder is not None:
+            if not opts.reinforce:  # written by the recorder's thread, after the answer
+                entry = Recall(rows, results.query, opts.session_id, opts.lens, 0.0, time.time())
+                self._recorder.submit(entry)
+                return
+            # Reinforcement changes the next search's ranking: written now, after what
+            # is queued (the log stays in the order of the searches).
+            self._recorder.flush()
         try:
             recall.record_recall(
                 self._store,
-                [(r.memory.id, r.facts[0].id if r.facts else None, r.score) for r in results],
+                rows,
                 query=results.query,
                 session_id=opts.session_id,
                 lens=opts.lens,
