@@ -718,6 +718,20 @@ class Store:
             self._local.conn = conn
         return conn
 
+    def release(self) -> None:
+        """Close the calling thread's connection, if it has one (a worker thread about to
+        end: a connection can be closed only by its own thread, and one left open keeps the
+        WAL from being checkpointed away when the store closes)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            return
+        self._local.conn = None
+        with self._all_lock:
+            if conn in self._all:
+                self._all.remove(conn)
+        with suppress(sqlite3.Error):
+            conn.close()
+
     def close(self) -> None:
         with self._all_lock:
             for conn in self._all:

@@ -152,6 +152,12 @@ class Recorder:
         return [self._queue.popleft() for _ in range(n)]
 
     def _run(self) -> None:
+        try:
+            self._work()
+        finally:
+            self._store.release()  # only this thread can close its connection
+
+    def _work(self) -> None:
         while True:
             with self._cond:
                 while not self._queue and not self._closed:
