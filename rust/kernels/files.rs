@@ -166,7 +166,17 @@ pub fn unlock(file: &File) -> io::Result<()> {
 pub fn replace_file(src: &Path, dst: &Path) -> io::Result<()> {
     #[cfg(windows)]
     {
-        replace_moving_aside(src, dst)
+        replace_moving_aside(src, dst).map_err(|e| {
+            // ERROR_SHARING_VIOLATION: a handle opened without delete sharing (a Python
+            // reader's `open`) refuses the rename, as ERROR_ACCESS_DENIED does: one kind,
+            // so that a caller can tell "in use, try again" from other failures.
+            const ERROR_SHARING_VIOLATION: i32 = 32;
+            if e.raw_os_error() == Some(ERROR_SHARING_VIOLATION) {
+                io::Error::new(io::ErrorKind::PermissionDenied, e)
+            } else {
+                e
+            }
+        })
     }
     #[cfg(not(windows))]
     {
@@ -395,6 +405,32 @@ mod tests {
             .collect();
         assert_eq!(left, ["index"]);
         assert!(std::fs::read(&dst).unwrap().iter().all(|b| *b == 3));
+        std::fs::remove_dir_all(d).unwrap();
+    }
+
+    /// A handle without delete sharing (what Python's `open` makes on Windows) refuses
+    /// the replace with PermissionDenied (semantic.py tries again); closed, it does not.
+    #[cfg(windows)]
+    #[test]
+    fn a_handle_without_delete_sharing_refuses_the_replace_until_closed() {
+        use std::os::windows::fs::OpenOptionsExt;
+        const FILE_SHARE_READ: u32 = 1;
+        let d = dir();
+        let (src, dst) = (d.join("new"), d.join("state"));
+        std::fs::write(&dst, b"old").unwrap();
+        std::fs::write(&src, b"new").unwrap();
+        let reader = OpenOptions::new()
+            .read(true)
+            .share_mode(FILE_SHARE_READ)
+            .open(&dst)
+            .unwrap();
+        let err = replace_file(&src, &dst).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::PermissionDenied, "{err}");
+        assert_eq!(std::fs::read(&dst).unwrap(), b"old");
+        assert_eq!(std::fs::read(&src).unwrap(), b"new");
+        drop(reader);
+        replace_file(&src, &dst).unwrap();
+        assert_eq!(std::fs::read(&dst).unwrap(), b"new");
         std::fs::remove_dir_all(d).unwrap();
     }
 }
