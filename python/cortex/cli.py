@@ -1,7 +1,8 @@
 """The `cortex` command: add, import, search, show and stats on one database file.
 
 The database is `--db`, else ``$CORTEX_DB``, else ``cortex.db`` in the per-user data folder
-(``$CORTEX_HOME``, ``$XDG_DATA_HOME/cortex`` or ``~/.local/share/cortex``). Every failure is
+(``$CORTEX_HOME``, ``%LOCALAPPDATA%\\cortex`` on Windows, ``$XDG_DATA_HOME/cortex`` or
+``~/.local/share/cortex``). Output is UTF-8 on every platform. Every failure is
 one line on stderr and a non-zero exit code: 1 for a cortex error, 2 for a usage error,
 70 for a bug (with ``CORTEX_DEBUG=1`` to see its traceback), 130 when interrupted.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import io
 import json
 import logging
 import os
@@ -282,7 +284,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="cortex",
         description="Local-first memory search for AI agents.",
         epilog="The database is --db, else $CORTEX_DB, else cortex.db in the per-user data "
-        "folder ($CORTEX_HOME, $XDG_DATA_HOME/cortex or ~/.local/share/cortex). "
+        "folder ($CORTEX_HOME, else %LOCALAPPDATA%\\cortex on Windows, $XDG_DATA_HOME/cortex "
+        "or ~/.local/share/cortex). "
         "--db and --verbose go before or after the command.",
     )
     parser.add_argument("--version", action="version", version=f"cortex {cortex.__version__}")
@@ -753,8 +756,22 @@ _COMMANDS = {
 }
 
 
+def utf8_console() -> None:
+    """Make stdout and stderr UTF-8 on Windows, as they are elsewhere. There Python encodes
+    redirected output (a pipe, a file, an agent reading it) in the ANSI code page
+    (cp1252...), in which most of the world's text and cortex's own `…` and `→` cannot be
+    written; the console itself takes UTF-8 either way. The error handler is kept."""
+    if sys.platform != "win32":
+        return
+    for stream in (sys.stdout, sys.stderr):
+        encoding = (getattr(stream, "encoding", None) or "").lower().replace("-", "")
+        if isinstance(stream, io.TextIOWrapper) and encoding != "utf8":
+            stream.reconfigure(encoding="utf-8", errors=stream.errors)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code (the console script exits with it)."""
+    utf8_console()
     out = sys.stdout
     try:
         args = build_parser().parse_args(argv)
