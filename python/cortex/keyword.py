@@ -398,7 +398,7 @@ class Scope:
         marks = ",".join("?" * len(self.projects))
         rows = self.store.conn.execute(
             f"SELECT m.id, -bm25({table}), m.tokens FROM {table}"
-            f" JOIN memories m ON m.id = {table}.rowid WHERE {table} MATCH ?"
+            f" CROSS JOIN memories m ON m.id = {table}.rowid WHERE {table} MATCH ?"
             f" AND m.deleted_at IS NULL AND m.project_id IN ({marks})",
             [phrase, *self.projects],
         ).fetchall()
@@ -453,7 +453,7 @@ class Scope:
         predicate, params = filters.where(opts)
         rows = self.store.conn.execute(
             f"SELECT m.id, m.created_at, m.confidence FROM {table}"
-            f" JOIN memories m ON m.id = {table}.rowid WHERE {table} MATCH ? AND {predicate}",
+            f" CROSS JOIN memories m ON m.id = {table}.rowid WHERE {table} MATCH ? AND {predicate}",
             [expression, *params],
         ).fetchall()
         if not rows:
