@@ -130,7 +130,10 @@ def test_alone_in_its_store_a_project_scores_as_fts5_does(tmp_path: Path) -> Non
     with _open(tmp_path / "m.db", "off") as e:
         for text in A_TEXTS:
             e.add(text, project="A", created_at=CREATED)
-        for query in ("quokka", "island OR ferry", '"quokka" NOT selfie', "isl*"):
+        for query in (
+            "quokka", "island OR ferry", '"quokka" NOT selfie', "isl*", "^quokka",
+            '"quokka is"', "content:island", "quokka island",
+        ):  # fmt: skip
             assert _seen(e, query, mode="keyword", project="A") == _seen(
                 e, query, mode="keyword"
             ), query
@@ -156,6 +159,8 @@ queries = st.one_of(
     st.sampled_from(WORDS).map(lambda w: w[:3] + "*"),
     st.tuples(st.sampled_from(WORDS), st.sampled_from(WORDS)).map(lambda t: f"{t[0]} OR {t[1]}"),
     st.tuples(st.sampled_from(WORDS), st.sampled_from(WORDS)).map(lambda t: f"{t[0]} NOT {t[1]}"),
+    st.tuples(st.sampled_from(WORDS), st.sampled_from(WORDS)).map(lambda t: f'"{t[0]} {t[1]}"'),
+    st.sampled_from(WORDS).map(lambda w: f"^{w}"),
 )
 
 

@@ -458,7 +458,8 @@ class Scope:
         ).fetchall()
         if not rows:
             return []
-        scores = self.scores(table, positive_phrases(expression), [int(r[0]) for r in rows])
+        phrases = positive_phrases(expression, initial=True)
+        scores = self.scores(table, phrases, [int(r[0]) for r in rows])
         ranked = [(int(i), scores.get(int(i), 0.0), c, conf) for i, c, conf in rows]
         if opts.order_by is OrderBy.RECENCY:
             ranked.sort(key=lambda x: (-x[2], -x[0]))
@@ -486,24 +487,26 @@ class Scope:
                     [expression, *part],
                 )
             ]
-        return self.scores(table, positive_phrases(expression), matched)
+        return self.scores(table, positive_phrases(expression, initial=True), matched)
 
 
 _NOT_CLAUSE = re.compile(r'\bNOT\s+(?:"(?:[^"]|"")*"\*?|\([^)]*\)|\S+)')
 _PHRASE = re.compile(r'"(?:[^"]|"")*"\*?|[^\s()",]+')
 
 
-def positive_phrases(expression: str) -> list[str]:
+def positive_phrases(expression: str, *, initial: bool = False) -> list[str]:
     """The phrases of an FTS5 expression that add to BM25: every phrase and word
-    except operators, column names and what a NOT excludes."""
+    except operators, column names and what a NOT excludes. `initial`: keep a phrase's
+    ``^`` (first token only), which changes what it matches."""
     out: list[str] = []
     for token in _PHRASE.findall(_NOT_CLAUSE.sub(" ", expression)):
         if token in _OPERATORS or token.startswith("NEAR"):
             continue
         if not token.startswith('"') and ":" in token:
             token = token.split(":", 1)[1]
-        token = token.lstrip("^")
-        if token and token not in ("*", "-", "+"):
+        if not initial:
+            token = token.lstrip("^")
+        if token and token not in ("*", "-", "+", "^"):
             out.append(token)
     return out
 
