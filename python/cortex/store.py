@@ -363,11 +363,11 @@ def _varint_sql(h: str) -> str:
     )
 
 
-def _tokens_sql(memory_id: str) -> str:
-    """SQL: the token count FTS5 (memories_fts) holds for the memory `memory_id`."""
+def _tokens_sql(memory_id: str, docsize: str = "memories_fts_docsize") -> str:
+    """SQL: the token count an FTS5 table (its `docsize` record) holds for `memory_id`."""
     return (
         f"ifnull((SELECT {_varint_sql('h')} FROM (SELECT hex(sz) AS h FROM"
-        f" memories_fts_docsize WHERE id = {memory_id})), 0)"
+        f" {docsize} WHERE id = {memory_id})), 0)"
     )
 
 
