@@ -30,7 +30,7 @@ is scored by :class:`Scope` instead: N and the token total from ``keyword_totals
 by triggers), df counted over the projects' memories, and each phrase's frequency in a
 memory read back from FTS5's own per-phrase ``bm25()`` (which it determines exactly);
 the same expression as FTS5's, so a project alone in a store scores exactly as FTS5 does.
-CJK (trigram) queries keep the table's statistics.
+CJK (trigram) queries too, their token counts read off the trigram table's size records.
 """
 
 from __future__ import annotations
