@@ -130,10 +130,29 @@ def test_alone_in_its_store_a_project_scores_as_fts5_does(tmp_path: Path) -> Non
     with _open(tmp_path / "m.db", "off") as e:
         for text in A_TEXTS:
             e.add(text, project="A", created_at=CREATED)
-        for query in ("quokka", "island OR ferry", '"quokka" NOT selfie', "isl*"):
+        for query in (
+            "quokka", "island OR ferry", '"quokka" NOT selfie', "isl*", "^quokka",
+            '"quokka is"', "content:island", "quokka island",
+        ):  # fmt: skip
             assert _seen(e, query, mode="keyword", project="A") == _seen(
                 e, query, mode="keyword"
             ), query
+
+
+def test_cjk_trigram_ranking_of_a_project_ignores_other_projects(tmp_path: Path) -> None:
+    texts = ["东京大学的研究人员发现了新的蛋白质", "东京的天气很好", "蛋白质研究 protein 东京大学"]
+    with _open(tmp_path / "m.db", "off") as e:
+        for text in texts:
+            e.add(text, project="A", created_at=CREATED)
+        alone = _seen(e, "东京大学 蛋白质", mode="keyword")
+        before = _seen(e, "东京大学 蛋白质", mode="keyword", project="A")
+        e.add_many([{"content": f"东京大学 {i} 的蛋白质", "project": "B"} for i in range(50)])
+        after = _seen(e, "东京大学 蛋白质", mode="keyword", project="A")
+        moved = _seen(e, "东京大学 蛋白质", mode="keyword")
+    assert before == alone and len(before) == 2
+    assert after == before
+    # unscoped, the table's statistics moved: A's memories rank otherwise or not at all
+    assert [(c, s) for c, s, _ in moved if c in texts] != [(c, s) for c, s, _ in before]
 
 
 def test_hybrid_ranking_of_a_project_ignores_other_projects(tmp_path: Path, embedder) -> None:
@@ -156,6 +175,8 @@ queries = st.one_of(
     st.sampled_from(WORDS).map(lambda w: w[:3] + "*"),
     st.tuples(st.sampled_from(WORDS), st.sampled_from(WORDS)).map(lambda t: f"{t[0]} OR {t[1]}"),
     st.tuples(st.sampled_from(WORDS), st.sampled_from(WORDS)).map(lambda t: f"{t[0]} NOT {t[1]}"),
+    st.tuples(st.sampled_from(WORDS), st.sampled_from(WORDS)).map(lambda t: f'"{t[0]} {t[1]}"'),
+    st.sampled_from(WORDS).map(lambda w: f"^{w}"),
 )
 
 

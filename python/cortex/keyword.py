@@ -30,7 +30,7 @@ is scored by :class:`Scope` instead: N and the token total from ``keyword_totals
 by triggers), df counted over the projects' memories, and each phrase's frequency in a
 memory read back from FTS5's own per-phrase ``bm25()`` (which it determines exactly);
 the same expression as FTS5's, so a project alone in a store scores exactly as FTS5 does.
-CJK (trigram) queries keep the table's statistics.
+CJK (trigram) queries too, their token counts read off the trigram table's size records.
 """
 
 from __future__ import annotations
@@ -247,13 +247,13 @@ def search(
     scope = Scope(store, projects) if projects is not None and Scope.supported(store) else None
     try:
         if has_cjk(text):
-            result = _cjk(store, text, opts, pool)
+            result = _cjk(store, text, opts, pool, scope)
         else:
             words = "memories_fts" if stemmed else EXACT
             result = _latin(
                 store, text, opts, pool, words, native if stemmed else None, allowed, scope
             )
-            result.scope = scope
+        result.scope = scope
     except sqlite3.OperationalError as exc:
         if "no such module" not in str(exc) and "no such table" not in str(exc):
             raise StorageError(f"{store.path}: {exc}") from None
@@ -316,7 +316,7 @@ def _bound(
             rows, dfs = found
             return sum(_idf(rows, n) for n in dfs)
     if scope is not None and table in _SCOPED_TABLES:
-        rows = scope.totals()[0]
+        rows = scope.totals(table)[0]
         total = 0.0
         for phrase in phrases:
             try:
@@ -336,9 +336,11 @@ def _bound(
     return total
 
 
-#: The FTS5 tables a Scope ranks: both count every token as memories.tokens does (the
-#: Porter stemmer changes tokens, not their number). The trigram table does not.
-_SCOPED_TABLES = frozenset({"memories_fts", EXACT})
+TRIGRAM = "memories_trigram"
+#: The FTS5 tables a Scope ranks. The word tables count every token as memories.tokens
+#: does (the Porter stemmer changes tokens, not their number), so keyword_totals serves
+#: both; the trigram table's counts are read off its own size records.
+_SCOPED_TABLES = frozenset({"memories_fts", EXACT, TRIGRAM})
 #: FTS5's bm25() parameters.
 _K1, _B = 1.2, 0.75
 
@@ -358,11 +360,11 @@ class Scope:
     def __init__(self, store: Store, projects: Sequence[str]) -> None:
         self.store = store
         self.projects: tuple[str, ...] = tuple(projects)
-        self._totals: tuple[int, int] | None = None
+        self._totals: dict[str, tuple[int, int]] = {}
         self._global: dict[str, tuple[int, int]] = {}
-        # (table, phrase) -> {memory id: frequency}; memory id -> token count
+        # (table, phrase) -> {memory id: frequency}; (table, memory id) -> token count
         self._phrases: dict[tuple[str, str], dict[int, int]] = {}
-        self._lengths: dict[int, int] = {}
+        self._lengths: dict[tuple[str, int], int] = {}
 
     @staticmethod
     def supported(store: Store) -> bool:
@@ -372,11 +374,21 @@ class Scope:
 
         return store.schema_version() >= _KEYWORD_TOTALS_VERSION
 
-    def totals(self) -> tuple[int, int]:
-        """(live memories, their tokens) of the projects."""
-        if self._totals is None:
-            self._totals = self.store.keyword_totals(self.projects)
-        return self._totals
+    def totals(self, table: str = "memories_fts") -> tuple[int, int]:
+        """(live memories, their tokens) of the projects in `table`."""
+        key = TRIGRAM if table == TRIGRAM else "memories_fts"
+        if key not in self._totals:
+            if key == TRIGRAM:
+                marks = ",".join("?" * len(self.projects))
+                row = self.store.conn.execute(
+                    f"SELECT COUNT(*), COALESCE(SUM({_length_sql(TRIGRAM)}), 0) FROM memories m"
+                    f" WHERE m.deleted_at IS NULL AND m.has_cjk AND m.project_id IN ({marks})",
+                    list(self.projects),
+                ).fetchone()
+                self._totals[key] = (int(row[0]), int(row[1]))
+            else:
+                self._totals[key] = self.store.keyword_totals(self.projects)
+        return self._totals[key]
 
     def df(self, table: str, phrase: str) -> int:
         """The projects' memories that `phrase` (one FTS5 phrase) matches in `table`."""
@@ -397,8 +409,8 @@ class Scope:
             return found
         marks = ",".join("?" * len(self.projects))
         rows = self.store.conn.execute(
-            f"SELECT m.id, -bm25({table}), m.tokens FROM {table}"
-            f" JOIN memories m ON m.id = {table}.rowid WHERE {table} MATCH ?"
+            f"SELECT m.id, -bm25({table}), {_length_sql(table)} FROM {table}"
+            f" CROSS JOIN memories m ON m.id = {table}.rowid WHERE {table} MATCH ?"
             f" AND m.deleted_at IS NULL AND m.project_id IN ({marks})",
             [phrase, *self.projects],
         ).fetchall()
@@ -413,14 +425,14 @@ class Scope:
                 k = _K1 * (1 - _B + _B * int(tokens) / avgdl)
                 tf = round(r * k / (_K1 + 1.0 - r)) if r < _K1 + 1.0 else 1
                 out[int(memory_id)] = max(tf, 1)
-                self._lengths[int(memory_id)] = int(tokens)
+                self._lengths[table, int(memory_id)] = int(tokens)
         self._phrases[key] = out
         return out
 
     def scores(self, table: str, phrases: Sequence[str], ids: Sequence[int]) -> dict[int, float]:
         """BM25 (> 0, FTS5's expression over the projects' statistics) of each of `ids`
         holding any of `phrases` (in query order; a repeated phrase counts again)."""
-        n, tokens = self.totals()
+        n, tokens = self.totals(table)
         if n <= 0:
             return {}
         avgdl = tokens / n
@@ -441,24 +453,35 @@ class Scope:
                 tf = freqs.get(memory_id)
                 if tf:
                     held = True
-                    dl = self._lengths[memory_id]
+                    dl = self._lengths[table, memory_id]
                     score += idf * ((tf * (_K1 + 1.0)) / (tf + _K1 * (1 - _B + _B * dl / avgdl)))
             if held:
                 out[memory_id] = score
         return out
 
-    def search(self, table: str, expression: str, opts: Options, pool: int) -> list[Hit]:
-        """The top `pool` of the memories matching `expression` under `opts`'s filters,
-        in `opts`'s order, ranked with the projects' statistics."""
+    def search(
+        self,
+        table: str,
+        expression: str,
+        opts: Options,
+        pool: int,
+        extra: str = "",
+        extra_params: Sequence[str] = (),
+    ) -> list[Hit]:
+        """The top `pool` of the memories matching `expression` under `opts`'s filters
+        (and `extra`, a fixed SQL condition on ``m`` with `extra_params`), in `opts`'s
+        order, ranked with the projects' statistics."""
         predicate, params = filters.where(opts)
         rows = self.store.conn.execute(
             f"SELECT m.id, m.created_at, m.confidence FROM {table}"
-            f" JOIN memories m ON m.id = {table}.rowid WHERE {table} MATCH ? AND {predicate}",
-            [expression, *params],
+            f" CROSS JOIN memories m ON m.id = {table}.rowid WHERE {table} MATCH ?"
+            f" AND {predicate}{extra}",
+            [expression, *params, *extra_params],
         ).fetchall()
         if not rows:
             return []
-        scores = self.scores(table, positive_phrases(expression), [int(r[0]) for r in rows])
+        phrases = positive_phrases(expression, initial=True)
+        scores = self.scores(table, phrases, [int(r[0]) for r in rows])
         ranked = [(int(i), scores.get(int(i), 0.0), c, conf) for i, c, conf in rows]
         if opts.order_by is OrderBy.RECENCY:
             ranked.sort(key=lambda x: (-x[2], -x[0]))
@@ -486,24 +509,35 @@ class Scope:
                     [expression, *part],
                 )
             ]
-        return self.scores(table, positive_phrases(expression), matched)
+        return self.scores(table, positive_phrases(expression, initial=True), matched)
+
+
+def _length_sql(table: str) -> str:
+    """SQL: the token count of memory ``m`` in `table` (as bm25() reads it)."""
+    if table == TRIGRAM:
+        from cortex.store import _tokens_sql
+
+        return _tokens_sql("m.id", f"{TRIGRAM}_docsize")
+    return "m.tokens"
 
 
 _NOT_CLAUSE = re.compile(r'\bNOT\s+(?:"(?:[^"]|"")*"\*?|\([^)]*\)|\S+)')
 _PHRASE = re.compile(r'"(?:[^"]|"")*"\*?|[^\s()",]+')
 
 
-def positive_phrases(expression: str) -> list[str]:
+def positive_phrases(expression: str, *, initial: bool = False) -> list[str]:
     """The phrases of an FTS5 expression that add to BM25: every phrase and word
-    except operators, column names and what a NOT excludes."""
+    except operators, column names and what a NOT excludes. `initial`: keep a phrase's
+    ``^`` (first token only), which changes what it matches."""
     out: list[str] = []
     for token in _PHRASE.findall(_NOT_CLAUSE.sub(" ", expression)):
         if token in _OPERATORS or token.startswith("NEAR"):
             continue
         if not token.startswith('"') and ":" in token:
             token = token.split(":", 1)[1]
-        token = token.lstrip("^")
-        if token and token not in ("*", "-", "+"):
+        if not initial:
+            token = token.lstrip("^")
+        if token and token not in ("*", "-", "+", "^"):
             out.append(token)
     return out
 
@@ -705,13 +739,22 @@ def _like_param(term: str) -> str:
     return f"%{escaped}%"
 
 
-def _cjk(store: Store, text: str, opts: Options, pool: int) -> KeywordResult:
+def _cjk(
+    store: Store, text: str, opts: Options, pool: int, scope: Scope | None = None
+) -> KeywordResult:
     terms = _cjk_terms(text, bigrams=False)
     if not terms:
         return KeywordResult(notices=["the query holds no words to search for"])
     long_terms = [t for t in terms if len(t) >= 3]
     short_terms = [t for t in terms if len(t) < 3]
     extra = "".join(" AND m.content LIKE ? ESCAPE '\\'" for _ in short_terms)
+    if long_terms and scope is not None:
+        expression = " AND ".join(quote(t) for t in long_terms)
+        likes = [_like_param(t) for t in short_terms]
+        hits = scope.search(TRIGRAM, expression, opts, pool, extra, likes)
+        ran = " AND ".join([expression, *(f"LIKE {quote('%' + t + '%')}" for t in short_terms)])
+        bound = _bound(store, TRIGRAM, [quote(t) for t in long_terms], scope=scope) if hits else 0.0
+        return KeywordResult(hits, "trigram" if hits else "none", None, ran, [], terms, bound=bound)
     if long_terms:
         expression = " AND ".join(quote(t) for t in long_terms)
         predicate, params = filters.where(opts)

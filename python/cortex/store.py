@@ -363,11 +363,11 @@ def _varint_sql(h: str) -> str:
     )
 
 
-def _tokens_sql(memory_id: str) -> str:
-    """SQL: the token count FTS5 (memories_fts) holds for the memory `memory_id`."""
+def _tokens_sql(memory_id: str, docsize: str = "memories_fts_docsize") -> str:
+    """SQL: the token count an FTS5 table (its `docsize` record) holds for `memory_id`."""
     return (
         f"ifnull((SELECT {_varint_sql('h')} FROM (SELECT hex(sz) AS h FROM"
-        f" memories_fts_docsize WHERE id = {memory_id})), 0)"
+        f" {docsize} WHERE id = {memory_id})), 0)"
     )
 
 
@@ -379,7 +379,9 @@ def _tokens_sql(memory_id: str) -> str:
 # by triggers that only add signed amounts (so the order in which SQLite fires them does
 # not matter). Document frequencies per project are counted at query time (cortex.keyword).
 # The change log now also records a memory moving to another project (the in-memory index
-# keeps each memory's project).
+# keeps each memory's project). memories_live_project gives the ids a project filter admits
+# in id order without reading a table row each (Store.allowed_ids: 38 -> 2.5 ms for a
+# project of 10k memories in 100k).
 _SCHEMA_KEYWORD_TOTALS = f"""
 ALTER TABLE memories ADD COLUMN tokens INTEGER NOT NULL DEFAULT 0;
 UPDATE memories SET tokens = {_tokens_sql("memories.id")} WHERE deleted_at IS NULL;
@@ -443,6 +445,8 @@ CREATE TRIGGER memories_au AFTER UPDATE OF content, deleted_at, has_cjk ON memor
     UPDATE memories SET tokens = {_tokens_sql("new.id")}
         WHERE id = new.id AND new.deleted_at IS NULL;
 END;
+CREATE INDEX memories_live_project ON memories(project_id)
+    WHERE deleted_at IS NULL AND superseded_by IS NULL;
 DROP TRIGGER memories_log_au;
 CREATE TRIGGER memories_log_au AFTER UPDATE OF content, deleted_at, project_id ON memories
 WHEN old.content IS NOT new.content OR old.deleted_at IS NOT new.deleted_at

@@ -83,3 +83,47 @@ def test_semantic_leg_ranks_by_cosine_and_rescores(stores) -> None:
     assert again[2][1] == pytest.approx(cos[2], abs=1e-5)
     walled = PgSemanticRetriever(pg, emb).retrieve(p, opts.replace(project="other"))
     assert walled.hits == []
+
+
+def test_walled_legs_rank_as_if_other_projects_were_absent(pg_url: str, tmp_path: Path) -> None:
+    """Per-project statistics (issue 14): PostgreSQL's walled BM25 and the SQLite
+    backend's agree, and neither leg moves when another project grows."""
+    emb = FakeEmbedder()
+    mine = [MemoryInput(t, project="p") for t in TEXTS]
+    others = [MemoryInput(f"deploy the service {i} on fridays", project="q") for i in range(30)]
+    every = [*mine, *others]
+    vectors = EmbeddingBatch("letters", 26, {content_hash(m.content): emb.embed(m.content)
+                                             for m in every})  # fmt: skip
+    pg = PgStore.open(pg_url)
+    pg.add_many(mine, vectors)
+    lite = Store.open(tmp_path / "mixed.db")
+    lite.add_many(mine)
+    opts = Options(mode=Mode.KEYWORD, record=False, project="p")
+    sem_opts = Options(mode=Mode.SEMANTIC, record=False, project="p")
+    queries = ["deploy fridays", "service", "auth* OR fox", "billing deploy"]
+    try:
+        before = [PgKeywordRetriever(pg).retrieve(plan(q, opts), opts).hits for q in queries]
+        sem_before = PgSemanticRetriever(pg, emb).retrieve(plan("deploy", sem_opts), sem_opts)
+        pg.add_many(others, vectors)
+        lite.add_many(others)
+        for q, hits in zip(queries, before, strict=True):
+            p = plan(q, opts)
+            ours = PgKeywordRetriever(pg).retrieve(p, opts)
+            theirs = KeywordRetriever(lite, None).retrieve(p, opts)
+            assert [h.memory_id for h in ours.hits] == [h.memory_id for h in hits], q
+            assert [h.score for h in ours.hits] == pytest.approx([h.score for h in hits], rel=1e-9)
+            assert [h.memory_id for h in theirs.hits] == [h.memory_id for h in hits], q
+            assert [h.score for h in theirs.hits] == pytest.approx(
+                [h.score for h in hits], rel=1e-6
+            )
+        sem_after = PgSemanticRetriever(pg, emb).retrieve(plan("deploy", sem_opts), sem_opts)
+        assert sem_after.state[1:] == pytest.approx(sem_before.state[1:], rel=1e-9)
+        assert [h.score for h in sem_after.hits] == pytest.approx(
+            [h.score for h in sem_before.hits], rel=1e-9
+        )
+        unwalled = Options(mode=Mode.SEMANTIC, record=False)
+        moved = PgSemanticRetriever(pg, emb).retrieve(plan("deploy", unwalled), unwalled)
+        assert moved.state[1:] != pytest.approx(sem_before.state[1:], rel=1e-6)
+    finally:
+        pg.close()
+        lite.close()
