@@ -332,3 +332,27 @@ def test_what_is_kept_per_query_follows_writes(filled: Path, embedder: Any) -> N
         with cortex.open(filled, embedder=embedder) as fresh:
             assert answer(fresh, q) == after_delete
         assert e.query_cache.stats()["hits"] >= 2
+
+
+def test_a_waiter_is_called_once_the_rows_are_written(filled: Path, embedder: Any) -> None:
+    with cortex.open(filled, embedder=embedder) as e:
+        seen: list[int] = []
+        e.when_recalls_written(lambda: seen.append(-1))  # nothing queued: at once
+        assert seen == [-1]
+        called = threading.Event()
+        other = sqlite3.connect(filled, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")  # hold the rows back until the waiter is set
+        try:
+            results = e.search("release", mode="keyword", lens="waiter")
+            e.when_recalls_written(
+                lambda: (
+                    seen.append(len([r for r in logged(filled) if r[2] == "waiter"])),
+                    called.set(),
+                )
+            )
+            assert not called.is_set()
+        finally:
+            other.execute("COMMIT")
+            other.close()
+        assert called.wait(timeout=60)
+        assert seen == [-1, len(results)]  # the callback ran after the rows were committed

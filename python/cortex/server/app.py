@@ -7,6 +7,7 @@ connection per thread; the model and the vector scan release the GIL), and answe
 
 from __future__ import annotations
 
+import asyncio
 import html
 import inspect
 import json
@@ -262,10 +263,14 @@ class Server:
     async def settle(self) -> None:
         """After the answer is sent: wait for its recall rows to be written (the Engine's
         recorder writes them on its own thread; a request completes when they are in the
-        log, and the next one reads them). No wait when they already are."""
-        flush = getattr(self.engine, "flush_recalls", None)
-        if flush is not None and not flush(0):
-            await run_in_threadpool(flush)
+        log). The recorder wakes the loop: no thread of the pool waits for it."""
+        when = getattr(self.engine, "when_recalls_written", None)
+        if when is None:
+            return
+        loop = asyncio.get_running_loop()
+        written = asyncio.Event()
+        when(lambda: loop.call_soon_threadsafe(written.set))
+        await written.wait()
 
     def _search(self, plan: api.SearchPlan, who: Access) -> dict[str, Any]:
         kw = {**plan.options, "lens": self.lens(who), "record": True}
