@@ -93,7 +93,7 @@ class Recorder:
             if not self._closed:
                 self._queue.append(entry)
                 self._submitted += 1
-                if self._thread is None:
+                if self._thread is None or not self._thread.is_alive():  # (or a fork's)
                     self._thread = threading.Thread(
                         target=self._run, name="cortex-recorder", daemon=True
                     )
