@@ -332,3 +332,64 @@ def test_what_is_kept_per_query_follows_writes(filled: Path, embedder: Any) -> N
         with cortex.open(filled, embedder=embedder) as fresh:
             assert answer(fresh, q) == after_delete
         assert e.query_cache.stats()["hits"] >= 2
+
+
+def test_a_waiter_is_called_once_the_rows_are_written(filled: Path, embedder: Any) -> None:
+    with cortex.open(filled, embedder=embedder) as e:
+        seen: list[int] = []
+        e.when_recalls_written(lambda: seen.append(-1))  # nothing queued: at once
+        assert seen == [-1]
+        called = threading.Event()
+        other = sqlite3.connect(filled, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")  # hold the rows back until the waiter is set
+        try:
+            results = e.search("release", mode="keyword", lens="waiter")
+            e.when_recalls_written(
+                lambda: (
+                    seen.append(len([r for r in logged(filled) if r[2] == "waiter"])),
+                    called.set(),
+                )
+            )
+            assert not called.is_set()
+        finally:
+            other.execute("COMMIT")
+            other.close()
+        assert called.wait(timeout=60)
+        assert seen == [-1, len(results)]  # the callback ran after the rows were committed
+
+
+def test_the_periodic_index_check_does_not_fail_searches_in_flight(
+    filled: Path, embedder: Any
+) -> None:
+    """The vector index is opened afresh and checked once a minute; searches of other
+    threads still scanning the old handle must not fail ("this vector index is closed")."""
+    with cortex.open(filled, embedder=embedder) as e:
+        expected = {q: answer(e, q, mode="semantic") for q in QUERIES}
+        stop = threading.Event()
+        errors: list[BaseException] = []
+        same: list[bool] = []
+
+        def search(k: int) -> None:
+            try:
+                for j in range(25):
+                    q = QUERIES[(k + j) % len(QUERIES)]
+                    same.append(answer(e, q, mode="semantic") == expected[q])
+            except BaseException as exc:
+                errors.append(exc)
+
+        def recheck() -> None:
+            while not stop.is_set():
+                e._semantic._recheck_at = 0.0  # the check is due: the next search reopens
+                time.sleep(0.001)
+
+        poker = threading.Thread(target=recheck)
+        poker.start()
+        pool = [threading.Thread(target=search, args=(k,)) for k in range(4)]
+        for t in pool:
+            t.start()
+        for t in pool:
+            t.join(timeout=300)
+        stop.set()
+        poker.join()
+        assert not errors, errors[0]
+        assert len(same) == 100 and all(same)

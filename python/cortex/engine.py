@@ -122,6 +122,15 @@ class Engine:
             return True
         return self._recorder.flush(timeout)
 
+    def when_recalls_written(self, callback: Callable[[], None]) -> None:
+        """Call `callback` once every search recorded so far is written: at once if it
+        is, else on the recorder's thread (keep it short). For an event loop:
+        ``engine.when_recalls_written(lambda: loop.call_soon_threadsafe(done.set))``."""
+        if self._recorder is None:
+            callback()
+        else:
+            self._recorder.when_written(callback)
+
     def close(self) -> None:
         if self._recorder is not None:
             self._recorder.close()  # flushed and fsync'd before the store closes

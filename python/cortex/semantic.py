@@ -492,7 +492,8 @@ class Semantic:
             if time.monotonic() < self._recheck_at:
                 return self._index
             with self._lock:  # time for the periodic full check: open afresh, check all
-                self._close_index()
+                if self._index is not None and time.monotonic() >= self._recheck_at:
+                    self._retire_index()
         with self._lock:
             self._index, self._index_state = self._checked_index(wanted)
             return self._index
@@ -524,7 +525,7 @@ class Semantic:
                 except IndexFormatError:
                     if self._wanted() == wanted:
                         break
-            self._close_index()
+            self._retire_index()
             self._sync(wanted, rebuild=True)
             return self._open_in_step(wanted)
 
@@ -552,7 +553,7 @@ class Semantic:
             from_row = index.rows
             index.refresh()  # what another process appended
         else:
-            self._close_index()
+            self._retire_index()
             try:
                 index = VectorIndex.open(self.index_path())
             except (IndexFormatError, StorageError) as exc:
@@ -572,6 +573,14 @@ class Semantic:
             cost = time.monotonic() - started
             self._recheck_at = started + max(RECHECK_SECONDS, cost / RECHECK_SHARE)
         return index, wanted
+
+    def _retire_index(self) -> None:
+        """Stop handing out the open index without closing it: searches of other threads
+        may be scanning it right now (closing it under them failed them with "this vector
+        index is closed" once a minute under load, at the periodic check). Its mappings
+        are released when the last of them lets go of it."""
+        self._index = None
+        self._index_state = None
 
     def _close_index(self) -> None:
         if self._index is not None:
