@@ -17,7 +17,19 @@ from cortex.ranking import RANK_COLUMNS, RankInfo
 if TYPE_CHECKING:
     from cortex.store import Store
 
-__all__ = ["admitted", "narrows", "where"]
+__all__ = ["admitted", "narrows", "project_ids", "where"]
+
+
+def project_ids(opts: Options) -> tuple[str, ...] | None:
+    """The projects a search of `opts` may see, in the order given; None when it is not
+    walled (every project). The one reading of ``Options.project`` (a name or several):
+    every filter, statistic and scope that depends on the wall asks this."""
+    project = opts.project
+    if project is None:
+        return None
+    if isinstance(project, str):
+        return (project,)
+    return tuple(project)
 
 
 def _prefix(column: str, prefix: str, clauses: list[str], params: list[Any]) -> None:
@@ -51,9 +63,13 @@ def where(opts: Options, *, alias: str = "m") -> tuple[str, list[Any]]:
     params: list[Any] = []
     if not opts.include_superseded:
         clauses.append(f"{m}.superseded_by IS NULL")
-    if opts.project is not None:
-        clauses.append(f"{m}.project_id = ?")
-        params.append(opts.project)
+    projects = project_ids(opts)
+    if projects is not None:
+        if len(projects) == 1:
+            clauses.append(f"{m}.project_id = ?")
+        else:
+            clauses.append(f"{m}.project_id IN ({','.join('?' * len(projects))})")
+        params.extend(projects)
     for column, value in (
         ("sector", opts.sector),
         ("tier", opts.tier),

@@ -440,6 +440,18 @@ def build_server(engine: cortex.Engine, *, projects: Sequence[str] | None = None
             )
         return project
 
+    def scope(project: object) -> object:
+        """The projects a search may see: the ones named (each served), else every
+        served one (a search reads; it needs no single project as a write does)."""
+        assert served is not None
+        if project is _OMITTED or project is None:
+            return list(served)
+        if isinstance(project, list | tuple):
+            for name in project:
+                confine(name)
+            return project
+        return confine(project)
+
     def fetch(memory_id: object, project: object) -> cortex.Memory:
         """A memory by id, not found unless it belongs to the project (or the served ones)."""
         wanted = project if project is not _OMITTED else None
@@ -471,7 +483,7 @@ def build_server(engine: cortex.Engine, *, projects: Sequence[str] | None = None
 
         def work() -> dict[str, Any]:
             if served is not None:
-                changes["project"] = confine(changes.get("project", _OMITTED))
+                changes["project"] = scope(changes.get("project", _OMITTED))
             return engine.search(text, **changes).to_dict()
 
         return _run(work)

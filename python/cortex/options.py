@@ -184,6 +184,24 @@ def _text(name: str, value: object) -> str | None:
     return validate.check_text(name, value)  # lone surrogates: typed, not UnicodeEncodeError
 
 
+def _projects(value: object) -> str | tuple[str, ...] | None:
+    """`project` as one name (a str) or several (a tuple without repeats, in order)."""
+    if value is None or isinstance(value, str):
+        return _text("project", value)
+    if not isinstance(value, Sequence) or isinstance(value, bytes | bytearray):
+        raise InvalidOptionError(
+            f"project must be a name or a list of names, not {type(value).__name__}"
+        )
+    names = [_text("project", v) if isinstance(v, str) else v for v in value]
+    for name in names:
+        if not isinstance(name, str):
+            raise InvalidOptionError(f"project names must be strings, not {name!r}"[:200])
+    unique = tuple(dict.fromkeys(names))
+    if not unique:
+        raise InvalidOptionError("project is an empty list; leave it out to search every project")
+    return unique[0] if len(unique) == 1 else unique  # type: ignore[return-value]
+
+
 def _when(name: str, value: object) -> datetime | None:
     moment = _moment(name, value)
     if moment is not None:
@@ -290,7 +308,11 @@ class Options:
         None, "stop adding results once their estimated tokens would pass this", minimum=1
     )
 
-    project: str | None = option(None, "only this project's memories")
+    project: str | Sequence[str] | None = option(
+        None,
+        "only these projects' memories: one name, or several (a list; repeat --project);"
+        " every project not named stays walled off",
+    )
     session: str | None = option(None, "only memories linked to this session")
     sector: str | None = option(None, "only this sector")
     tier: str | None = option(None, "only this tier")
@@ -421,10 +443,10 @@ class Options:
             "min_salience",
             _number("min_salience", self.min_salience, lo=0.0, hi=1.0, optional=True),
         )
+        s(self, "project", _projects(self.project))
         for name in (
             "session_id",
             "lens",
-            "project",
             "session",
             "sector",
             "tier",

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from cortex.filters import project_ids
 from cortex.options import Options
 from cortex.ranking import RANK_COLUMNS, RankInfo
 
@@ -25,9 +26,10 @@ def where(opts: Options, *, alias: str = "m") -> tuple[str, list[Any]]:
     params: list[Any] = []
     if not opts.include_superseded:
         clauses.append(f"{m}.superseded_by IS NULL")
-    if opts.project is not None:
-        clauses.append(f"{m}.project_id = %s")
-        params.append(db_project(opts.project))
+    projects = project_ids(opts)
+    if projects is not None:
+        clauses.append(f"{m}.project_id = ANY(%s)")
+        params.append([db_project(p) for p in projects])
     for column, value in (
         ("sector", opts.sector),
         ("tier", opts.tier),
