@@ -134,3 +134,157 @@ def test_cli_repeats_project(tmp_path: Path) -> None:
     assert run.code == 0, run.err
     data = json.loads(run.out)
     assert {r["memory"]["project"] for r in data["results"]} == {"a", "c"}
+
+
+# --------------------------------------------------------------------------- code references
+
+EXTRACTION = [
+    ("The bug was in auth/middleware.ts", [("auth/middleware.ts", "file", None)]),
+    ("see src/x.py:12 for the check", [("src/x.py", "file", 12)]),
+    ("crash at src/db/pool.py:88:4", [("src/db/pool.py", "file", 88)]),
+    ("`auth/middleware.ts` rejects tokens", [("auth/middleware.ts", "file", None)]),
+    ("fixed in ./scripts/deploy.sh#L40", [("./scripts/deploy.sh", "file", 40)]),
+    ("edited C:\\repo\\main.go", [("C:\\repo\\main.go", "file", None)]),
+    (
+        "bumped the Dockerfile and Makefile",
+        [("Dockerfile", "file", None), ("Makefile", "file", None)],
+    ),
+    ("config lives in settings.toml", [("settings.toml", "file", None)]),
+    ("call os.path.join() there", [("os.path.join", "symbol", None)]),
+    ("auth.verify_token skipped the expiry", [("auth.verify_token", "symbol", None)]),
+    ("`verify_token` skipped the expiry", [("verify_token", "symbol", None)]),
+    ("`AuthService.login()` throws", [("AuthService.login", "symbol", None)]),
+    ("`useEffect` runs twice", [("useEffect", "symbol", None)]),
+    ("crate::auth::verify panics", [("crate::auth::verify", "symbol", None)]),
+    ("read docs.python.org first", []),
+    ("see https://github.com/org/repo/blob/main/app.py", []),
+    ("we use Node.js and Vue.js", []),
+    ("e.g. the cache, i.e. redis", []),
+    ("version 1.2.3 shipped", []),
+    ("`npm run build` failed", []),
+    ("plain prose with no code at all.", []),
+    ("It ended.Then it started", []),
+    (
+        "`auth/middleware.ts` calls auth.verify_token in auth/middleware.ts:30",
+        [("auth/middleware.ts", "file", None), ("auth.verify_token", "symbol", None)],
+    ),
+    (
+        "tests in tests/test_filters.py and web/App.tsx",
+        [
+            ("tests/test_filters.py", "file", None),
+            ("web/App.tsx", "file", None),
+        ],
+    ),
+    ("J.R.R. Tolkien wrote it", []),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), EXTRACTION)
+def test_code_extraction(text: str, expected: list[tuple[str, str, int | None]]) -> None:
+    from cortex.code import extract
+
+    assert [(r.ref, r.kind, r.line) for r in extract(text)] == expected
+
+
+def test_code_keys_match_suffixes_and_prefixes(engine: cortex.Engine) -> None:
+    a = engine.add("the token check in src/auth/middleware.ts skips expiry")
+    b = engine.add("`verify_token` is called from auth/session.py")
+    c = engine.add("nothing about code here; auth and middleware in prose")
+    d = engine.add("AuthService.verify_token returns early")
+
+    def ids(**kw: Any) -> set[int]:
+        return {r.memory.id for r in engine.search(None, **kw)}
+
+    assert ids(code="src/auth/middleware.ts") == {a}
+    assert ids(code="auth/middleware.ts") == {a}  # a path ends the longer one
+    assert ids(code="middleware.ts") == {a}
+    assert ids(code="AUTH/MIDDLEWARE.TS") == {a}  # keys are lower-cased
+    assert ids(code="ware.ts") == set()  # a suffix is a whole segment
+    assert ids(code="auth/*") == {a, b}  # a folder, at the start or inside a path
+    assert ids(code="verify_token") == {b, d}  # itself and a dotted name it ends
+    assert ids(code="*") == {a, b, d}
+    assert c not in ids(code="auth/*")
+    found = engine.search("token", code="auth/*", mode="keyword")
+    assert {r.memory.id for r in found} <= {a, b}
+    with pytest.raises(InvalidOptionError, match="code is empty"):
+        Options(code="  ")
+
+
+def test_results_carry_their_code_references(engine: cortex.Engine) -> None:
+    engine.add("`pool.acquire()` hangs in src/db/pool.py:88 under load")
+    [result] = engine.search("hangs under load", mode="keyword")
+    assert result.related == {
+        "code": [
+            {"ref": "pool.acquire", "kind": "symbol"},
+            {"ref": "src/db/pool.py", "kind": "file", "line": 88},
+        ]
+    }
+    assert result.to_dict()["related"]["code"][1]["line"] == 88
+
+
+def test_update_rewrites_code_references(engine: cortex.Engine) -> None:
+    memory_id = engine.add("bug in api/routes.py")
+    engine.update(memory_id, content="bug in api/handlers.py")
+    assert not engine.search(None, code="api/routes.py")
+    assert [r.memory.id for r in engine.search(None, code="api/handlers.py")] == [memory_id]
+
+
+def test_a_query_naming_a_file_finds_the_memories_that_reference_it(
+    engine: cortex.Engine,
+) -> None:
+    target = engine.add("Rejected expired sessions: the fix was in `auth/middleware.ts`.")
+    engine.add("The release checklist covers staging and canary deploys.")
+    engine.add("Lunch order for the team offsite.")
+    for mode in ("hybrid", "keyword", "semantic"):
+        results = engine.search("what changed in auth/middleware.ts?", mode=mode, explain=True)
+        assert results and results[0].memory.id == target, mode
+        assert results[0].explain is not None and results[0].explain["code"] > 0
+
+
+def test_reindex_rebuilds_memory_code(engine: cortex.Engine) -> None:
+    a = engine.add("see src/app/main.py")
+    engine.add("and lib/util.rs")
+    with engine.store.transaction() as tx:
+        tx.execute("DELETE FROM memory_code")
+    assert not engine.search(None, code="main.py")
+    done = engine.reindex()
+    assert done["code_refs"] == 2
+    assert [r.memory.id for r in engine.search(None, code="main.py")] == [a]
+
+
+def test_migration_backfills_code_references_of_an_old_database(db_path: Path) -> None:
+    import sqlite3
+
+    from cortex import store as store_module
+
+    version = store_module.MIGRATIONS.index(store_module._SCHEMA_CODE_REFS)
+    conn = sqlite3.connect(db_path)
+    conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)")
+    for script in store_module.MIGRATIONS[:version]:
+        conn.executescript(
+            script.replace("{stemmed}", store_module.STEMMED_TOKENIZER).replace(
+                "{exact}", store_module.EXACT_TOKENIZER
+            )
+        )
+    conn.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(version),))
+    conn.executemany(
+        "INSERT INTO memories (content, content_hash, created_at, updated_at, deleted_at)"
+        " VALUES (?, 'h', 1.7e9, 1.7e9, ?)",
+        [("old note about web/server.go", None), ("deleted: web/old.go", 1.8e9), ("prose", None)],
+    )
+    conn.commit()
+    conn.close()
+    with cortex.open(db_path, embedder=None) as engine:
+        assert engine.store.schema_version() == len(store_module.MIGRATIONS)
+        assert [r.memory.content for r in engine.search(None, code="web/*")] == [
+            "old note about web/server.go"
+        ]
+        rows = engine.store.query("SELECT ref, kind FROM memory_code")
+        assert rows == [("web/server.go", "file")]
+
+
+def test_code_filter_is_refused_on_postgresql_filters() -> None:
+    from cortex.pg import filters as pg_filters
+
+    with pytest.raises(InvalidOptionError, match="SQLite-only"):
+        pg_filters.where(Options(code="a.py"))

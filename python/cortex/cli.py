@@ -601,7 +601,7 @@ def _cmd_reindex(args: argparse.Namespace, out: TextIO) -> int:
     else:
         out.write(
             f"embedded {done['embedded']} memories; index of {done['model_id']} holds "
-            f"{done['rows']} vectors\n"
+            f"{done['rows']} vectors; {done['code_refs']} code references\n"
         )
     return 0
 

@@ -277,13 +277,15 @@ class Engine:
     def reindex(self, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
         """Embed every live memory that has no vector of the active model (after a model
         change, or memories added while no model was installed), then rebuild the vector
-        index from SQLite. Returns what it did."""
+        index from SQLite and the code references (cortex.code) of every memory. Returns
+        what it did."""
         if self._store.read_only:
             raise StorageError(
                 f"cannot reindex {self.path}: it is open read-only "
                 + ("(this user cannot write it)" if self._store.notice else "")
                 + "; reindex where the database is writable"
             )
+        refs = self._store.rebuild_code()  # first: it needs no model
         backlog = self._semantic.backlog()
         by_id = dict(backlog)
         done = 0
@@ -304,8 +306,16 @@ class Engine:
             if progress is not None:
                 progress(done, len(backlog))
         rows = self._semantic.rebuild()
-        _log.info("reindexed: %d memories embedded, the index holds %d vectors", done, rows)
-        return {"embedded": done, "model_id": self._semantic.model_id, "rows": rows}
+        _log.info(
+            "reindexed: %d memories embedded, the index holds %d vectors, %d code references",
+            done, rows, refs,
+        )  # fmt: skip
+        return {
+            "embedded": done,
+            "model_id": self._semantic.model_id,
+            "rows": rows,
+            "code_refs": refs,
+        }
 
     def get(self, memory_id: int, *, project: str | None = None) -> Memory:
         """One live memory by id; with `project`, only if it belongs to that project (a

@@ -11,13 +11,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from cortex.code import code_clause
+from cortex.errors import StorageError
 from cortex.options import Options
 from cortex.ranking import RANK_COLUMNS, RankInfo
 
 if TYPE_CHECKING:
     from cortex.store import Store
 
-__all__ = ["admitted", "narrows", "project_ids", "where"]
+__all__ = ["admitted", "narrows", "project_ids", "referencing", "where"]
 
 
 def project_ids(opts: Options) -> tuple[str, ...] | None:
@@ -49,6 +51,7 @@ def narrows(opts: Options) -> bool:
             opts.scope,
             opts.category,
             opts.source_prefix,
+            opts.code,
             opts.min_salience,
             opts.created_since,
             opts.created_until,
@@ -86,6 +89,10 @@ def where(opts: Options, *, alias: str = "m") -> tuple[str, list[Any]]:
             params.append(opts.scope)
     if opts.source_prefix is not None:
         _prefix(f"{m}.source_path", opts.source_prefix, clauses, params)
+    if opts.code is not None:
+        sql, values = code_clause(opts.code, m)
+        clauses.append(sql)
+        params.extend(values)
     if opts.min_salience is not None:
         clauses.append(f"{m}.salience >= ?")
         params.append(opts.min_salience)
@@ -119,3 +126,31 @@ def admitted(store: Store, ids: Sequence[int], opts: Options) -> dict[int, RankI
             [*ids, *params],
         )
     }
+
+
+def referencing(
+    store: Store, keys: Sequence[str], opts: Options, limit: int
+) -> dict[int, RankInfo]:
+    """Up to `limit` memories passing `opts`'s filters that reference one of the code
+    `keys` (cortex.code), newest first, with what ranking needs of them."""
+    if not keys:
+        return {}
+    predicate, params = where(opts)
+    ors: list[str] = []
+    for key in keys:
+        sql, values = code_clause(key, "m")
+        ors.append(sql)
+        params.extend(values)
+    try:
+        rows = store.query(
+            f"SELECT m.id, {RANK_COLUMNS} FROM memories m WHERE {predicate}"
+            f" AND ({' OR '.join(ors)}) ORDER BY m.created_at DESC, m.id DESC LIMIT ?",
+            [*params, limit],
+        )
+    except StorageError:
+        from cortex.store import SCHEMA_VERSION
+
+        if store.schema_version() < SCHEMA_VERSION:  # read-only, not yet upgraded
+            return {}
+        raise
+    return {int(i): RankInfo(*rest) for i, *rest in rows}

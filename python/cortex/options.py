@@ -321,6 +321,11 @@ class Options:
     )
     category: str | None = option(None, "only this category")
     source_prefix: str | None = option(None, "only memories whose source path starts with this")
+    code: str | None = option(
+        None,
+        "only memories that reference this file or code name (auth/middleware.ts,"
+        " verify_token); a trailing * matches a folder or prefix (auth/*)",
+    )
     min_salience: float | None = option(
         None, "leave out memories whose salience is lower", minimum=0, maximum=1, mcp=False
     )
@@ -453,8 +458,11 @@ class Options:
             "scope",
             "category",
             "source_prefix",
+            "code",
         ):
             s(self, name, _text(name, getattr(self, name)))
+        if self.code is not None and not self.code.strip():
+            raise InvalidOptionError("code is empty; name a file or code name, or leave it out")
         s(self, "created_since", _when("created_since", self.created_since))
         s(self, "created_until", _when("created_until", self.created_until))
         s(self, "now", _when("now", self.now))

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from cortex import validate
+from cortex.code import CodeRef, refs_of, write_refs
 from cortex.errors import DamagedRowError, InvalidOptionError, NotFoundError, StorageError
 from cortex.result import Memory, from_epoch
 
@@ -327,6 +328,22 @@ END;
 DROP INDEX IF EXISTS memories_hash;
 """
 
+# Code references (cortex.code): the file paths, dotted names and backticked identifiers
+# each memory's content names, written with the memory (Store._insert, _insert_bulk,
+# _rewrite), rebuilt by `cortex reindex`, and backfilled here for the memories written
+# before (_BACKFILLS). `key` is the reference lower-cased, what filters match.
+_SCHEMA_CODE_REFS = """
+CREATE TABLE memory_code (
+    memory_id INTEGER NOT NULL REFERENCES memories(id),
+    ref       TEXT NOT NULL,
+    key       TEXT NOT NULL,
+    kind      TEXT NOT NULL,
+    line      INTEGER,
+    UNIQUE (memory_id, key)
+);
+CREATE INDEX memory_code_key ON memory_code(key);
+"""
+
 # Forward migrations: MIGRATIONS[i] takes a database at schema version i to i + 1. A
 # migration never edits an earlier entry; a new schema is a new entry at the end.
 MIGRATIONS: tuple[str, ...] = (
@@ -334,7 +351,22 @@ MIGRATIONS: tuple[str, ...] = (
     _SCHEMA_V2,
     _SCHEMA_SESSIONS_BY_PROJECT,
     _SCHEMA_BULK_INSERT,
+    _SCHEMA_CODE_REFS,
 )
+
+
+def _backfill_code(tx: sqlite3.Connection) -> None:
+    """The references of every memory written before memory_code existed."""
+    from cortex.code import write_refs
+
+    cur = tx.execute("SELECT id, content FROM memories WHERE deleted_at IS NULL ORDER BY id")
+    while rows := cur.fetchmany(2048):
+        write_refs(tx, rows, replace=False)
+
+
+#: Python steps run right after a migration's script, in its transaction (keyed by the
+#: script, so that they follow it when merges renumber the list).
+_BACKFILLS: dict[str, Callable[[sqlite3.Connection], None]] = {_SCHEMA_CODE_REFS: _backfill_code}
 SCHEMA_VERSION = len(MIGRATIONS)
 #: Entries of memory_changes kept by the housekeeping after a bulk import.
 CHANGES_KEPT = 100_000
@@ -674,6 +706,9 @@ class Store:
                 )
                 for statement in _statements(script):
                     tx.execute(statement)
+                backfill = _BACKFILLS.get(MIGRATIONS[target - 1])
+                if backfill is not None:
+                    backfill(tx)
                 tx.execute(
                     "INSERT INTO meta(key, value) VALUES ('schema_version', ?) "
                     "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
@@ -693,6 +728,14 @@ class Store:
             )
         with suppress(sqlite3.Error):  # busy readers only make the checkpoint partial
             self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+
+    def rebuild_code(self) -> int:
+        """Extract the code references of every live memory again (`cortex reindex`: after
+        an upgrade of the extraction rules); returns how many references are stored."""
+        with self.transaction() as tx:
+            tx.execute("DELETE FROM memory_code")
+            _backfill_code(tx)
+            return int(tx.execute("SELECT COUNT(*) FROM memory_code").fetchone()[0])
 
     def schema_version(self) -> int:
         row = self.query("SELECT value FROM meta WHERE key = 'schema_version'")
@@ -785,6 +828,9 @@ class Store:
                 f" WHERE id BETWEEN ? AND ? AND deleted_at IS NULL{extra}",
                 span,
             )
+        write_refs(
+            tx, [(i, item.content) for i, item in zip(ids, items, strict=True)], replace=False
+        )
         for memory_id, item in zip(ids, items, strict=True):
             if item.session:
                 self._link_session(tx, item.session, memory_id, "created", item.project, now)
@@ -815,6 +861,7 @@ class Store:
             ),
         )
         memory_id = int(cur.lastrowid or 0)
+        write_refs(tx, [(memory_id, item.content)], replace=False)
         if item.session:
             self._link_session(tx, item.session, memory_id, "created", item.project, now)
         return memory_id
@@ -905,6 +952,7 @@ class Store:
                 memory_id,
             ),
         )
+        write_refs(tx, [(memory_id, item.content)])
         if item.session:
             self._link_session(tx, item.session, memory_id, "updated", item.project, now)
 
@@ -1123,6 +1171,16 @@ class Store:
             [*params, limit],
         )
         return [(int(i), RankInfo(*rest)) for i, *rest in rows]
+
+    def code_refs(self, ids: Sequence[int]) -> dict[int, list[CodeRef]]:
+        """The code references of each memory of `ids` (cortex.code); none in a database
+        opened read-only before its upgrade added them."""
+        try:
+            return refs_of(self, ids)
+        except StorageError:
+            if self.schema_version() < SCHEMA_VERSION:
+                return {}
+            raise
 
     def sessions_of(self, ids: Sequence[int]) -> dict[int, str]:
         """The session each memory was created in, for those created in one."""

@@ -10,17 +10,25 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from cortex.errors import InvalidOptionError
 from cortex.filters import project_ids
 from cortex.options import Options
 from cortex.ranking import RANK_COLUMNS, RankInfo
 
-__all__ = ["admitted", "where"]
+__all__ = ["SQLITE_ONLY", "admitted", "where"]
+
+#: Options the PostgreSQL backend does not apply yet: refused, never ignored (a filter
+#: ignored would widen the answer).
+SQLITE_ONLY = ("code",)
 
 
 def where(opts: Options, *, alias: str = "m") -> tuple[str, list[Any]]:
     """The predicate (never empty) and its parameters for `opts`'s filters."""
     from cortex.pg.store import db_project
 
+    for name in SQLITE_ONLY:
+        if getattr(opts, name, None) is not None:
+            raise InvalidOptionError(f"{name} is SQLite-only for now; leave it out on PostgreSQL")
     m = alias
     clauses = [f"{m}.deleted_at IS NULL"]
     params: list[Any] = []
