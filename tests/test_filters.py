@@ -288,3 +288,178 @@ def test_code_filter_is_refused_on_postgresql_filters() -> None:
 
     with pytest.raises(InvalidOptionError, match="SQLite-only"):
         pg_filters.where(Options(code="a.py"))
+
+
+# --------------------------------------------------------------------------- fact types
+
+
+def test_fact_type_filters_and_is_counted(engine: cortex.Engine) -> None:
+    a = engine.add("we chose postgres for the ledger")
+    b = engine.add("the team prefers tabs over spaces")
+    c = engine.add("postgres upgrade went fine")
+    engine.add_fact(a, "decision", "postgres for the ledger")
+    engine.add_fact(b, "preference", "tabs")
+    engine.add_fact(c, "event", "upgrade")
+    engine.add_fact(c, "decision", "keep postgres 16")
+    assert {r.memory.id for r in engine.search(None, fact_type="decision")} == {a, c}
+    found = engine.search("postgres", fact_type="decision", mode="keyword")
+    assert {r.memory.id for r in found} == {a, c}
+    assert not engine.search("tabs", fact_type="decision", mode="keyword")
+    everything = engine.search(None)
+    assert everything.aggregations is not None
+    assert everything.aggregations["by_fact_type"] == {"decision": 2, "preference": 1, "event": 1}
+
+
+# --------------------------------------------------------------------------- lenses
+
+
+def test_a_lens_saves_filters_and_boosts_and_explicit_options_win(engine: cortex.Engine) -> None:
+    a = engine.add("deploy the api", project="api", category="runbook")
+    engine.add("deploy the web app", project="web", category="runbook")
+    i = engine.add("deploy infra", project="infra", category="decision")
+    lens = engine.save_lens(
+        "ops", project=["api", "infra"], order_by="recency", description="ops view"
+    )
+    assert lens["options"] == {"project": ["api", "infra"], "order_by": "recency"}
+    assert [x["name"] for x in engine.lenses()] == ["ops"]
+    found = engine.search("deploy", lens="ops", mode="keyword")
+    assert {r.memory.id for r in found} == {a, i}
+    # an explicit option wins over the lens's
+    assert {r.memory.id for r in engine.search("deploy", lens="ops", project="api")} == {a}
+    # the lens combines with other filters
+    assert {r.memory.id for r in engine.search(None, lens="ops", category="decision")} == {i}
+    # saving again replaces; an Options object's non-default fields are saved
+    engine.save_lens("ops", Options(category="runbook"))
+    assert engine.lenses()[0]["options"] == {"category": "runbook"}
+    engine.delete_lens("ops")
+    assert engine.lenses() == []
+    with pytest.raises(InvalidOptionError, match="no lens named 'ops'"):
+        engine.search("deploy", lens="ops")
+    with pytest.raises(cortex.NotFoundError):
+        engine.delete_lens("ops")
+
+
+def test_a_lens_refuses_what_it_cannot_hold(engine: cortex.Engine) -> None:
+    with pytest.raises(InvalidOptionError, match="cannot hold 'offset'"):
+        engine.save_lens("x", offset=5)
+    with pytest.raises(InvalidOptionError, match="did you mean 'project'"):
+        engine.save_lens("x", projct="a")
+    with pytest.raises(InvalidOptionError, match="at least one option"):
+        engine.save_lens("x")
+    with pytest.raises(InvalidOptionError, match="limit"):
+        engine.save_lens("x", limit=0)
+
+
+def test_the_recall_log_records_the_lens_or_the_client(engine: cortex.Engine) -> None:
+    engine.add("release checklist")
+    engine.save_lens("mine", mode="keyword")
+    engine.search("release", lens="mine")
+    engine.search("release", lens="mine", recorded_as="http:client")
+    rows = engine.store.query("SELECT lens FROM recall_log ORDER BY id")
+    assert [r[0] for r in rows] == ["mine", "http:client"]
+
+
+def test_cli_lens_save_list_apply_delete(tmp_path: Path) -> None:
+    from tests.conftest import run_cli
+
+    db = str(tmp_path / "cli.db")
+    for project in ("a", "b"):
+        assert run_cli("--db", db, "add", f"canary note {project}", "--project", project).code == 0
+    saved = run_cli("--db", db, "lens", "save", "just-a", "--project", "a", "--mode", "keyword")
+    assert saved.code == 0, saved.err
+    listed = run_cli("--db", db, "lens", "list", "--json")
+    assert json.loads(listed.out)[0]["options"] == {"project": "a", "mode": "keyword"}
+    run = run_cli("--db", db, "search", "canary", "--lens", "just-a", "--json")
+    assert {r["memory"]["project"] for r in json.loads(run.out)["results"]} == {"a"}
+    assert run_cli("--db", db, "lens", "delete", "just-a").code == 0
+    assert run_cli("--db", db, "search", "canary", "--lens", "just-a").code == 1
+
+
+# --------------------------------------------------------------------------- documents
+
+
+def _notes(tmp_path: Path) -> Path:
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "failover.md").write_text(
+        "# Failover runbook\n\nPromote the replica when the primary is down.\n\n"
+        "## DNS\n\nThen move the DNS record to the new primary.\n"
+    )
+    (folder / "lunch.md").write_text("# Lunch\n\nPizza on Fridays.\n")
+    return folder
+
+
+def test_documents_are_searchable_as_whole_files(engine: cortex.Engine, tmp_path: Path) -> None:
+    engine.import_path(_notes(tmp_path), project="ops")
+    engine.add("replica DNS note outside any file", project="ops")
+    found = engine.search_documents("replica DNS")
+    assert [d.title for d in found] == ["Failover runbook"]
+    doc = found[0]
+    assert doc.chunks >= 2 and doc.project == "ops" and doc.source_path.endswith("failover.md")
+    assert "[replica]" in doc.snippet or "replica" in doc.snippet
+    assert [d.title for d in engine.search_documents(None)] and not engine.search_documents(
+        "replica", project="other"
+    )
+    assert engine.search_documents("pizza", content=True)[0].content is not None
+    results = engine.search("replica DNS", include_documents=True)
+    assert results.documents and results.documents[0].title == "Failover runbook"
+    assert results.to_dict()["documents"][0]["title"] == "Failover runbook"
+    assert "documents" not in engine.search("replica").to_dict()
+
+
+def test_reimport_updates_and_removes_documents(engine: cortex.Engine, tmp_path: Path) -> None:
+    folder = _notes(tmp_path)
+    engine.import_path(folder)
+    (folder / "lunch.md").write_text("# Lunch\n\nTacos on Fridays.\n")
+    engine.import_path(folder)
+    assert not engine.search_documents("pizza")
+    assert [d.title for d in engine.search_documents("tacos")] == ["Lunch"]
+    (folder / "lunch.md").write_text("")
+    engine.import_path(folder)
+    assert not engine.search_documents("tacos")
+
+
+def test_documents_keep_the_project_wall(engine: cortex.Engine, tmp_path: Path) -> None:
+    folder = _notes(tmp_path)
+    engine.import_path(folder, project="a")
+    engine.import_path(folder, project="b")
+    assert {d.project for d in engine.search_documents("replica")} == {"a", "b"}
+    assert {d.project for d in engine.search_documents("replica", project="a")} == {"a"}
+    assert {d.project for d in engine.search_documents("replica", project=["a", "b"])} == {
+        "a",
+        "b",
+    }
+
+
+def test_mcp_memory_documents(engine: cortex.Engine, tmp_path: Path) -> None:
+    from cortex.mcp import build_server
+
+    folder = _notes(tmp_path)
+    engine.import_path(folder, project="a")
+    engine.import_path(folder, project="b")
+    error, answer = _call(build_server(engine, projects=["a"]), "memory_documents", {
+        "query": "replica DNS"
+    })  # fmt: skip
+    assert not error and [d["project"] for d in answer["documents"]] == ["a"]
+    error, answer = _call(build_server(engine), "memory_documents", {"limit": 0})
+    assert error and "limit" in answer
+
+
+# --------------------------------------------------------------------------- totals
+
+
+def test_seed_004_totals(engine: cortex.Engine) -> None:
+    for i in range(5):
+        engine.add(f"deploy step {i} of the release")
+    results = engine.search("deploy release", limit=2, mode="keyword")
+    assert results.total_found == 5 and results.total_returned == 2
+    words = sum(len(r.memory.content.split()) for r in results)
+    assert results.token_estimate == sum(
+        int(len(r.memory.content.split()) * 1.3 + 10) for r in results
+    )
+    assert results.token_estimate > words
+    data = results.to_dict()
+    assert (data["total_found"], data["total_returned"]) == (5, 2)
+    assert data["token_estimate"] == results.token_estimate
+    empty = engine.search("nothing matches this", mode="keyword")
+    assert (empty.total_found, empty.total_returned, empty.token_estimate) == (0, 0, 0)

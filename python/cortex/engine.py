@@ -9,7 +9,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from cortex import recall, validate
+from cortex import documents, lenses, recall, validate
 from cortex._lazy import LazyModule
 from cortex.errors import (
     ImportFileError,
@@ -41,6 +41,8 @@ __all__ = ["CANDIDATE_POOL", "Engine", "Searcher", "open"]
 
 #: The largest daily decay rate a fact may have (1000 / day is gone within minutes).
 MAX_DECAY_RATE = 1000.0
+#: The most documents a search with ``include_documents`` adds to its results.
+DOCUMENTS_WITH_RESULTS = 5
 #: Memories `reindex` embeds per call and writes per transaction.
 REINDEX_WINDOW = 8192
 
@@ -403,7 +405,61 @@ class Engine:
             raise QueryError(f"a query is a string or None, not {type(query).__name__}")
         if query is not None and not validate.is_encodable(query):
             raise QueryError("the query holds a lone surrogate (not valid Unicode); give UTF-8")
-        return self._pipeline.search(query, opts)
+        opts = lenses.apply(self._store, opts)
+        results = self._pipeline.search(query, opts)
+        if opts.include_documents:
+            results.documents = documents.search(
+                self._store, query, opts, limit=min(opts.limit, DOCUMENTS_WITH_RESULTS)
+            )
+        return results
+
+    def search_documents(
+        self,
+        query: str | None = None,
+        *,
+        project: str | Sequence[str] | None = None,
+        source_prefix: str | None = None,
+        limit: int = 10,
+        content: bool = False,
+    ) -> list[documents.Document]:
+        """Search the imported Markdown files as whole documents (seed 000), apart from
+        their chunks: BM25 over each file's whole text and title, best first; without
+        text, the newest files. `project` walls the search like ``Options.project``;
+        `content` adds each file's whole text."""
+        if query is not None and not isinstance(query, str):
+            raise QueryError(f"a query is a string or None, not {type(query).__name__}")
+        if query is not None and not validate.is_encodable(query):
+            raise QueryError("the query holds a lone surrogate (not valid Unicode); give UTF-8")
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
+            raise InvalidOptionError(f"limit must be an integer from 1 to 1000, not {limit!r}")
+        if not isinstance(content, bool):
+            raise InvalidOptionError("content must be True or False")
+        opts = Options(project=project, source_prefix=source_prefix)
+        return documents.search(self._store, query, opts, limit=limit, content=content)
+
+    # ------------------------------------------------------------------ lenses
+
+    def save_lens(
+        self,
+        name: str,
+        options: Options | None = None,
+        *,
+        description: str | None = None,
+        **fields: Any,
+    ) -> dict[str, Any]:
+        """Save (or replace) a lens (seed 002): a named set of filters and boosts that
+        ``Options(lens=name)`` applies; `fields` are :class:`Options` fields
+        (``engine.save_lens("ops", project=["api", "infra"], order_by="recency")``), or
+        give an Options whose non-default fields are saved. Returns the lens."""
+        return lenses.save(self._store, name, options, description=description, **fields)
+
+    def lenses(self) -> list[dict[str, Any]]:
+        """Every saved lens: {name, options, description, created_at, updated_at}."""
+        return lenses.list_lenses(self._store)
+
+    def delete_lens(self, name: str) -> None:
+        """Delete a saved lens (NotFoundError when there is none)."""
+        lenses.delete(self._store, name)
 
     def reinforce(self, ids: Sequence[int], amount: float = 0.02) -> None:
         """Raise the salience of memories that proved useful (seed 000: +0.02 a time, up to

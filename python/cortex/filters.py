@@ -52,6 +52,7 @@ def narrows(opts: Options) -> bool:
             opts.category,
             opts.source_prefix,
             opts.code,
+            opts.fact_type,
             opts.min_salience,
             opts.created_since,
             opts.created_until,
@@ -93,6 +94,9 @@ def where(opts: Options, *, alias: str = "m") -> tuple[str, list[Any]]:
         sql, values = code_clause(opts.code, m)
         clauses.append(sql)
         params.extend(values)
+    if opts.fact_type is not None:
+        clauses.append(f"EXISTS (SELECT 1 FROM facts f WHERE f.memory_id = {m}.id AND f.type = ?)")
+        params.append(opts.fact_type)
     if opts.min_salience is not None:
         clauses.append(f"{m}.salience >= ?")
         params.append(opts.min_salience)

@@ -110,6 +110,25 @@ class FactData(TypedDict):
     effective_confidence: float
 
 
+class DocumentData(TypedDict):
+    id: int
+    source_path: str
+    project: str | None
+    title: str
+    chunks: int
+    created_at: str | None
+    updated_at: str | None
+    score: float
+    snippet: str
+    content: NotRequired[str]
+
+
+class DocumentsData(TypedDict):
+    """Imported files as whole documents, best first."""
+
+    documents: list[DocumentData]
+
+
 class ResultData(TypedDict):
     id: int
     score: float
@@ -125,6 +144,7 @@ class ResultData(TypedDict):
     memory: MemoryData
     facts: list[FactData]
     explain: NotRequired[dict[str, float]]
+    related: NotRequired[dict[str, Any]]  # {"code": [{"ref", "kind", "line"?}]}
 
 
 class SearchData(TypedDict):
@@ -136,6 +156,10 @@ class SearchData(TypedDict):
     notices: list[str]
     hidden: int
     results: list[ResultData]
+    total_found: NotRequired[int]
+    total_returned: NotRequired[int]
+    token_estimate: NotRequired[int]
+    documents: NotRequired[list[DocumentData]]
 
 
 class TimelineData(TypedDict):
@@ -608,7 +632,46 @@ def build_server(engine: cortex.Engine, *, projects: Sequence[str] | None = None
 
         return _run(work)
 
+    def memory_documents(
+        query: Annotated[
+            Text,
+            _doc(
+                "string",
+                "Words to find in whole imported files (their title and all their text);"
+                " leave it out for the newest files.",
+            ),
+        ] = _OPTIONAL,
+        project: Annotated[
+            Items,
+            _doc(
+                ["string", "array"],
+                "Only these projects' files: a name or a list of names.",
+                items={"type": "string"},
+            ),
+        ] = _OPTIONAL,
+        limit: Annotated[
+            Integer,
+            _doc("integer", "How many files at most (default 10).", minimum=1, maximum=1000),
+        ] = _OPTIONAL,
+        content: Annotated[
+            Flag, _doc("boolean", "Add each file's whole text (default false).")
+        ] = _OPTIONAL,
+    ) -> Annotated[CallToolResult, DocumentsData]:
+        """Search the imported Markdown files as whole documents, apart from their
+        chunks: for a question whose words are spread over one long note."""
+        text = None if query is _OMITTED else query
+        given = _given(project=project, limit=limit, content=content)
+
+        def work() -> dict[str, Any]:
+            if served is not None:
+                given["project"] = scope(given.get("project", _OMITTED))
+            found = engine.search_documents(text, **given)
+            return {"documents": [d.to_dict() for d in found]}
+
+        return _run(work)
+
     reads = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+    server.register(memory_documents, reads)
     server.register(
         memory_search,
         # Not read-only: a search records its recall unless record=false.

@@ -282,7 +282,18 @@ class Options:
     )
     include_facts: bool = option(True, "attach each memory's facts", mcp=False)
     session_id: str | None = option(None, "the session this search is recorded under")
-    lens: str | None = option(None, "the active lens, recorded with the recall", mcp=False)
+    lens: str | None = option(
+        None,
+        "apply this saved lens (a named set of filters and boosts: cortex lens save);"
+        " options given explicitly win over the lens's",
+    )
+    recorded_as: str | None = option(
+        None,
+        "the name the recall log records this search under (a client, an agent); the"
+        " lens name when not given",
+        cli=False,
+        mcp=False,
+    )
 
     fusion: FusionArg = option(
         Fusion.EVIDENCE,
@@ -325,6 +336,9 @@ class Options:
         None,
         "only memories that reference this file or code name (auth/middleware.ts,"
         " verify_token); a trailing * matches a folder or prefix (auth/*)",
+    )
+    fact_type: str | None = option(
+        None, "only memories that hold a fact of this type (decision, preference, ...)"
     )
     min_salience: float | None = option(
         None, "leave out memories whose salience is lower", minimum=0, maximum=1, mcp=False
@@ -389,6 +403,10 @@ class Options:
         0, "attach up to this many neighbouring chunks before and after each result",
         minimum=0, maximum=MAX_CONTEXT,
     )  # fmt: skip
+    include_documents: bool = option(
+        False,
+        "also search the imported files as whole documents (Results.documents, best first)",
+    )
 
     if not TYPE_CHECKING:  # hidden from type checkers, which check the generated __init__
 
@@ -452,6 +470,8 @@ class Options:
         for name in (
             "session_id",
             "lens",
+            "recorded_as",
+            "fact_type",
             "session",
             "sector",
             "tier",
@@ -482,7 +502,13 @@ class Options:
                     }
                 ),
             )
-        for name in ("include_facts", "include_superseded", "record", "explain"):
+        for name in (
+            "include_facts",
+            "include_superseded",
+            "record",
+            "explain",
+            "include_documents",
+        ):
             if not isinstance(getattr(self, name), bool):
                 raise InvalidOptionError(f"{name} must be True or False")
 

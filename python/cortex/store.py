@@ -344,6 +344,46 @@ CREATE TABLE memory_code (
 CREATE INDEX memory_code_key ON memory_code(key);
 """
 
+# Lenses (cortex.lenses): named, saved sets of search options. Documents
+# (cortex.documents): the whole text of each imported Markdown file, one row per (source,
+# project), searchable apart from its chunks through documents_fts; written by
+# Store.sync_file with the chunks, backfilled here from the chunks already stored.
+_SCHEMA_LENSES_DOCUMENTS = """
+CREATE TABLE lenses (
+    name        TEXT PRIMARY KEY,
+    options     TEXT NOT NULL,
+    description TEXT,
+    created_at  REAL NOT NULL,
+    updated_at  REAL NOT NULL
+);
+CREATE TABLE documents (
+    id          INTEGER PRIMARY KEY,
+    project_id  TEXT,
+    source_path TEXT NOT NULL,
+    title       TEXT NOT NULL,
+    content     TEXT NOT NULL,
+    chunks      INTEGER NOT NULL,
+    created_at  REAL NOT NULL,
+    updated_at  REAL NOT NULL
+);
+CREATE UNIQUE INDEX documents_key ON documents(source_path, ifnull(project_id, char(0)));
+CREATE VIRTUAL TABLE documents_fts USING fts5(
+    title, content, content='documents', content_rowid='id', tokenize='{stemmed}'
+);
+CREATE TRIGGER documents_ai AFTER INSERT ON documents BEGIN
+    INSERT INTO documents_fts(rowid, title, content) VALUES (new.id, new.title, new.content);
+END;
+CREATE TRIGGER documents_ad AFTER DELETE ON documents BEGIN
+    INSERT INTO documents_fts(documents_fts, rowid, title, content)
+        VALUES ('delete', old.id, old.title, old.content);
+END;
+CREATE TRIGGER documents_au AFTER UPDATE ON documents BEGIN
+    INSERT INTO documents_fts(documents_fts, rowid, title, content)
+        VALUES ('delete', old.id, old.title, old.content);
+    INSERT INTO documents_fts(rowid, title, content) VALUES (new.id, new.title, new.content);
+END;
+"""
+
 # Forward migrations: MIGRATIONS[i] takes a database at schema version i to i + 1. A
 # migration never edits an earlier entry; a new schema is a new entry at the end.
 MIGRATIONS: tuple[str, ...] = (
@@ -352,6 +392,7 @@ MIGRATIONS: tuple[str, ...] = (
     _SCHEMA_SESSIONS_BY_PROJECT,
     _SCHEMA_BULK_INSERT,
     _SCHEMA_CODE_REFS,
+    _SCHEMA_LENSES_DOCUMENTS,
 )
 
 
@@ -364,9 +405,29 @@ def _backfill_code(tx: sqlite3.Connection) -> None:
         write_refs(tx, rows, replace=False)
 
 
+def _backfill_documents(tx: sqlite3.Connection) -> None:
+    """The documents of the Markdown files imported before the documents table existed."""
+    from cortex.documents import write_document
+
+    keys = tx.execute(
+        "SELECT DISTINCT project_id, source_path FROM memories"
+        f" WHERE deleted_at IS NULL AND chunk_index IS NOT NULL AND {_DOCUMENT_SOURCE}"
+    ).fetchall()
+    for project, source in keys:
+        rows = tx.execute(
+            "SELECT content, created_at FROM memories WHERE source_path = ? AND project_id IS ?"
+            " AND deleted_at IS NULL ORDER BY chunk_index, id",
+            (source, project),
+        ).fetchall()
+        write_document(tx, source, project, [r[0] for r in rows], rows[0][1] if rows else None)
+
+
 #: Python steps run right after a migration's script, in its transaction (keyed by the
 #: script, so that they follow it when merges renumber the list).
-_BACKFILLS: dict[str, Callable[[sqlite3.Connection], None]] = {_SCHEMA_CODE_REFS: _backfill_code}
+_BACKFILLS: dict[str, Callable[[sqlite3.Connection], None]] = {
+    _SCHEMA_CODE_REFS: _backfill_code,
+    _SCHEMA_LENSES_DOCUMENTS: _backfill_documents,
+}
 SCHEMA_VERSION = len(MIGRATIONS)
 #: Entries of memory_changes kept by the housekeeping after a bulk import.
 CHANGES_KEPT = 100_000
@@ -1061,6 +1122,18 @@ class Store:
             todo.update(groups)
             for project, chunks in todo.items():
                 counts += self.sync_source(source_path, project, chunks, on_write)
+            if source_path.lower().endswith(_DOCUMENT_SUFFIXES):
+                from cortex.documents import write_document
+
+                for project in todo:
+                    chunks = list(groups.get(project, ()))
+                    write_document(
+                        tx,
+                        source_path,
+                        project,
+                        [c.content for c in chunks],
+                        chunks[0].created_at if chunks else None,
+                    )
             tx.execute(
                 "DELETE FROM import_sources WHERE source_path = ? AND import_project IS ?",
                 (source_path, import_project),

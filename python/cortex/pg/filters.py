@@ -56,6 +56,12 @@ def where(opts: Options, *, alias: str = "m") -> tuple[str, list[Any]]:
     if opts.source_prefix is not None:
         clauses.append(f"starts_with({m}.source_path, %s)")
         params.append(opts.source_prefix)
+    if opts.fact_type is not None:
+        clauses.append(
+            f"EXISTS (SELECT 1 FROM facts f WHERE f.project_id = {m}.project_id"
+            f" AND f.memory_id = {m}.id AND f.type = %s)"
+        )
+        params.append(opts.fact_type)
     if opts.min_salience is not None:
         clauses.append(f"{m}.salience >= %s")
         params.append(opts.min_salience)

@@ -662,7 +662,7 @@ class Pipeline:
                 [(r.memory.id, r.facts[0].id if r.facts else None, r.score) for r in results],
                 query=results.query,
                 session_id=opts.session_id,
-                lens=opts.lens,
+                lens=opts.recorded_as if opts.recorded_as is not None else opts.lens,
                 reinforce=opts.reinforce,
             )
         except StorageError as exc:  # the answer stands; say that it was not recorded

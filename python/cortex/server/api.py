@@ -182,7 +182,7 @@ def _admits_sequence(hint: Any) -> bool:
 #: (the audit trail of seed 003's security section) under the client's name.
 SERVER_OWNED = {
     "record": "the server records every search (the audit log); record cannot be turned off",
-    "lens": "the server records each search under the client's name (lens)",
+    "recorded_as": "the server records each search under the client's name",
     "project": "name projects in filters.projects",
     "projects": "name projects in filters.projects",
 }
