@@ -291,7 +291,6 @@ class Options:
         None,
         "the name the recall log records this search under (a client, an agent); the"
         " lens name when not given",
-        cli=False,
         mcp=False,
     )
 
