@@ -338,7 +338,7 @@ def build_parser() -> argparse.ArgumentParser:
         "save", help="save a lens: the search options given (cortex search's flags)"
     )
     q.add_argument("name", help="the lens's name (apply it with --lens NAME)")
-    q.add_argument("--description", help="what the lens is for")
+    q.add_argument("--description", help="what the lens is for (default: none)")
     _add_search_options(q)
     q.add_argument("--json", action="store_true", help="print the lens as JSON")
     q = lens_sub.add_parser("list", help="the saved lenses")
@@ -352,7 +352,11 @@ def build_parser() -> argparse.ArgumentParser:
         "documents", help="search the imported files as whole documents, apart from chunks"
     )
     p.add_argument("query", nargs="?", help="words to find; leave it out for the newest files")
-    p.add_argument("--project", action="append", help="only this project's files (repeatable)")
+    p.add_argument(
+        "--project",
+        action="append",
+        help="only this project's files (repeatable; default: every project)",
+    )
     p.add_argument("--limit", type=int, default=10, help="how many at most (default 10)")
     p.add_argument("--json", action="store_true", help="print them as JSON")
 
