@@ -7,8 +7,11 @@ the code, multi-project and fact-type filters, lenses and document search.
    3,000 notes and SciFact's 5,183 abstracts (read in place from the shared data folder),
    beside the keyword-only `add_many` of the same texts (what one write costs anyway).
 2. Filters: a keyword-only store of `--memories` agent-style notes in 8 projects, a fifth
-   naming files (``src/<area>/<name>.py``), a tenth with a fact; each filter's search
-   (listing without text, and a keyword query) timed `--repeat` times after one warm-up.
+   naming files (``src/<area>/<name>.py``), a tenth with a fact, with the in-memory
+   keyword index (what ``keyword_index="auto"`` builds at this size); each filter's
+   search (listing without text, and a keyword query) timed `--repeat` times after one
+   warm-up. ``CODE_WEIGHT=0`` in the environment runs the same without the boost of a
+   query that names a file.
 3. Documents: 2,000 Markdown-like documents (SciFact abstracts, three to a document),
    `Engine.search_documents` for SciFact queries.
 
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import random
 import statistics
@@ -39,8 +43,11 @@ DEFAULT_DATA = next(
     Path(__file__).resolve().parents[2] / "shared" / "data" / "scifact",
 )  # fmt: skip
 AREAS = ["auth", "db", "api", "web", "billing", "search", "infra", "jobs"]
-WORDS = ("deploy release rollback cache token session index migration latency queue retry"
-         " budget backup region traffic incident review checklist docker vector").split()  # fmt: skip
+WORDS = [
+    "deploy", "release", "rollback", "cache", "token", "session", "index", "migration",
+    "latency", "queue", "retry", "budget", "backup", "region", "traffic", "incident",
+    "review", "checklist", "docker", "vector",
+]  # fmt: skip
 
 
 def timed(fn: Callable[[], object], repeat: int) -> tuple[float, float]:
@@ -91,7 +98,7 @@ def filters(n: int, repeat: int) -> list[dict[str, object]]:
     out = []
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "f.db"
-        with cortex.open(db, embedder=None, keyword_index="off") as e:
+        with cortex.open(db, embedder=None, keyword_index="on") as e:
             for start in range(0, n, 10_000):
                 e.add_many(records[start : start + 10_000])
             with e.store.transaction() as tx:
@@ -113,6 +120,10 @@ def filters(n: int, repeat: int) -> list[dict[str, object]]:
                 ("lens", "deploy cache", {"lens": "two"}),
                 ("query names a file", "what broke in src/auth/cache.py", {}),
             ]
+            if os.environ.get("CODE_WEIGHT") is not None:  # the same search without the boost
+                from cortex.search import pipeline
+
+                pipeline.CODE_WEIGHT = float(os.environ["CODE_WEIGHT"])
             for label, query, kw in cases:
                 for q in (query, None) if label != "query names a file" else (query,):
                     opts = cortex.Options(mode="keyword", record=False, limit=20, **kw)  # type: ignore[arg-type]

@@ -78,6 +78,8 @@ _DOTTED = re.compile(
     r"(?<![\w.:/-])([A-Za-z_][A-Za-z0-9_]*(?:(?:\.|::)[A-Za-z_][A-Za-z0-9_]*)+)(\(\))?"
     r"(?![\w/-]|\.[A-Za-z_])"
 )
+#: What is stripped from both ends of a word before it is matched as code.
+_EDGES = "()[]{}<>'\",;|=!?*"
 _IDENT = re.compile(r"[A-Za-z_$][\w$]*(?:(?:\.|::|#)[A-Za-z_$][\w$]*)*")
 _CALL = re.compile(r"^([A-Za-z_$][\w$.:#]*)\(.*\)$")
 
@@ -95,11 +97,25 @@ class CodeRef:
     def key(self) -> str:
         return key_of(self.ref)
 
+    @property
+    def name(self) -> str:
+        """The last part of the key (a file's name, a dotted name's last identifier):
+        what the ``memory_code_name`` index finds references by."""
+        return _file_name(self.key) if self.kind == "file" else _symbol_name(self.key)
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"ref": self.ref, "kind": self.kind}
         if self.line is not None:
             out["line"] = self.line
         return out
+
+
+def _file_name(key: str) -> str:
+    return key.rsplit("/", 1)[-1]
+
+
+def _symbol_name(key: str) -> str:
+    return re.split(r"\.|::|#", key)[-1]
 
 
 def key_of(ref: str) -> str:
@@ -155,7 +171,7 @@ def extract(content: str) -> list[CodeRef]:
         if len(found) < MAX_REFS and ref.ref and ref.key not in found:
             found[ref.key] = ref
 
-    text = _URL.sub(" ", content)
+    text = _URL.sub(" ", content) if "://" in content else content
     spans: list[tuple[int, CodeRef]] = []
     for m in _BACKTICK.finditer(text):
         inner = m.group(1).strip()
@@ -171,17 +187,33 @@ def extract(content: str) -> list[CodeRef]:
         elif _IDENT.fullmatch(inner) and inner.lower() not in _NOT_CODE:
             spans.append((m.start(), CodeRef(inner, "symbol")))
     plain = _BACKTICK.sub(lambda m: " " * len(m.group(0)), text)
-    taken: list[tuple[int, int]] = []
-    for m in _PATH.finditer(plain):
-        if _file(m.group(1), m.group(2)):
-            line = m.group(3) or m.group(4)
-            spans.append((m.start(), CodeRef(m.group(1), "file", int(line) if line else None)))
-            taken.append(m.span(1))
-    for m in _DOTTED.finditer(plain):
-        if any(a <= m.start(1) < b for a, b in taken):
+    # Only words holding a dot, a slash, a backslash or a colon (or a bare file name) can
+    # be code: the text is split by str.split (C speed) and each such word is matched
+    # alone, so prose costs one pass and no regular expression.
+    pos = 0
+    for raw in plain.split():
+        if not ("." in raw or "/" in raw or "\\" in raw or ":" in raw) and (
+            raw.strip(_EDGES) not in _BARE_FILES
+        ):
             continue
-        if _symbol(m.group(1), m.group(2) is not None):
-            spans.append((m.start(), CodeRef(m.group(1), "symbol")))
+        at = plain.find(raw, pos)
+        pos = at + len(raw)
+        word = raw.strip(_EDGES)
+        called = False
+        if "(" in word:
+            word, _, rest = word.partition("(")
+            called = rest.startswith(")")
+        word = word.rstrip(".:")
+        if not word:
+            continue
+        path = _PATH.fullmatch(word)
+        if path and _file(path.group(1), path.group(2)):
+            line = path.group(3) or path.group(4)
+            spans.append((at, CodeRef(path.group(1), "file", int(line) if line else None)))
+            continue
+        dotted = _DOTTED.fullmatch(word)
+        if dotted and _symbol(dotted.group(1), called):
+            spans.append((at, CodeRef(dotted.group(1), "symbol")))
     for _, ref in sorted(spans, key=lambda s: s[0]):
         keep(ref)
     return list(found.values())
@@ -200,10 +232,10 @@ def write_refs(tx: Any, rows: Iterable[tuple[int, str]], *, replace: bool = True
     if replace and rows:
         tx.executemany("DELETE FROM memory_code WHERE memory_id = ?", [(i,) for i, _ in rows])
     tx.executemany(
-        "INSERT OR IGNORE INTO memory_code (memory_id, ref, key, kind, line)"
-        " VALUES (?, ?, ?, ?, ?)",
+        "INSERT OR IGNORE INTO memory_code (memory_id, ref, key, name, kind, line)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
         [
-            (memory_id, r.ref, r.key, r.kind, r.line)
+            (memory_id, r.ref, r.key, r.name, r.kind, r.line)
             for memory_id, content in rows
             for r in extract(content)
         ],
@@ -212,8 +244,8 @@ def write_refs(tx: Any, rows: Iterable[tuple[int, str]], *, replace: bool = True
 
 def code_clause(code: str, alias: str, mark: str = "?") -> tuple[str, list[Any]]:
     """The predicate "memory `alias` references `code`" and its parameters: a path or
-    name matches itself and any longer one it ends (``middleware.ts`` matches
-    ``src/auth/middleware.ts``; ``verify_token`` matches ``auth.verify_token``); a
+    name matches itself and any longer one it ends at a / . or : (``middleware.ts``
+    matches ``src/auth/middleware.ts``; ``verify_token`` matches ``auth.verify_token``); a
     trailing ``*`` matches by prefix, at the start of a reference or of one of its
     folders (``auth/*`` matches ``src/auth/session.py``). `mark` is the parameter marker."""
     key = key_of(code)
@@ -227,12 +259,14 @@ def code_clause(code: str, alias: str, mark: str = "?") -> tuple[str, list[Any]]
             f" substr(key, 1, length({mark})) = {mark} OR instr(key, {mark}) > 0)"
         )
         return sql, [prefix, prefix, "/" + prefix]
+    # Every reference `code` matches shares its last part (found through the index on
+    # name), as a file's name or as a dotted name's last identifier.
     sql = (
-        f"{alias}.id IN (SELECT memory_id FROM memory_code WHERE key = {mark}"
-        f" OR (length(key) > length({mark}) AND substr(key, -length({mark}) - 1) IN"
-        f" ({mark}, {mark}, {mark})))"
+        f"{alias}.id IN (SELECT memory_id FROM memory_code WHERE name IN ({mark}, {mark})"
+        f" AND (key = {mark} OR (length(key) > length({mark})"
+        f" AND substr(key, -length({mark}) - 1) IN ({mark}, {mark}, {mark}))))"
     )
-    return sql, [key, key, key, "/" + key, "." + key, ":" + key]
+    return sql, [_file_name(key), _symbol_name(key), key, key, key, "/" + key, "." + key, ":" + key]
 
 
 def refs_of(store: Any, ids: Sequence[int]) -> dict[int, list[CodeRef]]:

@@ -331,17 +331,20 @@ DROP INDEX IF EXISTS memories_hash;
 # Code references (cortex.code): the file paths, dotted names and backticked identifiers
 # each memory's content names, written with the memory (Store._insert, _insert_bulk,
 # _rewrite), rebuilt by `cortex reindex`, and backfilled here for the memories written
-# before (_BACKFILLS). `key` is the reference lower-cased, what filters match.
+# before (_BACKFILLS). `key` is the reference lower-cased, what filters match; `name` its
+# last part (a file's name, a dotted name's last identifier), what finds it by index.
 _SCHEMA_CODE_REFS = """
 CREATE TABLE memory_code (
     memory_id INTEGER NOT NULL REFERENCES memories(id),
     ref       TEXT NOT NULL,
     key       TEXT NOT NULL,
+    name      TEXT NOT NULL,
     kind      TEXT NOT NULL,
     line      INTEGER,
     UNIQUE (memory_id, key)
 );
 CREATE INDEX memory_code_key ON memory_code(key);
+CREATE INDEX memory_code_name ON memory_code(name);
 """
 
 # Lenses (cortex.lenses): named, saved sets of search options. Documents

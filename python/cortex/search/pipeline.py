@@ -229,7 +229,13 @@ class Pipeline:
         # The ids the filters admit, read once for both legs; only a leg that ranks outside
         # SQLite needs them (the vector index, the in-memory keyword index when built).
         needs = p.use_semantic or (p.use_keyword and getattr(self._keyword, "in_memory", False))
-        allowed = self._store.allowed_ids(opts) if needs else None
+        # A code or fact-type filter is selective: read what it admits first, and when
+        # that is nothing, answer at once (the keyword tiers would otherwise try each of
+        # their fallbacks, down to a substring scan, before finding nothing).
+        selective = opts.code is not None or opts.fact_type is not None
+        allowed = self._store.allowed_ids(opts) if needs or selective else None
+        if allowed is not None and len(allowed) == 0 and selective:
+            return p, None, None, p.mode, [], notices
         kw, sem, mode = self._legs(p, opts, allowed, notices)
         unknown: list[str] = []
         if p.named and mode is Mode.HYBRID and UNKNOWN_NAME_FACTOR < 1.0:
