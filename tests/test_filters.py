@@ -463,3 +463,35 @@ def test_seed_004_totals(engine: cortex.Engine) -> None:
     assert data["token_estimate"] == results.token_estimate
     empty = engine.search("nothing matches this", mode="keyword")
     assert (empty.total_found, empty.total_returned, empty.token_estimate) == (0, 0, 0)
+
+
+# --------------------------------------------------------------------------- HTTP
+
+
+def test_http_search_takes_code_fact_type_lens_and_records_the_client(
+    engine: cortex.Engine,
+) -> None:
+    from starlette.testclient import TestClient
+
+    from cortex.server import create_app
+
+    a = engine.add("token refresh fixed in `auth/session.py`", project="x")
+    b = engine.add("token cache notes without code", project="x")
+    engine.add_fact(b, "decision", "cache tokens")
+    engine.save_lens("xs", project="x", mode="keyword")
+    http = TestClient(create_app(engine, rate_limit=None), base_url="http://127.0.0.1")
+
+    def ids(body: dict[str, Any]) -> list[int]:
+        answer = http.post("/api/memories/search", json=body)
+        assert answer.status_code == 200, answer.text
+        return sorted(r["id"] for r in answer.json()["results"])
+
+    assert ids({"query": "token", "filters": {"code": "session.py"}}) == [a]
+    assert ids({"query": "token", "filters": {"hasCode": True}}) == [a]
+    assert ids({"query": "token", "filters": {"factType": "decision"}}) == [b]
+    assert ids({"query": "token", "options": {"lens": "xs"}}) == [a, b]
+    assert http.post(
+        "/api/memories/search", json={"query": "t", "filters": {"hasCode": False}}
+    ).status_code in (400, 501)
+    lenses = {r[0] for r in engine.store.query("SELECT lens FROM recall_log")}
+    assert lenses and all(str(v).startswith("http:") for v in lenses)

@@ -95,7 +95,8 @@ def where(opts: Options, *, alias: str = "m") -> tuple[str, list[Any]]:
         clauses.append(sql)
         params.extend(values)
     if opts.fact_type is not None:
-        clauses.append(f"EXISTS (SELECT 1 FROM facts f WHERE f.memory_id = {m}.id AND f.type = ?)")
+        # uncorrelated: SQLite reads the facts of the type once, not once per memory
+        clauses.append(f"{m}.id IN (SELECT memory_id FROM facts WHERE type = ?)")
         params.append(opts.fact_type)
     if opts.min_salience is not None:
         clauses.append(f"{m}.salience >= ?")

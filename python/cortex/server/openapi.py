@@ -130,6 +130,8 @@ def openapi_document() -> dict[str, Any]:
                     "minSalience": {"type": "number"},
                     "includeSuperseded": {"type": "boolean"},
                     "hasCode": {"type": "boolean"},
+                    "code": {"type": "string"},
+                    "factType": {"type": "string"},
                     "patterns": {"type": "array", "items": {"type": "string"}},
                 },
             },
