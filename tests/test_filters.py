@@ -252,13 +252,14 @@ def test_reindex_rebuilds_memory_code(engine: cortex.Engine) -> None:
     assert [r.memory.id for r in engine.search(None, code="main.py")] == [a]
 
 
-def test_migration_backfills_code_references_of_an_old_database(db_path: Path) -> None:
+def _old_database(path: Path) -> None:
+    """A database as the cortex before code references, lenses and documents wrote it."""
     import sqlite3
 
     from cortex import store as store_module
 
     version = store_module.MIGRATIONS.index(store_module._SCHEMA_CODE_REFS)
-    conn = sqlite3.connect(db_path)
+    conn = sqlite3.connect(path)
     conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)")
     for script in store_module.MIGRATIONS[:version]:
         conn.executescript(
@@ -268,12 +269,25 @@ def test_migration_backfills_code_references_of_an_old_database(db_path: Path) -
         )
     conn.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(version),))
     conn.executemany(
-        "INSERT INTO memories (content, content_hash, created_at, updated_at, deleted_at)"
-        " VALUES (?, 'h', 1.7e9, 1.7e9, ?)",
-        [("old note about web/server.go", None), ("deleted: web/old.go", 1.8e9), ("prose", None)],
+        "INSERT INTO memories (content, content_hash, created_at, updated_at, deleted_at,"
+        " source_path, chunk_index, project_id) VALUES (?, 'h', 1.7e9, 1.7e9, ?, ?, ?, ?)",
+        [
+            ("old note about web/server.go", None, None, None, None),
+            ("deleted: web/old.go", 1.8e9, None, None, None),
+            ("# Runbook\n\nfailover first", None, "/n/runbook.md", 0, "ops"),
+            ("then the DNS cutover", None, "/n/runbook.md", 1, "ops"),
+        ],
     )
     conn.commit()
     conn.close()
+
+
+def test_migration_backfills_code_references_and_documents_of_an_old_database(
+    db_path: Path,
+) -> None:
+    from cortex import store as store_module
+
+    _old_database(db_path)
     with cortex.open(db_path, embedder=None) as engine:
         assert engine.store.schema_version() == len(store_module.MIGRATIONS)
         assert [r.memory.content for r in engine.search(None, code="web/*")] == [
@@ -281,6 +295,10 @@ def test_migration_backfills_code_references_of_an_old_database(db_path: Path) -
         ]
         rows = engine.store.query("SELECT ref, kind FROM memory_code")
         assert rows == [("web/server.go", "file")]
+        [doc] = engine.search_documents("failover cutover", content=True)
+        assert (doc.title, doc.project, doc.chunks) == ("Runbook", "ops", 2)
+        assert doc.content == "# Runbook\n\nfailover first\n\nthen the DNS cutover"
+        assert engine.lenses() == []
 
 
 def test_code_filter_is_refused_on_postgresql_filters() -> None:
@@ -495,3 +513,30 @@ def test_http_search_takes_code_fact_type_lens_and_records_the_client(
     ).status_code in (400, 501)
     lenses = {r[0] for r in engine.store.query("SELECT lens FROM recall_log")}
     assert lenses and all(str(v).startswith("http:") for v in lenses)
+
+
+def test_mcp_lens_narrows_the_served_projects(engine: cortex.Engine) -> None:
+    from cortex.mcp import build_server
+
+    for project in ("a", "b", "c"):
+        engine.add(f"rollback plan of {project}", project=project)
+    engine.save_lens("only-b", project="b")
+    engine.save_lens("only-c", project="c")
+    server = build_server(engine, projects=["a", "b"])
+    error, found = _call(server, "memory_search", {"query": "rollback", "lens": "only-b"})
+    assert not error and {r["memory"]["project"] for r in found["results"]} == {"b"}
+    error, text = _call(server, "memory_search", {"query": "rollback", "lens": "only-c"})
+    assert error and "not served" in text
+    error, text = _call(server, "memory_search", {"query": "rollback", "lens": "nope"})
+    assert error and "no lens named 'nope'" in text
+
+
+def test_an_old_database_opened_read_only_still_searches(db_path: Path) -> None:
+    _old_database(db_path)
+    with cortex.open(db_path, read_only=True, embedder=None) as engine:
+        [found] = engine.search("server")
+        assert found.related == {"code": []}  # none until it is opened writable once
+        with pytest.raises(cortex.StorageError, match="open it writable once"):
+            engine.search("server", code="server.go")
+        with pytest.raises(cortex.StorageError, match="search_documents"):
+            engine.search_documents("server")

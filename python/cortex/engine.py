@@ -28,7 +28,7 @@ from cortex.search.pipeline import Pipeline
 from cortex.search.plan import CANDIDATE_POOL
 from cortex.search.sqlite import KeywordRetriever, SemanticRetriever
 from cortex.semantic import Semantic
-from cortex.store import MemoryInput, Store, content_hash
+from cortex.store import SCHEMA_VERSION, MemoryInput, Store, content_hash
 
 if TYPE_CHECKING:
     import numpy as np
@@ -405,6 +405,15 @@ class Engine:
             raise QueryError(f"a query is a string or None, not {type(query).__name__}")
         if query is not None and not validate.is_encodable(query):
             raise QueryError("the query holds a lone surrogate (not valid Unicode); give UTF-8")
+        wants = [
+            name for name, on in (
+                ("lens", opts.lens is not None),
+                ("code", opts.code is not None),
+                ("include_documents", opts.include_documents),
+            ) if on
+        ]  # fmt: skip
+        if wants:
+            self._upgraded(", ".join(wants))
         opts = lenses.apply(self._store, opts)
         results = self._pipeline.search(query, opts)
         if opts.include_documents:
@@ -435,7 +444,17 @@ class Engine:
         if not isinstance(content, bool):
             raise InvalidOptionError("content must be True or False")
         opts = Options(project=project, source_prefix=source_prefix)
+        self._upgraded("search_documents")
         return documents.search(self._store, query, opts, limit=limit, content=content)
+
+    def _upgraded(self, what: str) -> None:
+        """Refuse `what` on a database of an older cortex opened read-only: its tables
+        (code references, lenses, documents) come with the upgrade a writable open does."""
+        if self._store.read_only and self._store.schema_version() < SCHEMA_VERSION:
+            raise StorageError(
+                f"{self.path} was written by an older cortex and is open read-only: {what}"
+                " needs its upgrade; open it writable once (any cortex command that writes)"
+            )
 
     # ------------------------------------------------------------------ lenses
 

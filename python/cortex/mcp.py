@@ -41,7 +41,7 @@ except ImportError as _missing:  # the `mcp` extra is not installed
     raise
 
 import cortex
-from cortex import validate
+from cortex import lenses, validate
 from cortex.errors import CortexError, InvalidOptionError, NotFoundError
 from cortex.options import option_specs
 from cortex.paths import db_location, default_db
@@ -507,7 +507,13 @@ def build_server(engine: cortex.Engine, *, projects: Sequence[str] | None = None
 
         def work() -> dict[str, Any]:
             if served is not None:
-                changes["project"] = scope(changes.get("project", _OMITTED))
+                wanted = changes.get("project", _OMITTED)
+                if (wanted is _OMITTED or wanted is None) and isinstance(changes.get("lens"), str):
+                    # a lens's projects narrow the served ones (and must be served)
+                    wanted = lenses.get(engine.store, changes["lens"])["options"].get(
+                        "project", _OMITTED
+                    )
+                changes["project"] = scope(wanted)
             return engine.search(text, **changes).to_dict()
 
         return _run(work)
