@@ -540,3 +540,12 @@ def test_an_old_database_opened_read_only_still_searches(db_path: Path) -> None:
             engine.search("server", code="server.go")
         with pytest.raises(cortex.StorageError, match="search_documents"):
             engine.search_documents("server")
+
+
+def test_reindex_rebuilds_documents(engine: cortex.Engine, tmp_path: Path) -> None:
+    engine.import_path(_notes(tmp_path))
+    with engine.store.transaction() as tx:
+        tx.execute("DELETE FROM documents")
+    assert not engine.search_documents("replica")
+    assert engine.reindex()["documents"] == 2
+    assert [d.title for d in engine.search_documents("replica")] == ["Failover runbook"]

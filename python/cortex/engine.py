@@ -279,15 +279,16 @@ class Engine:
     def reindex(self, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
         """Embed every live memory that has no vector of the active model (after a model
         change, or memories added while no model was installed), then rebuild the vector
-        index from SQLite and the code references (cortex.code) of every memory. Returns
-        what it did."""
+        index from SQLite, the code references (cortex.code) of every memory and the
+        documents of the imported files (cortex.documents). Returns what it did."""
         if self._store.read_only:
             raise StorageError(
                 f"cannot reindex {self.path}: it is open read-only "
                 + ("(this user cannot write it)" if self._store.notice else "")
                 + "; reindex where the database is writable"
             )
-        refs = self._store.rebuild_code()  # first: it needs no model
+        refs = self._store.rebuild_code()  # first: they need no model
+        docs = self._store.rebuild_documents()
         backlog = self._semantic.backlog()
         by_id = dict(backlog)
         done = 0
@@ -317,6 +318,7 @@ class Engine:
             "model_id": self._semantic.model_id,
             "rows": rows,
             "code_refs": refs,
+            "documents": docs,
         }
 
     def get(self, memory_id: int, *, project: str | None = None) -> Memory:

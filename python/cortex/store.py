@@ -801,6 +801,14 @@ class Store:
             _backfill_code(tx)
             return int(tx.execute("SELECT COUNT(*) FROM memory_code").fetchone()[0])
 
+    def rebuild_documents(self) -> int:
+        """Write every imported Markdown file's document again from its stored chunks
+        (`cortex reindex`, a copy from PostgreSQL); returns how many there are."""
+        with self.transaction() as tx:
+            tx.execute("DELETE FROM documents")
+            _backfill_documents(tx)
+            return int(tx.execute("SELECT COUNT(*) FROM documents").fetchone()[0])
+
     def schema_version(self) -> int:
         row = self.query("SELECT value FROM meta WHERE key = 'schema_version'")
         return int(row[0][0]) if row else 0
