@@ -273,7 +273,7 @@ class Server:
         await written.wait()
 
     def _search(self, plan: api.SearchPlan, who: Access) -> dict[str, Any]:
-        kw = {**plan.options, "lens": self.lens(who), "record": True}
+        kw = {**plan.options, "recorded_as": self.lens(who), "record": True}
         if not plan.emulate_offset:
             results = self.engine.search(plan.query, api.build_options(kw))
             data = results.to_dict()
@@ -331,7 +331,7 @@ class Server:
                 rows,
                 query=query,
                 session_id=opts.session_id,
-                lens=opts.lens if opts.lens else None,
+                lens=opts.recorded_as if opts.recorded_as else opts.lens,
                 reinforce=opts.reinforce,
             )
         except StorageError as exc:
@@ -365,7 +365,7 @@ class Server:
             {
                 "token_budget": plan.max_tokens,
                 "project": plan.project,
-                "lens": self.lens(who),
+                "recorded_as": self.lens(who),
                 "limit": 50,
             }
         )
