@@ -28,6 +28,7 @@ import pytest
 
 import cortex
 from cortex import _native, cli, paths, semantic
+from cortex.errors import StorageError
 from cortex.model_dir import default_model_dir
 from cortex.vectors import VectorIndex
 
@@ -238,8 +239,8 @@ def test_a_windows_sharing_refusal_of_a_replace_is_tried_again(
     assert (tmp_path / "state").read_text() == "new" and len(calls) == 3
     calls.clear()
     (tmp_path / "state.tmp").write_text("newer")
-    with pytest.raises(PermissionError):  # elsewhere a refusal is an error at once
-        semantic._replace(tmp_path / "state.tmp", tmp_path / "state")
+    with pytest.raises(StorageError, match="in use by another process"):
+        semantic._replace(tmp_path / "state.tmp", tmp_path / "state")  # elsewhere: at once
     assert len(calls) == 1
 
 
