@@ -38,6 +38,9 @@ from typing import Any
 
 import cortex
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for tests.procs
+from tests.procs import cortex_command, free_port, wait_until_serving
+
 WORDS = [
     "deploy",
     "release",
@@ -85,12 +88,6 @@ def pct(values: list[float], q: float) -> float:
         return float("nan")
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class _NoDelay(http.client.HTTPConnection):
@@ -355,24 +352,18 @@ def main() -> int:
         with cortex.open(db) as engine:
             engine.add_many([{"content": sentence(rng)} for _ in range(args.memories)])
         port = free_port()
-        exe = Path(sys.executable).with_name("cortex")
-        cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "cortex.cli"]
         log = (Path(tmp) / "serve.log").open("w")
+        serve = ["serve", "--port", str(port), "--rate-limit", "off"]
         server = subprocess.Popen(
-            [*cmd, "--db", str(db), "serve", "--port", str(port), "--rate-limit", "off"],
+            [*cortex_command(), "--db", str(db), *serve],
             stdout=subprocess.DEVNULL,
             stderr=log,
         )
         try:
-            deadline = time.monotonic() + 120
-            while True:
-                try:
-                    if Client(port).call("GET", "/api/health")[0] == 200:
-                        break
-                except OSError:
-                    if server.poll() is not None or time.monotonic() > deadline:
-                        raise SystemExit("cortex serve did not start") from None
-                    time.sleep(0.2)
+            try:
+                wait_until_serving(server, f"http://127.0.0.1:{port}/api/health")
+            except RuntimeError as exc:
+                raise SystemExit(f"cortex serve did not start: {exc}") from None
             with cortex.open(db) as engine:
                 engine.search("warm up", cortex.Options(record=False))
                 over = overhead(engine, args.overhead_searches, args.seed)

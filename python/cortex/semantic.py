@@ -93,9 +93,12 @@ def _replace(src: Path, dst: Path) -> None:
         try:
             native.replace_file(src, dst)
             return
-        except PermissionError:
+        except PermissionError as exc:
             if os.name != "nt" or attempt == _REPLACE_TRIES - 1:
-                raise
+                raise StorageError(
+                    f"{exc} (is another process using it, or the folder read-only?); the"
+                    " index is rebuilt on the next search that can"
+                ) from None
             time.sleep(0.01 * (attempt + 1))
 
 
