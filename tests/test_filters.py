@@ -555,6 +555,7 @@ def test_an_old_database_opened_read_only_still_searches(db_path: Path) -> None:
     with cortex.open(db_path, read_only=True, embedder=None) as engine:
         [found] = engine.search("server")
         assert found.related == {"code": []}  # none until it is opened writable once
+        assert engine.search("what about web/server.go", mode="keyword")  # names a file
         with pytest.raises(cortex.StorageError, match="open it writable once"):
             engine.search("server", code="server.go")
         with pytest.raises(cortex.StorageError, match="search_documents"):
