@@ -460,8 +460,10 @@ class Engine:
         opts = lenses.apply(self._store, opts)
         results = self._pipeline.search(query, opts)
         if opts.include_documents:
+            # the words searched: without the time words the interpretation took out
+            searched = (results.interpretation or {}).get("searched") or query
             results.documents = documents.search(
-                self._store, query, opts, limit=min(opts.limit, DOCUMENTS_WITH_RESULTS)
+                self._store, searched, opts, limit=min(opts.limit, DOCUMENTS_WITH_RESULTS)
             )
         return results
 

@@ -493,7 +493,8 @@ def build_server(engine: cortex.Engine, *, projects: Sequence[str] | None = None
             "Long-term memory. Call memory_search before answering from recollection "
             '(FTS5 syntax works: deploy*, "blue green", a OR b, a NOT b); store a '
             "durable lesson, decision or fact with memory_add; read one memory in full "
-            "with memory_get and what happened around it with memory_timeline."
+            "with memory_get and what happened around it with memory_timeline; search "
+            "whole imported files with memory_documents."
         ),
         log_level="WARNING",
     )

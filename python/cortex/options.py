@@ -233,8 +233,14 @@ class Options:
     """What to search for and how. Build with keywords; every field has its documented default.
 
     Filters narrow the memories a search may return; a `project` filter is a wall: no result
-    ever comes from another project when one is given. `scope` and `source_prefix` match by
-    prefix when `scope` ends with ``*`` (``"project:hydra*"``) and always for `source_prefix`.
+    ever comes from another project when one is given (or several: ``project=["a", "b"]``,
+    every project not named stays walled off; :func:`cortex.filters.project_ids` reads it).
+    `scope` and `source_prefix` match by prefix when `scope` ends with ``*``
+    (``"project:hydra*"``) and always for `source_prefix`. `code` keeps the memories that
+    reference a file or code name (cortex.code), `fact_type` those holding a fact of that
+    type. `lens` applies a saved lens (cortex.lenses): its options, where this object
+    leaves the default. `include_documents` adds the imported files that match as whole
+    documents (``Results.documents``, cortex.documents).
 
     Boosts multiply the retriever's score: recency ``1 + recency_weight / (1 + days)``;
     temporal decay ``exp(-ln2 / half_life_days * age)`` for memories of dated notes
