@@ -90,6 +90,11 @@ class Engine:
         return self._store.path
 
     @property
+    def read_only(self) -> bool:
+        """Whether the database is open read-only (nothing is recorded or written)."""
+        return self._store.read_only
+
+    @property
     def store(self) -> Store:
         """The database; every search recorded so far is written first (whoever reads
         the store reads this Engine's searches)."""
