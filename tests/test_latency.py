@@ -393,3 +393,14 @@ def test_the_periodic_index_check_does_not_fail_searches_in_flight(
         poker.join()
         assert not errors, errors[0]
         assert len(same) == 100 and all(same)
+
+
+def test_a_read_inside_a_transaction_does_not_wait_for_the_writer(
+    filled: Path, embedder: Any
+) -> None:
+    with cortex.open(filled, embedder=embedder) as e:
+        results = e.search("canary", mode="keyword", lens="tx")
+        with e._store.transaction():  # this thread holds the write lock
+            assert e.get(results[0].memory.id).id == results[0].memory.id  # no stall
+        assert e.flush_recalls()
+        assert len([r for r in logged(filled) if r[2] == "tx"]) == len(results)

@@ -125,6 +125,10 @@ class Engine:
         False if `timeout` seconds passed first. Close and interpreter exit flush too."""
         if self._recorder is None or not self._recorder.pending():
             return True
+        if self._store.conn.in_transaction:
+            # This thread holds the write lock the writer thread waits for: waiting here
+            # would stall both until the busy timeout. Its rows follow the transaction.
+            return False
         return self._recorder.flush(timeout)
 
     def when_recalls_written(self, callback: Callable[[], None]) -> None:
