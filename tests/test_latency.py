@@ -404,3 +404,19 @@ def test_a_read_inside_a_transaction_does_not_wait_for_the_writer(
             assert e.get(results[0].memory.id).id == results[0].memory.id  # no stall
         assert e.flush_recalls()
         assert len([r for r in logged(filled) if r[2] == "tx"]) == len(results)
+
+
+def test_the_embedders_own_array_is_left_alone(filled: Path, embedder: Any) -> None:
+    """The cache keeps a read-only copy: an embedder that hands out its own arrays (a
+    table of precomputed vectors) can still change them."""
+    table = {q: np.asarray(embedder.embed(q), dtype=np.float32) for q in QUERIES}
+
+    class Table(Counting):
+        def embed(self, text: str) -> Any:
+            return table[text]
+
+    with cortex.open(filled, embedder=Table(embedder)) as e:
+        first = answer(e, QUERIES[0], mode="semantic")
+        assert table[QUERIES[0]].flags.writeable
+        table[QUERIES[0]][:] = 0.0  # the caller's array, changed after the search
+        assert answer(e, QUERIES[0], mode="semantic") == first  # the cached copy answers
