@@ -393,3 +393,30 @@ def test_the_periodic_index_check_does_not_fail_searches_in_flight(
         poker.join()
         assert not errors, errors[0]
         assert len(same) == 100 and all(same)
+
+
+def test_a_read_inside_a_transaction_does_not_wait_for_the_writer(
+    filled: Path, embedder: Any
+) -> None:
+    with cortex.open(filled, embedder=embedder) as e:
+        results = e.search("canary", mode="keyword", lens="tx")
+        with e._store.transaction():  # this thread holds the write lock
+            assert e.get(results[0].memory.id).id == results[0].memory.id  # no stall
+        assert e.flush_recalls()
+        assert len([r for r in logged(filled) if r[2] == "tx"]) == len(results)
+
+
+def test_the_embedders_own_array_is_left_alone(filled: Path, embedder: Any) -> None:
+    """The cache keeps a read-only copy: an embedder that hands out its own arrays (a
+    table of precomputed vectors) can still change them."""
+    table = {q: np.asarray(embedder.embed(q), dtype=np.float32) for q in QUERIES}
+
+    class Table(Counting):
+        def embed(self, text: str) -> Any:
+            return table[text]
+
+    with cortex.open(filled, embedder=Table(embedder)) as e:
+        first = answer(e, QUERIES[0], mode="semantic")
+        assert table[QUERIES[0]].flags.writeable
+        table[QUERIES[0]][:] = 0.0  # the caller's array, changed after the search
+        assert answer(e, QUERIES[0], mode="semantic") == first  # the cached copy answers

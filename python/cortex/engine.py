@@ -92,6 +92,11 @@ class Engine:
         return self._store.path
 
     @property
+    def read_only(self) -> bool:
+        """Whether the database is open read-only (nothing is recorded or written)."""
+        return self._store.read_only
+
+    @property
     def store(self) -> Store:
         """The database; every search recorded so far is written first (whoever reads
         the store reads this Engine's searches)."""
@@ -122,6 +127,10 @@ class Engine:
         False if `timeout` seconds passed first. Close and interpreter exit flush too."""
         if self._recorder is None or not self._recorder.pending():
             return True
+        if self._store.conn.in_transaction:
+            # This thread holds the write lock the writer thread waits for: waiting here
+            # would stall both until the busy timeout. Its rows follow the transaction.
+            return False
         return self._recorder.flush(timeout)
 
     def when_recalls_written(self, callback: Callable[[], None]) -> None:

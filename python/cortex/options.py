@@ -249,9 +249,11 @@ class Options:
     the effective confidence. `min_score` applies after all of them.
 
     `record` writes, after the ranking is fixed, a recall_log row per result and the access
-    count; later rankings do not change unless `reinforce` (seed 000: 0.02) is given, which
-    adds it to each returned memory's salience (or call ``Engine.reinforce``). A listing
-    without text records nothing; a read-only engine never records. `explain` fills
+    count (on the Engine's writer thread, after the answer: ``Engine.flush_recalls``);
+    later rankings do not change unless `reinforce` (seed 000: 0.02) is given, which
+    adds it to each returned memory's salience before the search returns (or call
+    ``Engine.reinforce``). A listing without text records nothing; a read-only engine
+    never records. `explain` fills
     ``Result.explain`` with every part of each score.
 
     `now` is the clock of the search (default: the time it runs): recency, decay and time

@@ -443,10 +443,10 @@ class Semantic:
         """(last embeddings rowid, last deletion time) in SQLite now: two index lookups,
         cheap enough to run before every search. Rows of other models move the first
         too; syncing then appends nothing and only moves the state forward."""
-        seq = self._store.query("SELECT COALESCE(MAX(rowid), 0) FROM embeddings")[0][0]
-        deleted = self._store.query(
-            "SELECT COALESCE(MAX(deleted_at), 0) FROM memories WHERE deleted_at IS NOT NULL"
-        )[0][0]
+        seq, deleted = self._store.query(  # one statement, two index lookups
+            "SELECT (SELECT COALESCE(MAX(rowid), 0) FROM embeddings),"
+            " (SELECT COALESCE(MAX(deleted_at), 0) FROM memories WHERE deleted_at IS NOT NULL)"
+        )[0]
         return int(seq), float(deleted)
 
     def _read_state(self) -> _State | None:

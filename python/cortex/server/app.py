@@ -436,7 +436,8 @@ class Server:
                 "status": "ok",
                 "version": cortex.__version__,
                 "uptime_s": round(time.time() - self.started, 1),
-                "read_only": self.engine.store.read_only,
+                # not `engine.store`: it waits for queued recall rows (on the event loop)
+                "read_only": self.engine.read_only,
                 "projects": sorted(who.projects) if who.projects is not None else None,
                 "capabilities": self.caps.to_dict(),
             }
