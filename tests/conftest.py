@@ -86,6 +86,7 @@ def db_digest(path: Path) -> str:
                 "SELECT name FROM sqlite_master WHERE type = 'table'"
                 " AND sql NOT LIKE 'CREATE VIRTUAL%' AND name NOT GLOB 'memories_fts_*'"
                 " AND name NOT GLOB 'memories_exact_*' AND name NOT GLOB 'memories_trigram_*'"
+                " AND name NOT GLOB 'documents_fts_*'"
                 " ORDER BY name"
             )
         ]

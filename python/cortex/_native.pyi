@@ -1,17 +1,20 @@
 """Stubs for the Rust extension ``cortex._native`` (see rust/)."""
 
 import os
+from pathlib import Path
 from typing import final
 
 import numpy as np
 import numpy.typing as npt
 
 __all__ = [
+    "FileLock",
     "KeywordIndex",
     "NativeIndex",
     "__version__",
     "default_threads",
     "linear",
+    "replace_file",
     "rrf",
     "simd_level",
 ]
@@ -19,6 +22,7 @@ __all__ = [
 __version__: str
 
 def simd_level() -> str: ...
+def replace_file(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None: ...
 def default_threads() -> int: ...
 def rrf(
     lists: list[npt.NDArray[np.int64]],
@@ -31,6 +35,21 @@ def linear(
     scores: list[npt.NDArray[np.float64]],
     weights: list[float],
 ) -> dict[str, np.ndarray]: ...
+
+@final
+class FileLock:
+    def __new__(cls, path: str | os.PathLike[str]) -> FileLock: ...
+    def acquire(self, blocking: bool = True) -> bool: ...
+    def release(self) -> None: ...
+    def close(self) -> None: ...
+    @property
+    def locked(self) -> bool: ...
+    @property
+    def closed(self) -> bool: ...
+    @property
+    def path(self) -> Path: ...
+    def __enter__(self) -> FileLock: ...
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None: ...
 
 @final
 class NativeIndex:

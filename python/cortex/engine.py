@@ -9,7 +9,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from cortex import recall, validate
+from cortex import documents, lenses, recall, validate
 from cortex._lazy import LazyModule
 from cortex.errors import (
     ImportFileError,
@@ -26,9 +26,11 @@ from cortex.ranking import DEFAULT_FACT_DECAY, FACT_DECAY_RATES
 from cortex.result import Memory, Result, Results
 from cortex.search.pipeline import Pipeline
 from cortex.search.plan import CANDIDATE_POOL
+from cortex.search.query_cache import QueryCache
+from cortex.search.recorder import Recorder
 from cortex.search.sqlite import KeywordRetriever, SemanticRetriever
 from cortex.semantic import Semantic
-from cortex.store import MemoryInput, Store, content_hash
+from cortex.store import SCHEMA_VERSION, MemoryInput, Store, content_hash
 
 if TYPE_CHECKING:
     import numpy as np
@@ -41,6 +43,8 @@ __all__ = ["CANDIDATE_POOL", "Engine", "Searcher", "open"]
 
 #: The largest daily decay rate a fact may have (1000 / day is gone within minutes).
 MAX_DECAY_RATE = 1000.0
+#: The most documents a search with ``include_documents`` adds to its results.
+DOCUMENTS_WITH_RESULTS = 5
 #: Memories `reindex` embeds per call and writes per transaction.
 REINDEX_WINDOW = 8192
 
@@ -70,11 +74,15 @@ class Engine:
         self._store = store
         self._semantic = Semantic(store, embedder)
         self._keyword_index = KeywordIndexer(store, keyword_index)
+        self._query_cache = QueryCache()
+        # Searches hand their recall rows to a writer thread (cortex.search.recorder).
+        self._recorder = None if store.read_only else Recorder(store)
         self._pipeline = Pipeline(
             store,
             KeywordRetriever(store, self._keyword_index),
-            SemanticRetriever(self._semantic),
+            SemanticRetriever(self._semantic, self._query_cache),
             self._semantic.unavailable,
+            self._recorder,
         )
 
     # ------------------------------------------------------------------ lifecycle
@@ -85,6 +93,9 @@ class Engine:
 
     @property
     def store(self) -> Store:
+        """The database; every search recorded so far is written first (whoever reads
+        the store reads this Engine's searches)."""
+        self.flush_recalls()
         return self._store
 
     @property
@@ -98,7 +109,33 @@ class Engine:
         """The in-memory keyword index (see :mod:`cortex.keyword_index`)."""
         return self._keyword_index
 
+    @property
+    def query_cache(self) -> QueryCache:
+        """The cache of query embeddings (see :mod:`cortex.search.query_cache`):
+        ``engine.query_cache.stats()`` says how often it answered,
+        ``engine.query_cache.resize(0)`` turns it off."""
+        return self._query_cache
+
+    def flush_recalls(self, timeout: float | None = None) -> bool:
+        """Wait until every search recorded so far is written to the recall log (searches
+        record on a writer thread, after their answer: :mod:`cortex.search.recorder`).
+        False if `timeout` seconds passed first. Close and interpreter exit flush too."""
+        if self._recorder is None or not self._recorder.pending():
+            return True
+        return self._recorder.flush(timeout)
+
+    def when_recalls_written(self, callback: Callable[[], None]) -> None:
+        """Call `callback` once every search recorded so far is written: at once if it
+        is, else on the recorder's thread (keep it short). For an event loop:
+        ``engine.when_recalls_written(lambda: loop.call_soon_threadsafe(done.set))``."""
+        if self._recorder is None:
+            callback()
+        else:
+            self._recorder.when_written(callback)
+
     def close(self) -> None:
+        if self._recorder is not None:
+            self._recorder.close()  # flushed and fsync'd before the store closes
         self._pipeline.close()
         self._keyword_index.close()
         self._semantic.close()
@@ -270,6 +307,7 @@ class Engine:
         """Bring the derived files up to date and checkpoint the WAL: what a bulk load
         calls at its end, so that the files on disk are complete and compact (a search
         would otherwise sync the vector index first)."""
+        self.flush_recalls()
         if self._semantic.unavailable() is None and not self._store.read_only:
             self._semantic.index()
         self._store.after_bulk_write()
@@ -277,14 +315,17 @@ class Engine:
     def reindex(self, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
         """Embed every live memory that has no vector of the active model (after a model
         change, or memories added while no model was installed), then rebuild the vector
-        index from SQLite, and recount the per-project keyword statistics. Returns what it
-        did."""
+        index from SQLite, the code references (cortex.code) of every memory, the documents
+        of the imported files (cortex.documents) and the per-project keyword statistics.
+        Returns what it did."""
         if self._store.read_only:
             raise StorageError(
                 f"cannot reindex {self.path}: it is open read-only "
                 + ("(this user cannot write it)" if self._store.notice else "")
                 + "; reindex where the database is writable"
             )
+        refs = self._store.rebuild_code()  # first: they need no model
+        docs = self._store.rebuild_documents()
         backlog = self._semantic.backlog()
         by_id = dict(backlog)
         done = 0
@@ -307,12 +348,22 @@ class Engine:
         rows = self._semantic.rebuild()
         # The per-project keyword statistics, recounted from FTS5's own size records.
         self._store.rebuild_keyword_totals()
-        _log.info("reindexed: %d memories embedded, the index holds %d vectors", done, rows)
-        return {"embedded": done, "model_id": self._semantic.model_id, "rows": rows}
+        _log.info(
+            "reindexed: %d memories embedded, the index holds %d vectors, %d code references",
+            done, rows, refs,
+        )  # fmt: skip
+        return {
+            "embedded": done,
+            "model_id": self._semantic.model_id,
+            "rows": rows,
+            "code_refs": refs,
+            "documents": docs,
+        }
 
     def get(self, memory_id: int, *, project: str | None = None) -> Memory:
         """One live memory by id; with `project`, only if it belongs to that project (a
         memory of another project is not found: a project is a wall)."""
+        self.flush_recalls()  # its access count includes this Engine's searches
         return self._store.get(memory_id, project=project)
 
     def update(self, memory_id: int, **fields: Any) -> Memory:
@@ -369,6 +420,7 @@ class Engine:
             return int(cur.lastrowid or 0)
 
     def stats(self) -> dict[str, Any]:
+        self.flush_recalls()
         return self._store.stats()
 
     # ------------------------------------------------------------------ search
@@ -396,7 +448,80 @@ class Engine:
             raise QueryError(f"a query is a string or None, not {type(query).__name__}")
         if query is not None and not validate.is_encodable(query):
             raise QueryError("the query holds a lone surrogate (not valid Unicode); give UTF-8")
-        return self._pipeline.search(query, opts)
+        wants = [
+            name for name, on in (
+                ("lens", opts.lens is not None),
+                ("code", opts.code is not None),
+                ("include_documents", opts.include_documents),
+            ) if on
+        ]  # fmt: skip
+        if wants:
+            self._upgraded(", ".join(wants))
+        opts = lenses.apply(self._store, opts)
+        results = self._pipeline.search(query, opts)
+        if opts.include_documents:
+            results.documents = documents.search(
+                self._store, query, opts, limit=min(opts.limit, DOCUMENTS_WITH_RESULTS)
+            )
+        return results
+
+    def search_documents(
+        self,
+        query: str | None = None,
+        *,
+        project: str | Sequence[str] | None = None,
+        source_prefix: str | None = None,
+        limit: int = 10,
+        content: bool = False,
+    ) -> list[documents.Document]:
+        """Search the imported Markdown files as whole documents (seed 000), apart from
+        their chunks: BM25 over each file's whole text and title, best first; without
+        text, the newest files. `project` walls the search like ``Options.project``;
+        `content` adds each file's whole text."""
+        if query is not None and not isinstance(query, str):
+            raise QueryError(f"a query is a string or None, not {type(query).__name__}")
+        if query is not None and not validate.is_encodable(query):
+            raise QueryError("the query holds a lone surrogate (not valid Unicode); give UTF-8")
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
+            raise InvalidOptionError(f"limit must be an integer from 1 to 1000, not {limit!r}")
+        if not isinstance(content, bool):
+            raise InvalidOptionError("content must be True or False")
+        opts = Options(project=project, source_prefix=source_prefix)
+        self._upgraded("search_documents")
+        return documents.search(self._store, query, opts, limit=limit, content=content)
+
+    def _upgraded(self, what: str) -> None:
+        """Refuse `what` on a database of an older cortex opened read-only: its tables
+        (code references, lenses, documents) come with the upgrade a writable open does."""
+        if self._store.read_only and self._store.schema_version() < SCHEMA_VERSION:
+            raise StorageError(
+                f"{self.path} was written by an older cortex and is open read-only: {what}"
+                " needs its upgrade; open it writable once (any cortex command that writes)"
+            )
+
+    # ------------------------------------------------------------------ lenses
+
+    def save_lens(
+        self,
+        name: str,
+        options: Options | None = None,
+        *,
+        description: str | None = None,
+        **fields: Any,
+    ) -> dict[str, Any]:
+        """Save (or replace) a lens (seed 002): a named set of filters and boosts that
+        ``Options(lens=name)`` applies; `fields` are :class:`Options` fields
+        (``engine.save_lens("ops", project=["api", "infra"], order_by="recency")``), or
+        give an Options whose non-default fields are saved. Returns the lens."""
+        return lenses.save(self._store, name, options, description=description, **fields)
+
+    def lenses(self) -> list[dict[str, Any]]:
+        """Every saved lens: {name, options, description, created_at, updated_at}."""
+        return lenses.list_lenses(self._store)
+
+    def delete_lens(self, name: str) -> None:
+        """Delete a saved lens (NotFoundError when there is none)."""
+        lenses.delete(self._store, name)
 
     def reinforce(self, ids: Sequence[int], amount: float = 0.02) -> None:
         """Raise the salience of memories that proved useful (seed 000: +0.02 a time, up to
@@ -412,6 +537,7 @@ class Engine:
         for memory_id in wanted:
             if isinstance(memory_id, bool) or not isinstance(memory_id, int):
                 raise InvalidOptionError(f"a memory id is an integer, not {memory_id!r}")
+        self.flush_recalls()
         found = self._store.get_many(wanted)
         missing = [i for i in wanted if i not in found]
         if missing:
@@ -459,12 +585,14 @@ class Engine:
     ) -> recall.Timeline:
         """The memories of the anchor's project just before and after it, with their sessions.
         With `project`, an anchor of another project is not found."""
+        self.flush_recalls()
         return recall.timeline(self._store, anchor_id, before, after, project=project)
 
     def session_context(
         self, memory_id: int, *, project: str | None = None
     ) -> recall.SessionContext | None:
         """The latest session the memory took part in, and how."""
+        self.flush_recalls()
         return recall.session_context(self._store, memory_id, project=project)
 
 

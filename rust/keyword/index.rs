@@ -899,7 +899,7 @@ enum Driver<'a> {
 /// The index of the first element >= `x` in sorted `v` (v.len() if none), galloping.
 #[inline]
 fn gallop(v: &[u32], x: u32) -> usize {
-    if v.first().map_or(true, |&f| f >= x) {
+    if v.first().is_none_or(|&f| f >= x) {
         return 0;
     }
     let mut hi = 1;

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from cortex.errors import InvalidOptionError
 from cortex.options import Mode, Options
 from cortex.pg.retrievers import PgKeywordRetriever, PgSemanticRetriever
 from cortex.pg.store import EmbeddingBatch, PgStore
@@ -127,3 +128,30 @@ def test_walled_legs_rank_as_if_other_projects_were_absent(pg_url: str, tmp_path
     finally:
         pg.close()
         lite.close()
+
+
+def test_several_projects_and_fact_type_on_both_legs(pg_url: str) -> None:
+    """Issue 12: `project` as a list walls off every project not listed, on both legs and
+    the keyword statistics; `fact_type` keeps the memories holding a fact of that type."""
+    emb = FakeEmbedder()
+    items = [MemoryInput(t, project=p) for p in ("a", "b", "c") for t in TEXTS[:3]]
+    pg = PgStore.open(pg_url)
+    try:
+        ids = pg.add_many(
+            items,
+            EmbeddingBatch("letters", 26, {content_hash(t): emb.embed(t) for t in TEXTS[:3]}),
+        )
+        project_of = {i: item.project for i, item in zip(ids, items, strict=True)}
+        pg.add_fact(ids[0], "decision", "blue-green", confidence=1.0, decay_rate=0.0,
+                    last_reinforced=1.7e9)  # fmt: skip
+        for mode, leg in ((Mode.KEYWORD, PgKeywordRetriever(pg)),
+                          (Mode.SEMANTIC, PgSemanticRetriever(pg, emb))):  # fmt: skip
+            opts = Options(mode=mode, record=False, project=["a", "c"])
+            hits = leg.retrieve(plan("deploy service", opts), opts).hits
+            assert hits and {project_of[h.memory_id] for h in hits} == {"a", "c"}
+            only = opts.replace(fact_type="decision")
+            assert [h.memory_id for h in leg.retrieve(plan("deploy", only), only).hits] == [ids[0]]
+        with pytest.raises(InvalidOptionError, match="SQLite-only"):
+            PgKeywordRetriever(pg).retrieve(plan("x", Options(code="a.py")), Options(code="a.py"))
+    finally:
+        pg.close()
