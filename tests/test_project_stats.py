@@ -109,6 +109,32 @@ def test_other_projects_do_not_change_a_projects_keyword_scores(
     assert after == before
 
 
+@pytest.mark.parametrize("policy", ["off", "on"])
+def test_several_projects_rank_with_their_statistics_together(tmp_path: Path, policy: str) -> None:
+    c_texts = ["a ferry quokka on the island", "selfie island noon"]
+    with _open(tmp_path / "alone.db", policy) as alone:
+        for text in A_TEXTS:
+            alone.add(text, project="A", created_at=CREATED)
+        for text in c_texts:
+            alone.add(text, project="C", created_at=CREATED)
+        want = {q: _seen(alone, q, mode="keyword", project=["C", "A"]) for q in ("quokka", "isl*")}
+    with _open(tmp_path / "mixed.db", policy) as mixed:
+        for text in A_TEXTS:
+            mixed.add(text, project="A", created_at=CREATED)
+        _add_b(mixed, 100)
+        for text in c_texts:
+            mixed.add(text, project="C", created_at=CREATED)
+        got = {q: _seen(mixed, q, mode="keyword", project=["A", "C", "A"]) for q in want}
+        one = _seen(mixed, "quokka", mode="keyword", project="A")
+    assert got == want
+    assert {c for c, _, _ in want["quokka"]} == {A_TEXTS[0], A_TEXTS[2], c_texts[0]}
+    # A alone has other statistics than A and C together.
+    assert (
+        dict((c, s) for c, s, _ in one)[A_TEXTS[0]]
+        != dict((c, s) for c, s, _ in want["quokka"])[A_TEXTS[0]]
+    )
+
+
 def test_the_fts5_path_and_the_in_memory_index_score_a_project_alike(tmp_path: Path) -> None:
     got = {}
     for policy in ("off", "on"):
