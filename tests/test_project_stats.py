@@ -242,6 +242,39 @@ def test_a_project_filtered_search_ranks_the_same_whatever_other_projects_hold(
     assert got == want
 
 
+@settings(
+    max_examples=6,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    a=st.lists(texts, min_size=1, max_size=6),
+    others=st.lists(st.tuples(texts, st.integers(0, 6)), min_size=1, max_size=12),
+    query=st.lists(st.sampled_from(WORDS), min_size=1, max_size=3).map(" ".join),
+)
+def test_a_project_filtered_hybrid_search_ranks_the_same_whatever_other_projects_hold(
+    tmp_path_factory: pytest.TempPathFactory,
+    embedder: object,
+    a: list[str],
+    others: list[tuple[str, int]],
+    query: str,
+) -> None:
+    base = tmp_path_factory.mktemp("hybrid")
+    mine = [f"{text} a{i}" for i, text in enumerate(a)]
+    records: list[dict[str, object]] = [
+        {"content": t, "project": "A", "created_at": CREATED} for t in mine
+    ]
+    with _open(base / "alone.db", "off", embedder) as alone:
+        alone.add_many(records)
+        want = _seen(alone, query, mode="hybrid", project="A")
+    for text, at in sorted(others, key=lambda o: -o[1]):
+        records.insert(min(at, len(records)), {"content": text, "project": "B"})
+    with _open(base / "mixed.db", "off", embedder) as mixed:
+        mixed.add_many(records)
+        got = _seen(mixed, query, mode="hybrid", project="A")
+    assert got == want
+
+
 # ---------------------------------------------------------------- totals stay right
 
 
