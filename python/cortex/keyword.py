@@ -361,7 +361,6 @@ class Scope:
         self.store = store
         self.projects: tuple[str, ...] = tuple(projects)
         self._totals: dict[str, tuple[int, int]] = {}
-        self._global: dict[str, tuple[int, int]] = {}
         # (table, phrase) -> {memory id: frequency}; (table, memory id) -> token count
         self._phrases: dict[tuple[str, str], dict[int, int]] = {}
         self._lengths: dict[tuple[str, int], int] = {}
@@ -394,32 +393,31 @@ class Scope:
         """The projects' memories that `phrase` (one FTS5 phrase) matches in `table`."""
         return len(self._frequencies(table, phrase))
 
-    def _table_totals(self, table: str) -> tuple[int, int]:
-        if table not in self._global:
-            from cortex.keyword_index import _fts5_totals
-
-            row = self.store.conn.execute(f"SELECT block FROM {table}_data WHERE id = 1").fetchone()
-            self._global[table] = _fts5_totals(row[0]) if row else (0, 0)
-        return self._global[table]
-
     def _frequencies(self, table: str, phrase: str) -> dict[int, int]:
         key = (table, phrase)
         found = self._phrases.get(key)
         if found is not None:
             return found
         marks = ",".join("?" * len(self.projects))
+        # The table's totals and the phrase's df, which bm25() used, are read in the same
+        # statement (one snapshot: a write landing between two statements cannot skew the
+        # frequencies solved for).
         rows = self.store.conn.execute(
-            f"SELECT m.id, -bm25({table}), {_length_sql(table)} FROM {table}"
+            f"SELECT m.id, -bm25({table}), {_length_sql(table)},"
+            f" (SELECT block FROM {table}_data WHERE id = 1),"
+            f" (SELECT COUNT(*) FROM {table} WHERE {table} MATCH ?) FROM {table}"
             f" CROSS JOIN memories m ON m.id = {table}.rowid WHERE {table} MATCH ?"
             f" AND m.project_id IN ({marks})",
-            [phrase, *self.projects],
+            [phrase, phrase, *self.projects],
         ).fetchall()
         out: dict[int, int] = {}
         if rows:
-            n_rows, n_tokens = self._table_totals(table)
-            idf = _idf(n_rows, _matches(self.store, table, phrase, n_rows + 1))
+            from cortex.keyword_index import _fts5_totals
+
+            n_rows, n_tokens = _fts5_totals(rows[0][3]) if rows[0][3] else (0, 0)
+            idf = _idf(n_rows, int(rows[0][4]))
             avgdl = n_tokens / n_rows if n_rows else 1.0
-            for memory_id, score, tokens in rows:
+            for memory_id, score, tokens, _, _ in rows:
                 # score = idf * tf (k1 + 1) / (tf + k1 K): solve for tf.
                 r = float(score) / idf
                 k = _K1 * (1 - _B + _B * int(tokens) / avgdl)
