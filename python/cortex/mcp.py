@@ -42,6 +42,7 @@ except ImportError as _missing:  # the `mcp` extra is not installed
 
 import cortex
 from cortex import validate
+from cortex.agent import compact_json, lean_search
 from cortex.errors import CortexError, InvalidOptionError, NotFoundError
 from cortex.options import option_specs
 from cortex.paths import db_location, default_db
@@ -127,15 +128,45 @@ class ResultData(TypedDict):
     explain: NotRequired[dict[str, float]]
 
 
-class SearchData(TypedDict):
-    """Results, best first, and how the search ran (mode, notices, rewritten query)."""
+class ContextData(TypedDict):
+    id: int
+    text: str
 
-    query: str | None
-    mode: str
-    rewritten: str | None
-    notices: list[str]
-    hidden: int
-    results: list[ResultData]
+
+class LeanResultData(TypedDict):
+    """One result as an agent reads it (cortex.agent.lean_result)."""
+
+    id: int
+    text: NotRequired[str]
+    snippet: NotRequired[str]
+    date: NotRequired[str]
+    project: NotRequired[str]
+    source: NotRequired[str]
+    score: float
+    why: str
+    context: NotRequired[dict[str, list[ContextData]]]
+    thread: NotRequired[list[ContextData]]
+    explain: NotRequired[dict[str, float]]
+
+
+class SearchData(TypedDict):
+    """Results, best first: lean by default (cortex.agent.lean_search), the full record of
+    the search with verbose (mode, hidden, aggregations, every score part)."""
+
+    status: str
+    total_results: int
+    has_more: NotRequired[bool]
+    next_cursor: NotRequired[str | None]
+    notices: NotRequired[list[str]]
+    interpretation: NotRequired[dict[str, Any] | None]
+    suggestions: NotRequired[list[str]]
+    query: NotRequired[str | None]
+    mode: NotRequired[str]
+    rewritten: NotRequired[str | None]
+    hidden: NotRequired[int]
+    total: NotRequired[int]
+    aggregations: NotRequired[dict[str, Any] | None]
+    results: list[LeanResultData | ResultData]
 
 
 class TimelineData(TypedDict):
@@ -212,6 +243,22 @@ _QUERY = inspect.Parameter(
     ],
 )
 
+#: memory_search's one argument that is not an Options field: the answer's shape.
+_VERBOSE = inspect.Parameter(
+    "verbose",
+    inspect.Parameter.KEYWORD_ONLY,
+    default=_OPTIONAL,
+    annotation=Annotated[
+        Flag,
+        _doc(
+            "boolean",
+            "Return the full record of each result and of the search (every score part, "
+            "all memory fields, session, facts, aggregations) instead of the lean answer "
+            "(default false).",
+        ),
+    ],
+)
+
 #: The run-time type of an argument by its JSON kind: it decides whether the SDK JSON-decodes
 #: a string argument first (never for a text argument, see Text above).
 _BASE: dict[str, Any] = {
@@ -246,11 +293,17 @@ def _option_parameters() -> list[inspect.Parameter]:
 def _given(**values: Any) -> dict[str, Any]:
     """The arguments the client sent, as the API's keyword arguments.
 
-    A JSON null is passed on as None, which is what the API makes of None: no filter for
-    `project`, an error for `limit`, so a NaN that a client's JSON encoder turned into
-    null is refused rather than quietly replaced by the default.
+    A JSON null means the argument's default, as if it were left out: models fill every
+    optional argument of a schema with null when they have nothing to say about it.
     """
-    return {name: value for name, value in values.items() if value is not _OMITTED}
+    return {
+        name: value for name, value in values.items() if value is not _OMITTED and value is not None
+    }
+
+
+def results_explained(changes: Mapping[str, Any]) -> bool:
+    """Whether the search was asked to explain its scores (then the lean answer shows them)."""
+    return changes.get("explain") is True
 
 
 def _when(name: str, value: object) -> object:
@@ -269,8 +322,9 @@ def _when(name: str, value: object) -> object:
 
 
 def _answer(data: Mapping[str, Any]) -> CallToolResult:
-    """Structured content, and the same JSON as text for clients that read only text."""
-    text = json.dumps(data, ensure_ascii=False)
+    """Structured content, and the same JSON as text for clients that read only text
+    (compact: the spaces of the default separators are tokens the agent pays for)."""
+    text = compact_json(data)
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
 
 
@@ -463,23 +517,30 @@ def build_server(engine: cortex.Engine, *, projects: Sequence[str] | None = None
     )
 
     def memory_search(**arguments: Any) -> CallToolResult:
-        """Search the memories by keyword, meaning or both; best first, each with its
-        content, snippet, every part of its score, source session and superseded status."""
+        """Search the memories by keyword, meaning or both; best first, each with its id,
+        text (or the snippet around the match of a long one; memory_get reads it whole),
+        date, project, source, score and why it matched, with total_results and status.
+        explain adds every score part, verbose the full record."""
         query = arguments.pop("query", _OMITTED)
+        verbose = arguments.pop("verbose", _OMITTED)
         changes = _given(**arguments)
         text = None if query is _OMITTED else query
 
         def work() -> dict[str, Any]:
             if served is not None:
                 changes["project"] = confine(changes.get("project", _OMITTED))
-            return engine.search(text, **changes).to_dict()
+            full = verbose not in (_OMITTED, None)
+            if full and not isinstance(verbose, bool):
+                raise InvalidOptionError(f"verbose must be true or false, not {verbose!r}")
+            results = engine.search(text, **changes)
+            return lean_search(results, explain=results_explained(changes), verbose=full)
 
         return _run(work)
 
     # Its arguments are the query and the fields of Options, described where they are
     # declared (options.option): a field added there is an argument here, no edit needed.
     memory_search.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        [_QUERY, *_option_parameters()],
+        [_QUERY, *_option_parameters(), _VERBOSE],
         return_annotation=Annotated[CallToolResult, SearchData],
     )
 
