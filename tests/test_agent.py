@@ -185,3 +185,94 @@ def test_mcp_search_is_lean_by_default_and_null_means_default(
     assert verbose.structured_content["results"][0]["memory"]["id"] == ids["pgbouncer"]
     bad = tools.call("memory_search", {"query": "pgbouncer", "verbose": "yes"})
     assert bad.is_error and "verbose" in _text(bad)
+
+
+# --------------------------------------------------------------------------- similar
+
+
+def test_similar_is_nearest_by_meaning_within_the_project(
+    engine: cortex.Engine, ids: dict[str, int]
+) -> None:
+    near = engine.similar(ids["bluegreen"], 3)
+    assert len(near) == 3
+    assert ids["bluegreen"] not in [r.memory.id for r in near]
+    assert {r.memory.project for r in near} == {"hydra"}  # atlas's blue-green note is walled
+    assert near[0].memory.id == ids["rollback"]  # flipping the load balancer back
+    scores = [r.score for r in near]
+    assert scores == sorted(scores, reverse=True) and all(-1 <= s <= 1 for s in scores)
+    everything = engine.similar(ids["mbtiles"], 50)
+    assert {r.memory.project for r in everything} == {"atlas"} and len(everything) == 2
+    with pytest.raises(cortex.NotFoundError):
+        engine.similar(ids["mbtiles"], project="hydra")
+    with pytest.raises(cortex.InvalidOptionError, match="k must be"):
+        engine.similar(ids["mbtiles"], 0)
+
+
+def test_similar_leaves_out_superseded_and_deleted(tmp_path: Path) -> None:
+    with cortex.open(tmp_path / "s.db") as e:
+        a = e.add("the deploy uses a blue green switch", project="p")
+        b = e.add("blue green deploys flip the load balancer", project="p")
+        c = e.add("deploys flip between two identical environments", project="p")
+        d = e.add("blue-green switch for the deploy, version two", project="p")
+        e.supersede(b, d)
+        e.delete(c)
+        assert [r.memory.id for r in e.similar(a, 10)] == [d]
+
+
+def test_similar_without_a_model_says_why(tmp_path: Path) -> None:
+    with cortex.open(tmp_path / "k.db", embedder=None) as e:
+        a = e.add("a note", project="p")
+        with pytest.raises(cortex.EmbeddingError, match="meaning"):
+            e.similar(a)
+
+
+# --------------------------------------------------------------------------- suggestions
+
+
+def test_suggestions_correct_spelling_from_the_store(engine: cortex.Engine) -> None:
+    found = engine.search("pgbouncr pool", now=NOW, record=False)
+    assert found.suggestions and found.suggestions[0] == "pgbouncer pool"
+    assert found.to_dict()["suggestions"] == list(found.suggestions)
+    # a query that finds plenty gets none
+    plenty = engine.search("deploy", now=NOW, record=False, min_score=0.0)
+    assert len(plenty) >= 3 and plenty.suggestions == ()
+
+
+def test_suggestions_hold_the_project_wall(engine: cortex.Engine) -> None:
+    # "mbtiles" is a word of atlas only: hydra's search must not offer it
+    walled = engine.search("mbtils", project="hydra", now=NOW, record=False)
+    assert not walled and not any("mbtiles" in s for s in walled.suggestions)
+    open_ = engine.search("mbtils", project="atlas", now=NOW, record=False)
+    assert open_.suggestions and open_.suggestions[0] == "mbtiles"
+
+
+def test_suggestions_offer_related_terms_of_the_few_results(engine: cortex.Engine) -> None:
+    few = engine.search("pgbouncer", mode="keyword", now=NOW, record=False)
+    assert 0 < len(few) < 3
+    assert few.suggestions
+    assert all(s.startswith("pgbouncer ") for s in few.suggestions)
+    words = " ".join(r.memory.content.lower() for r in few)
+    assert all(s.split()[-1] in words for s in few.suggestions)  # from the results' own words
+
+
+@pytest.mark.timeout(120)
+def test_mcp_similar(tools: Tools, ids: dict[str, int]) -> None:
+    near = tools.call("memory_similar", {"id": ids["bluegreen"], "k": 2})
+    assert not near.is_error, _text(near)
+    data = near.structured_content
+    assert data["status"] == "ok" and len(data["results"]) == 2
+    assert data["results"][0]["id"] == ids["rollback"]
+    assert all(r["project"] == "hydra" for r in data["results"])
+    walled = tools.call("memory_similar", {"id": ids["mbtiles"], "project": "hydra"})
+    assert walled.is_error and "no memory with id" in _text(walled)
+
+
+def test_cli_similar(store: tuple[Path, dict[str, int]]) -> None:
+    from .conftest import run_cli
+
+    db, named = store
+    run = run_cli("--db", str(db), "similar", str(named["bluegreen"]), "-k", "2", "--json")
+    assert run.code == 0, run.err
+    data = json.loads(run.out)
+    assert data["results"][0]["id"] == named["rollback"]
+    assert len(data["results"]) == 2

@@ -24,7 +24,14 @@ from cortex.errors import CortexError
 
 from .conftest import db_digest
 
-TOOLS = {"memory_search", "memory_add", "memory_timeline", "memory_get", "memory_reinforce"}
+TOOLS = {
+    "memory_search",
+    "memory_add",
+    "memory_timeline",
+    "memory_get",
+    "memory_reinforce",
+    "memory_similar",
+}
 #: Seconds any one exchange with the server may take (the first search loads the model).
 TIMEOUT = 60
 

@@ -167,6 +167,7 @@ def print_results(results: cortex.Results, out: TextIO) -> None:
             f" ({results.hidden} below the minimum score or confidence)" if results.hidden else ""
         )
         out.write(f"no results{hidden}\n")
+        _print_suggestions(results, out)
         return
     rows = [
         (
@@ -197,6 +198,12 @@ def print_results(results: cortex.Results, out: TextIO) -> None:
                 out.write(f"{n:>3}. id {r.memory.id}: {parts}\n")
     if results.hidden:
         out.write(f"({results.hidden} more below the minimum score or confidence)\n")
+    _print_suggestions(results, out)
+
+
+def _print_suggestions(results: cortex.Results, out: TextIO) -> None:
+    if results.suggestions:
+        out.write("try: " + " | ".join(results.suggestions) + "\n")
 
 
 def _json_default(value: object) -> object:
@@ -332,6 +339,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("id", type=int, help="the memory's id")
     p.add_argument("--project", help="only if it belongs to this project (default: any)")
     p.add_argument("--json", action="store_true", help="print it as JSON")
+
+    p = sub.add_parser("similar", help="the memories nearest to one memory by meaning")
+    p.add_argument("id", type=int, help="the memory's id")
+    p.add_argument("-k", type=int, default=10, help="how many (default: 10)")
+    p.add_argument("--project", help="only if it belongs to this project (default: any)")
+    p.add_argument("--json", action="store_true", help="print results as JSON")
 
     p = sub.add_parser("stats", help="what the database holds")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
@@ -554,6 +567,18 @@ def _cmd_show(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def _cmd_similar(args: argparse.Namespace, out: TextIO) -> int:
+    with cortex.open(
+        _db_path(args), read_only=not _db_path(args).exists(), keyword_index="off"
+    ) as engine:
+        results = engine.similar(args.id, args.k, project=args.project)
+    if args.json:
+        _dump(results.to_dict(), out)
+    else:
+        print_results(results, out)
+    return 0
+
+
 def _cmd_stats(args: argparse.Namespace, out: TextIO) -> int:
     with cortex.open(_db_path(args), read_only=True, embedder=None, keyword_index="off") as engine:
         stats = engine.stats()
@@ -742,6 +767,7 @@ _COMMANDS = {
     "import": _cmd_import,
     "search": _cmd_search,
     "show": _cmd_show,
+    "similar": _cmd_similar,
     "stats": _cmd_stats,
     "timeline": _cmd_timeline,
     "reindex": _cmd_reindex,

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from cortex import recall, validate
 from cortex._lazy import LazyModule
 from cortex.errors import (
+    EmbeddingError,
     ImportFileError,
     InvalidOptionError,
     NotFoundError,
@@ -20,15 +21,16 @@ from cortex.errors import (
 )
 from cortex.keyword_index import KeywordIndexer
 from cortex.log import get_logger
-from cortex.options import Options
+from cortex.options import MAX_LIMIT, Options
 from cortex.paths import db_location, url_scheme
 from cortex.ranking import DEFAULT_FACT_DECAY, FACT_DECAY_RATES
-from cortex.result import Memory, Result, Results
+from cortex.result import MatchType, Memory, Result, Results
 from cortex.search.pipeline import Pipeline
 from cortex.search.plan import CANDIDATE_POOL
 from cortex.search.sqlite import KeywordRetriever, SemanticRetriever
 from cortex.semantic import Semantic
 from cortex.store import MemoryInput, Store, content_hash
+from cortex.suggest import FEW
 
 if TYPE_CHECKING:
     import numpy as np
@@ -393,7 +395,81 @@ class Engine:
             raise QueryError(f"a query is a string or None, not {type(query).__name__}")
         if query is not None and not validate.is_encodable(query):
             raise QueryError("the query holds a lone surrogate (not valid Unicode); give UTF-8")
-        return self._pipeline.search(query, opts)
+        results = self._pipeline.search(query, opts)
+        if query and query.strip() and len(results) < FEW and opts.offset == 0 and not opts.cursor:
+            results.suggestions = tuple(self._suggest(query, results, opts))
+        return results
+
+    def _suggest(self, query: str, results: Results, opts: Options) -> list[str]:
+        """Follow-up queries for a search that found little (cortex.suggest), within the
+        search's filters; the words searched are those left after the time words."""
+        from cortex.suggest import suggest
+
+        searched = (results.interpretation or {}).get("searched") or query
+        return suggest(self._store, str(searched), opts, results)
+
+    def similar(self, memory_id: int, k: int = 10, *, project: str | None = None) -> Results:
+        """The `k` memories nearest to `memory_id` by meaning (cosine of their embeddings),
+        best first, without itself, superseded and deleted ones.
+
+        Only memories of the same project (or, for a memory without one, without one): a
+        project is a wall. With `project`, a memory of another project is not found.
+        Needs the embedding model (EmbeddingError otherwise) and the memory's embedding
+        (`cortex reindex` makes it).
+        """
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_LIMIT:
+            raise InvalidOptionError(f"k must be an integer from 1 to {MAX_LIMIT}, not {k!r}")
+        anchor = self._store.get(memory_id, project=project)
+        reason = self._semantic.unavailable()
+        if reason is not None:
+            raise EmbeddingError(f"similar memories are found by meaning: {reason}")
+        model = self._semantic.model_id
+        rows = self._store.query(
+            "SELECT vector FROM embeddings WHERE memory_id = ? AND model_id = ?",
+            (anchor.id, model),
+        )
+        if not rows or not rows[0][0]:
+            raise NotFoundError(
+                f"memory {anchor.id} has no embedding of {model}; run `cortex reindex`"
+            )
+        vector = np.frombuffer(rows[0][0], dtype="<f4").astype(np.float32)
+        opts = Options(project=anchor.project, limit=k, record=False)
+        allowed = self._store.allowed_ids(opts)
+        if allowed is not None:
+            allowed = allowed[allowed != anchor.id]
+            if len(allowed) == 0:
+                return Results(query=None, mode="similar")
+        index = self._semantic.index()
+        want = min(len(index), k + 1 + CANDIDATE_POOL)
+        if allowed is not None:
+            want = min(want, len(allowed))
+        ids, scores = self._semantic.verified_search(vector, want, allowed=allowed)
+        found = [(int(i), float(c)) for i, c in zip(ids.tolist(), scores.tolist(), strict=True)]
+        memories = self._store.get_many([i for i, _ in found])
+        kept = [
+            (memories[i], c)
+            for i, c in found
+            if i != anchor.id
+            and i in memories
+            and memories[i].deleted_at is None
+            and memories[i].superseded_by is None
+            and memories[i].project == anchor.project
+        ][:k]
+        extra = recall.enrichment(self._store, [m for m, _ in kept])
+        out = [
+            Result(
+                memory=m,
+                score=c,
+                semantic_score=c,
+                effective_confidence=m.confidence,
+                snippet=m.content[:200] + ("…" if len(m.content) > 200 else ""),
+                match_type=MatchType.SEMANTIC,
+                source_session=extra.source_session.get(m.id),
+                related_memory_count=extra.related.get(m.id, 0),
+            )
+            for m, c in kept
+        ]
+        return Results(out, query=None, mode="similar")
 
     def reinforce(self, ids: Sequence[int], amount: float = 0.02) -> None:
         """Raise the salience of memories that proved useful (seed 000: +0.02 a time, up to

@@ -657,6 +657,28 @@ def build_server(engine: cortex.Engine, *, projects: Sequence[str] | None = None
 
         return _run(work)
 
+    def memory_similar(
+        id: Annotated[Integer, _doc("integer", "The memory to find neighbours of.")],
+        k: Annotated[
+            Integer, _doc("integer", "How many (default 10).", minimum=1, maximum=100)
+        ] = _OPTIONAL,
+        project: Annotated[
+            Text, _doc("string", "Only if the memory belongs to this project.")
+        ] = _OPTIONAL,
+        verbose: Annotated[
+            Flag, _doc("boolean", "The full record of each result (default false).")
+        ] = _OPTIONAL,
+    ) -> Annotated[CallToolResult, SearchData]:
+        """The memories nearest to one memory by meaning, best first, from its own project
+        only: related notes, earlier decisions on the same subject, duplicates."""
+
+        def work() -> dict[str, Any]:
+            anchor = fetch(id, project)
+            results = engine.similar(anchor.id, **_given(k=k), project=anchor.project)
+            return lean_search(results, verbose=verbose is True)
+
+        return _run(work)
+
     reads = ToolAnnotations(read_only_hint=True, open_world_hint=False)
     server.register(
         memory_search,
@@ -674,6 +696,7 @@ def build_server(engine: cortex.Engine, *, projects: Sequence[str] | None = None
     )
     server.register(memory_timeline, reads)
     server.register(memory_get, reads)
+    server.register(memory_similar, reads)
     server.register(
         memory_reinforce,
         ToolAnnotations(

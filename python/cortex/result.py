@@ -161,7 +161,9 @@ class Results(list[Result]):
     was applied, the text searched, intent, topics; see cortex.interpret). `total` counts
     the matches that passed the thresholds (before the page was cut); `has_more` and
     `next_cursor` lead to the next page; `aggregations` count the matches by project,
-    category, session and over time.
+    category, session and over time. `suggestions` are follow-up queries offered when the
+    search found little (a word corrected from the store's vocabulary, a related term;
+    see cortex.suggest).
     """
 
     __slots__ = (
@@ -174,6 +176,7 @@ class Results(list[Result]):
         "notices",
         "query",
         "rewritten",
+        "suggestions",
         "total",
     )
 
@@ -191,8 +194,10 @@ class Results(list[Result]):
         has_more: bool = False,
         next_cursor: str | None = None,
         aggregations: dict[str, Any] | None = None,
+        suggestions: tuple[str, ...] = (),
     ) -> None:
         super().__init__(results)
+        self.suggestions = suggestions
         self.interpretation = interpretation
         self.total = len(results) if total is None else total
         self.has_more = has_more
@@ -216,5 +221,6 @@ class Results(list[Result]):
             "has_more": self.has_more,
             "next_cursor": self.next_cursor,
             "aggregations": self.aggregations,
+            "suggestions": list(self.suggestions),
             "results": [r.to_dict() for r in self],
         }

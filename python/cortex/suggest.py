@@ -1,0 +1,180 @@
+"""Suggestions when a query finds little (issue 12, item 7): spelling corrections drawn from
+the store's own vocabulary, and related terms that co-occur in the top results.
+
+Corrections: each query word that no memory within the search's filters holds is compared
+with the words of the unstemmed FTS5 index (read through an ``fts5vocab`` table in the
+connection's temp schema, so a read-only database works): words within an edit distance
+of 1 (2 for words of 6 letters or more), ranked by distance, then by how many memories
+*within the filters* hold them. Every candidate is checked against the filters with a
+keyword search before it is offered, so a word that only another project holds is never
+suggested (a project is a wall; the vocabulary itself is store-wide).
+
+Related terms: the content words the top results share that the query does not name,
+weighted by how rare they are in the store (document frequency within the results times
+log inverse document frequency). They come from the results, which already passed the
+filters.
+
+Suggestions are follow-up queries: the query with a word corrected, then the query's
+searched words with a related term added.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import sqlite3
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from cortex import keyword
+from cortex.errors import StorageError
+from cortex.options import Mode, Options
+from cortex.search.plan import DROPPED
+from cortex.store import Store, has_cjk
+
+__all__ = ["FEW", "MAX_SUGGESTIONS", "corrections", "edit_distance", "related_terms", "suggest"]
+
+#: A search that returns fewer results than this gets suggestions.
+FEW = 3
+#: At most this many suggestions, corrections first.
+MAX_SUGGESTIONS = 5
+#: Words shorter than this are not corrected (too many neighbours at distance 1).
+MIN_WORD = 4
+_WORD = re.compile(r"[^\W_]+")
+_VOCAB = "temp.cortex_vocab"
+
+
+def edit_distance(a: str, b: str, limit: int = 2) -> int:
+    """Damerau-Levenshtein distance (adjacent swaps count 1) of `a` and `b`, or
+    ``limit + 1`` as soon as it is known to exceed `limit`."""
+    if abs(len(a) - len(b)) > limit:
+        return limit + 1
+    prev2: list[int] = []
+    prev = list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        cur = [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            cost = 0 if a[i - 1] == b[j - 1] else 1
+            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                cur[j] = min(cur[j], prev2[j - 2] + 1)
+        if min(cur) > limit:
+            return limit + 1
+        prev2, prev = prev, cur
+    return prev[len(b)]
+
+
+def _vocabulary(store: Store, lo: int, hi: int) -> list[tuple[str, int]]:
+    """(word, memories holding it) of the unstemmed index's words of `lo`..`hi` letters."""
+    try:
+        store.query(
+            f"CREATE VIRTUAL TABLE IF NOT EXISTS {_VOCAB}"
+            " USING fts5vocab(main, 'memories_exact', 'row')"
+        )
+        rows = store.query(
+            f"SELECT term, doc FROM {_VOCAB} WHERE length(term) BETWEEN ? AND ?", (lo, hi)
+        )
+    except (sqlite3.Error, StorageError):  # no FTS5 vocabulary: no corrections
+        return []
+    return [(str(t), int(d)) for t, d in rows]
+
+
+def _count(store: Store, word: str, opts: Options, cap: int = 50) -> int:
+    """How many memories within `opts`'s filters hold `word` (up to `cap`)."""
+    quoted = '"' + word.replace('"', '""') + '"'
+    return len(keyword.search(store, quoted, opts, cap).hits)
+
+
+def corrections(store: Store, words: Sequence[str], opts: Options) -> dict[str, str]:
+    """The best correction of each of `words` that no memory within the filters holds."""
+    wanted = [w for w in words if len(w) >= MIN_WORD and not has_cjk(w) and not w.isdigit()]
+    missing = [w for w in wanted if _count(store, w, opts, 1) == 0]
+    if not missing:
+        return {}
+    lo = min(len(w) for w in missing) - 2
+    hi = max(len(w) for w in missing) + 2
+    vocab = _vocabulary(store, max(1, lo), hi)
+    out: dict[str, str] = {}
+    for word in missing:
+        limit = 2 if len(word) >= 6 else 1
+        close = sorted(
+            ((d, -n, term) for term, n in vocab
+             if term != word and (d := edit_distance(word, term, limit)) <= limit),
+        )[:8]  # fmt: skip
+        best: tuple[int, int, str] | None = None
+        for d, _, term in close:
+            inside = _count(store, term, opts)  # the wall: only words the filters admit
+            if inside and (best is None or (d, -inside) < best[:2]):
+                best = (d, -inside, term)
+        if best is not None:
+            out[word] = best[2]
+    return out
+
+
+def related_terms(
+    store: Store, contents: Sequence[str], query_words: Sequence[str], k: int = 3
+) -> list[str]:
+    """Up to `k` words the `contents` (the top results) share, rare in the store, that the
+    query does not already name."""
+    if not contents:
+        return []
+    named = {w.lower() for w in query_words}
+    stems = {w[:5] for w in named if len(w) >= 5}
+    df: Counter[str] = Counter()
+    for text in contents:
+        df.update(
+            {
+                w.lower()
+                for w in _WORD.findall(text)
+                if len(w) >= 3 and not w.isdigit() and not has_cjk(w)
+            }
+        )
+    pool = [
+        w
+        for w in df
+        if w not in DROPPED and w not in named and not (len(w) >= 5 and w[:5] in stems)
+    ]
+    if not pool:
+        return []
+    total = max(1, int(store.query("SELECT COUNT(*) FROM memories WHERE deleted_at IS NULL")[0][0]))
+    docs = _doc_counts(store, pool)
+    scored = [(df[w] * math.log(1 + total / max(1, docs.get(w, 1))), w) for w in pool]
+    scored.sort(key=lambda s: (-s[0], s[1]))
+    return [w for _, w in scored[:k]]
+
+
+def _doc_counts(store: Store, words: Sequence[str]) -> dict[str, int]:
+    try:
+        store.query(
+            f"CREATE VIRTUAL TABLE IF NOT EXISTS {_VOCAB}"
+            " USING fts5vocab(main, 'memories_exact', 'row')"
+        )
+        out: dict[str, int] = {}
+        for start in range(0, len(words), 500):
+            part = list(words[start : start + 500])
+            marks = ",".join("?" * len(part))
+            for term, doc in store.query(
+                f"SELECT term, doc FROM {_VOCAB} WHERE term IN ({marks})", part
+            ):
+                out[str(term)] = int(doc)
+        return out
+    except (sqlite3.Error, StorageError):
+        return {}
+
+
+def suggest(store: Store, searched: str, opts: Options, results: Sequence[Any]) -> list[str]:
+    """Follow-up queries for a search of `searched` that returned `results` (few)."""
+    words = [w for w in keyword._terms(searched) if w not in DROPPED]
+    if not words:
+        return []
+    base = opts.replace(mode=Mode.KEYWORD, limit=1, cursor=None, offset=0, record=False)
+    out: list[str] = []
+    fixed = corrections(store, words, base)
+    if fixed:
+        corrected = " ".join(fixed.get(w, w) for w in words)
+        out.append(corrected)
+    contents = [r.memory.content for r in list(results)[:5]]
+    for term in related_terms(store, contents, words):
+        out.append(f"{' '.join(fixed.get(w, w) for w in words)} {term}")
+    return list(dict.fromkeys(out))[:MAX_SUGGESTIONS]
