@@ -276,3 +276,129 @@ def test_cli_similar(store: tuple[Path, dict[str, int]]) -> None:
     data = json.loads(run.out)
     assert data["results"][0]["id"] == named["rollback"]
     assert len(data["results"]) == 2
+
+
+# --------------------------------------------------------------------------- Engine.context
+
+
+def test_scope_pattern_of_seed_004() -> None:
+    from cortex.context import scope_matches, scope_pattern
+
+    assert scope_pattern("hydra", "testing") == "project:hydra:task:testing"
+    assert scope_pattern("hydra") == "project:hydra*"
+    assert scope_pattern("hydra", language="go") == "project:hydra*"
+    assert scope_pattern(language="go") == "language:go"
+    assert scope_pattern(task="testing") == "universal"
+    assert scope_pattern() == "universal"
+    assert scope_matches("project:hydra*", "project:hydra:task:x")
+    assert not scope_matches("project:hydra*", "project:atlas")
+    assert scope_matches("language:go", "language:go") and not scope_matches("universal", None)
+
+
+def test_context_confidence_orders_a_clear_match_above_nothing(engine: cortex.Engine) -> None:
+    clear = engine.context("how do we roll back a deploy?", now=NOW, record=False)
+    nothing = engine.context("what is the capital of peru", now=NOW, record=False)
+    assert clear.confidence > 0.8 > 0.2 > nothing.confidence
+    assert clear.memories and not nothing.memories and nothing.text == ""
+    assert 0.0 <= nothing.confidence <= clear.confidence <= 1.0
+
+
+@pytest.mark.parametrize("fmt", ["detailed", "summary", "checklist"])
+@pytest.mark.parametrize("budget", [30, 80, 200, 2000])
+def test_context_respects_the_token_budget(engine: cortex.Engine, fmt: str, budget: int) -> None:
+    answer = engine.context(
+        "deploy rollback smoke tests pgbouncer", max_tokens=budget, format=fmt,
+        now=NOW, record=False,
+    )  # fmt: skip
+    assert answer.tokens == estimate_tokens(answer.text) <= budget
+    assert len(answer.text) <= 4 * budget
+    ids = [m["id"] for m in answer.memories]
+    assert all(f"#{i}" in answer.text for i in ids)
+    if budget >= 200:
+        assert len(ids) >= 2
+    if fmt == "checklist" and ids:
+        assert answer.answer == answer.text and answer.text.startswith("- ")
+        assert answer.text.count("\n") == len(ids) - 1
+    else:
+        assert answer.answer is None
+
+
+def test_context_detailed_carries_the_chunks_around(
+    engine: cortex.Engine, ids: dict[str, int]
+) -> None:
+    answer = engine.context("rollback load balancer", max_tokens=2000, now=NOW, record=False)
+    first = answer.memories[0]
+    assert first["id"] == ids["rollback"]
+    assert first["text"] == NOTES[1]["content"]  # whole, not a snippet
+    around = {c["id"] for side in first["context"].values() for c in side}
+    assert {ids["bluegreen"], ids["smoke"]} <= around  # its session's turns before and after
+    assert f"(before #{ids['bluegreen']})" in answer.text
+    # summary: no context, the long memory as its snippet
+    summary = engine.context("pgbouncer pool exhausted", format="summary", now=NOW, record=False)
+    long = next(m for m in summary.memories if m["id"] == ids["long"])
+    assert "snippet" in long and "context" not in long
+
+
+def test_context_holds_the_project_wall(engine: cortex.Engine) -> None:
+    answer = engine.context("blue green deploys", project="atlas", now=NOW, record=False)
+    assert answer.memories and {m["project"] for m in answer.memories} == {"atlas"}
+    assert answer.scope == "project:atlas*"
+    assert "hydra" not in answer.text and "idle color" not in answer.text
+    assert not any("pgbouncer" in s or "color" in s for s in answer.suggestions)
+    data = answer.to_dict()
+    assert data["total_returned"] == len(answer.memories) and data["scope"] == "project:atlas*"
+    assert set(data) >= {"answer", "memories", "suggestions", "confidence"}  # seed 003's shape
+    assert set(data) >= {"total_found", "total_returned", "token_estimate"}  # seed 004's
+
+
+def test_context_suggests_follow_ups(engine: cortex.Engine) -> None:
+    answer = engine.context("pgbouncr", now=NOW, record=False)
+    assert answer.suggestions and answer.suggestions[0] == "pgbouncer"
+
+
+def test_context_refuses_bad_arguments(engine: cortex.Engine) -> None:
+    with pytest.raises(cortex.InvalidOptionError, match="format must be"):
+        engine.context("x", format="poem")
+    with pytest.raises(cortex.InvalidOptionError, match="max_tokens"):
+        engine.context("x", max_tokens=0)
+    with pytest.raises(cortex.InvalidOptionError, match="task"):
+        engine.context("x", task="  ")
+    with pytest.raises(cortex.QueryError):
+        engine.context(42)  # type: ignore[arg-type]
+
+
+@pytest.mark.timeout(120)
+def test_mcp_context(tools: Tools, ids: dict[str, int]) -> None:
+    listed = {t.name: t for t in tools.list()}
+    assert "memory_learn" in listed["memory_add"].description  # memory_add is seed 004's
+    answer = tools.call(
+        "memory_context",
+        {"prompt": "how do we roll back a deploy?", "max_tokens": 120, "project": "hydra",
+         "task": "release", "format": None},
+    )  # fmt: skip
+    assert not answer.is_error, _text(answer)
+    data = answer.structured_content
+    assert data["status"] == "ok" and data["confidence"] > 0.5
+    assert data["ids"][0] == ids["rollback"] and data["token_estimate"] <= 120
+    assert data["scope"] == "project:hydra:task:release"
+    assert "memories" not in data  # the text says it once; verbose adds the records
+    verbose = tools.call("memory_context", {"prompt": "rollback", "verbose": True})
+    assert verbose.structured_content["memories"]
+    nothing = tools.call("memory_context", {"prompt": "what is the capital of peru"})
+    assert nothing.structured_content["status"] == "no_match"
+    assert nothing.structured_content["confidence"] < 0.2
+    bad = tools.call("memory_context", {"prompt": "x", "format": "poem"})
+    assert bad.is_error and "format must be" in _text(bad)
+
+
+def test_cli_context(store: tuple[Path, dict[str, int]]) -> None:
+    from .conftest import run_cli
+
+    db, named = store
+    run = run_cli("--db", str(db), "context", "how do we roll back?", "--max-tokens", "100",
+                  "--project", "hydra", "--now", NOW.isoformat(), "--json")  # fmt: skip
+    assert run.code == 0, run.err
+    data = json.loads(run.out)
+    assert data["memories"][0]["id"] == named["rollback"] and data["token_estimate"] <= 100
+    text = run_cli("--db", str(db), "context", "how do we roll back?", "--format", "checklist")
+    assert text.code == 0 and text.out.startswith("- ") and "confidence" in text.out

@@ -31,6 +31,7 @@ TOOLS = {
     "memory_get",
     "memory_reinforce",
     "memory_similar",
+    "memory_context",
 }
 #: Seconds any one exchange with the server may take (the first search loads the model).
 TIMEOUT = 60

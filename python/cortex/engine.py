@@ -35,6 +35,7 @@ from cortex.suggest import FEW
 if TYPE_CHECKING:
     import numpy as np
 
+    from cortex.context import ContextAnswer
     from cortex.ingest import ImportReport
 else:  # imported when a vector is first touched (start-up of keyword-only commands)
     np = LazyModule("numpy")
@@ -407,6 +408,62 @@ class Engine:
 
         searched = (results.interpretation or {}).get("searched") or query
         return suggest(self._store, str(searched), opts, results)
+
+    def context(
+        self,
+        prompt: str,
+        *,
+        max_tokens: int = 2000,
+        format: str = "detailed",
+        project: str | None = None,
+        task: str | None = None,
+        language: str | None = None,
+        options: Options | None = None,
+        **changes: Any,
+    ) -> ContextAnswer:
+        """What an agent should read before it answers `prompt` (seed 003's LLM endpoint):
+        the best memories, in the `detailed` format each with the chunks around it,
+        packed into `max_tokens` (characters / 4), with a calibrated `confidence` for the
+        whole answer and follow-up `suggestions` (see :mod:`cortex.context`).
+
+        `project` is a wall, as in a search; `project`, `task` and `language` make seed
+        004's scope pattern (``project:X:task:Y``, ``project:X*``, ``language:X`` or
+        ``universal``), reported as ``scope`` and preferred among near-equal memories.
+        `options` and keyword `changes` are the search's (``now=``, ``mode=``, ...)."""
+        from cortex import context as ctx
+
+        if not isinstance(prompt, str):
+            raise QueryError(f"a prompt is a string, not {type(prompt).__name__}")
+        fmt = ctx.check_format(format)
+        budget = ctx.check_budget(max_tokens)
+        for name, value in (("task", task), ("language", language)):
+            if value is not None and (not isinstance(value, str) or not value.strip()):
+                raise InvalidOptionError(f"{name} must be a non-empty string or None")
+        opts = options if options is not None else Options()
+        if not isinstance(opts, Options):
+            raise InvalidOptionError(f"options must be cortex.Options, not {type(opts).__name__}")
+        wanted: dict[str, Any] = {"explain": True, "limit": min(opts.limit, ctx.CANDIDATES)}
+        if project is not None:
+            wanted["project"] = project
+        if fmt == "detailed" and opts.context == 0:
+            wanted["context"] = 1
+        try:
+            opts = opts.replace(**{**wanted, **changes})
+        except TypeError as exc:
+            raise InvalidOptionError(str(exc)) from None
+        results = self.search(prompt, opts)
+        suggestions = list(results.suggestions)
+        if not suggestions and prompt.strip():
+            suggestions = self._suggest(prompt, results, opts)
+        return ctx.build(
+            prompt,
+            results,
+            fmt=fmt,
+            max_tokens=budget,
+            scope=ctx.scope_pattern(opts.project, task, language),
+            suggestions=suggestions,
+            prefer_scope=opts.order_by == "relevance",
+        )
 
     def similar(self, memory_id: int, k: int = 10, *, project: str | None = None) -> Results:
         """The `k` memories nearest to `memory_id` by meaning (cosine of their embeddings),

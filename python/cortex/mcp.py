@@ -169,6 +169,22 @@ class SearchData(TypedDict):
     results: list[LeanResultData | ResultData]
 
 
+class ContextAnswerData(TypedDict):
+    """Engine.context for an agent: the memories to read as one text within the budget."""
+
+    status: str
+    confidence: float
+    scope: str
+    total_found: int
+    total_returned: int
+    token_estimate: int
+    text: str
+    ids: list[int]
+    suggestions: NotRequired[list[str]]
+    notices: NotRequired[list[str]]
+    memories: NotRequired[list[dict[str, Any]]]
+
+
 class TimelineData(TypedDict):
     """The memories of the anchor's project just before and after it, oldest first."""
 
@@ -508,10 +524,12 @@ def build_server(engine: cortex.Engine, *, projects: Sequence[str] | None = None
         "cortex",
         version=cortex.__version__,
         instructions=(
-            "Long-term memory. Call memory_search before answering from recollection "
+            "Long-term memory. Call memory_context for what to read before a task (packed "
+            "into a token budget, with a confidence), memory_search to look something up "
             '(FTS5 syntax works: deploy*, "blue green", a OR b, a NOT b); store a '
-            "durable lesson, decision or fact with memory_add; read one memory in full "
-            "with memory_get and what happened around it with memory_timeline."
+            "durable lesson, decision or fact with memory_add (seed 004's memory_learn); "
+            "read one memory in full with memory_get, what happened around it with "
+            "memory_timeline, its neighbours by meaning with memory_similar."
         ),
         log_level="WARNING",
     )
@@ -572,7 +590,10 @@ def build_server(engine: cortex.Engine, *, projects: Sequence[str] | None = None
         metadata: Annotated[Object, _doc("object", "Any JSON object kept with it.")] = _OPTIONAL,
         source_path: Annotated[Text, _doc("string", "The file it came from.")] = _OPTIONAL,
     ) -> Annotated[CallToolResult, MemoryData]:
-        """Store one memory (embedded when a model is installed) and return it as stored."""
+        """Store one memory (embedded when a model is installed) and return it as stored.
+        This is seed 004's memory_learn: a lesson, decision, preference or correction is
+        a memory with a category and a scope (universal, language:X, project:X,
+        project:X:task:Y)."""
 
         def work() -> dict[str, Any]:
             fields = _given(
@@ -679,6 +700,66 @@ def build_server(engine: cortex.Engine, *, projects: Sequence[str] | None = None
 
         return _run(work)
 
+    def memory_context(
+        prompt: Annotated[
+            Text, _doc("string", "The question or the need, in plain words (time words work).")
+        ],
+        max_tokens: Annotated[
+            Integer,
+            _doc("integer", "Budget of the memories' text (default 2000).", minimum=1),
+        ] = _OPTIONAL,
+        format: Annotated[
+            Text,
+            _doc(
+                "string",
+                "detailed (each memory whole, with the chunks around it), summary (each as "
+                "its snippet) or checklist (one line each); default detailed.",
+                enum=["detailed", "summary", "checklist"],
+            ),
+        ] = _OPTIONAL,
+        project: Annotated[Text, _doc("string", "The current project (a wall).")] = _OPTIONAL,
+        task: Annotated[Text, _doc("string", "The current task, for the scope.")] = _OPTIONAL,
+        language: Annotated[
+            Text, _doc("string", "The current language, for the scope.")
+        ] = _OPTIONAL,
+        verbose: Annotated[
+            Flag, _doc("boolean", "Also each memory as a record (default false).")
+        ] = _OPTIONAL,
+    ) -> Annotated[CallToolResult, ContextAnswerData]:
+        """What to read before answering: the best memories for the prompt packed into
+        max_tokens as one text, with a calibrated confidence (0-1: low means memory holds
+        nothing on it), follow-up suggestions and the scope pattern."""
+
+        def work() -> dict[str, Any]:
+            if not isinstance(prompt, str):
+                raise InvalidOptionError("prompt must be a string: the question or the need")
+            given = _given(max_tokens=max_tokens, format=format, task=task, language=language)
+            wall = confine(project)
+            answer = engine.context(
+                prompt,
+                project=None if wall is _OMITTED else wall,  # type: ignore[arg-type]
+                **given,
+            )
+            data = answer.to_dict()
+            lean: dict[str, Any] = {
+                "status": "ok" if answer.memories else "no_match",
+                "confidence": data["confidence"],
+                "scope": data["scope"],
+                "total_found": data["total_found"],
+                "total_returned": data["total_returned"],
+                "token_estimate": data["token_estimate"],
+                "text": data["text"],
+                "ids": [m["id"] for m in answer.memories],
+            }
+            for key in ("suggestions", "notices"):
+                if data[key]:
+                    lean[key] = data[key]
+            if verbose is True:
+                lean["memories"] = data["memories"]
+            return lean
+
+        return _run(work)
+
     reads = ToolAnnotations(read_only_hint=True, open_world_hint=False)
     server.register(
         memory_search,
@@ -697,6 +778,11 @@ def build_server(engine: cortex.Engine, *, projects: Sequence[str] | None = None
     server.register(memory_timeline, reads)
     server.register(memory_get, reads)
     server.register(memory_similar, reads)
+    server.register(
+        memory_context,
+        # Not read-only: its search records the recall, as memory_search does.
+        ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False),
+    )
     server.register(
         memory_reinforce,
         ToolAnnotations(

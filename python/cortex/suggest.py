@@ -42,6 +42,17 @@ MAX_SUGGESTIONS = 5
 #: Words shorter than this are not corrected (too many neighbours at distance 1).
 MIN_WORD = 4
 _WORD = re.compile(r"[^\W_]+")
+#: Words too common to be a related term (beyond the search's own stop words).
+_COMMON = frozenset(
+    {"about", "after", "again", "all", "also", "any", "back", "been", "before", "behind",
+     "being", "both", "can", "could", "did", "does", "done", "each", "every", "from", "get",
+     "gets", "goes", "had", "has", "have", "her", "here", "his", "its", "just", "like",
+     "made", "make", "many", "more", "most", "much", "must", "new", "now", "off", "old",
+     "once", "one", "only", "other", "our", "out", "over", "same", "should", "since", "some",
+     "still", "than", "them", "through", "too", "two", "under", "until", "use", "used",
+     "uses", "using", "very", "via", "was", "way", "were", "what", "when", "where", "which",
+     "while", "who", "why", "would", "yes", "yet", "you", "your"}
+)  # fmt: skip
 _VOCAB = "temp.cortex_vocab"
 
 
@@ -133,7 +144,10 @@ def related_terms(
     pool = [
         w
         for w in df
-        if w not in DROPPED and w not in named and not (len(w) >= 5 and w[:5] in stems)
+        if w not in DROPPED
+        and w not in _COMMON
+        and w not in named
+        and not (len(w) >= 5 and w[:5] in stems)
     ]
     if not pool:
         return []

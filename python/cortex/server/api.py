@@ -619,7 +619,7 @@ def _when(name: str, value: Any) -> datetime | float:
 
 
 LLM_FIELDS = ("prompt", "context", "format", "max_tokens")
-LLM_CONTEXT_FIELDS = ("current_file", "current_project", "recent_queries")
+LLM_CONTEXT_FIELDS = ("current_file", "current_project", "recent_queries", "task", "language")
 FORMATS = ("detailed", "summary", "checklist")
 
 
@@ -631,6 +631,8 @@ class LlmPlan:
     project: str | None
     current_file: str | None
     recent_queries: list[str]
+    task: str | None = None
+    language: str | None = None
 
 
 def plan_llm(body: Any, allowed: frozenset[str] | None) -> LlmPlan:
@@ -662,7 +664,11 @@ def plan_llm(body: Any, allowed: frozenset[str] | None) -> LlmPlan:
     recent = ctx.get("recent_queries") or []
     if not isinstance(recent, list) or not all(isinstance(q, str) for q in recent):
         raise ApiError(400, "context.recent_queries must be an array of strings")
-    return LlmPlan(prompt, fmt, max_tokens, project, current_file, recent)
+    task = _str(ctx["task"], "context.task") if ctx.get("task") is not None else None
+    language = (
+        _str(ctx["language"], "context.language") if ctx.get("language") is not None else None
+    )
+    return LlmPlan(prompt, fmt, max_tokens, project, current_file, recent, task, language)
 
 
 def strip_marks(text: str) -> str:
