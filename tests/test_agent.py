@@ -402,3 +402,62 @@ def test_cli_context(store: tuple[Path, dict[str, int]]) -> None:
     assert data["memories"][0]["id"] == named["rollback"] and data["token_estimate"] <= 100
     text = run_cli("--db", str(db), "context", "how do we roll back?", "--format", "checklist")
     assert text.code == 0 and text.out.startswith("- ") and "confidence" in text.out
+
+
+# --------------------------------------------------------------------------- threads
+
+
+def test_thread_carries_the_session_within_its_budget(
+    engine: cortex.Engine, ids: dict[str, int]
+) -> None:
+    plain = engine.search("rollback", now=NOW, record=False)
+    assert all(r.thread is None and "thread" not in r.to_dict() for r in plain)
+    found = engine.search("rollback", now=NOW, record=False, thread=True)
+    first = next(r for r in found if r.memory.id == ids["rollback"])
+    assert [t["id"] for t in first.thread or []] == [ids["bluegreen"], ids["smoke"]]
+    assert first.to_dict()["thread"] == first.thread
+    # a budget for one turn: the nearest in time (smoke tests, a day after; blue-green a
+    # day before: the tie goes to the lower id)
+    tight = engine.search("rollback", now=NOW, record=False, thread=True, thread_tokens=40)
+    one = next(r for r in tight if r.memory.id == ids["rollback"])
+    assert len(one.thread or []) == 1
+    assert sum(-(-len(t["content"]) // 4) for t in one.thread or []) <= 40
+    # the long incident note has no session: an empty thread
+    lonely = engine.search("incident outage", now=NOW, record=False, thread=True)
+    assert next(r for r in lonely if r.memory.id == ids["long"]).thread == []
+    lean = lean_search(found)["results"]
+    assert (
+        next(r for r in lean if r["id"] == ids["rollback"])["thread"][0]["id"] == ids["bluegreen"]
+    )
+    with pytest.raises(cortex.InvalidOptionError, match="thread_tokens"):
+        engine.search("x", thread=True, thread_tokens=0)
+
+
+def test_thread_stays_in_the_project(tmp_path: Path) -> None:
+    with cortex.open(tmp_path / "t.db", embedder=None) as e:
+        a = e.add("we chose the blue deploy", project="p", session="s", created_at=1000)
+        e.add("secret of q in the same session id", project="q", session="s", created_at=1001)
+        b = e.add("then the green one", project="p", session="s", created_at=1002)
+        found = e.search("blue deploy", mode="keyword", thread=True, record=False)
+        assert [t["id"] for t in found[0].thread or []] == [b]
+        assert found[0].memory.id == a
+
+
+def test_server_search_gives_the_conversation_thread(
+    engine: cortex.Engine, ids: dict[str, int]
+) -> None:
+    from .test_server import SEARCH, client
+
+    body = {"query": "rollback", "context": {"thread": True, "maxContextSize": 40}}
+    with client(engine) as c:
+        r = c.post(SEARCH, json=body)
+        assert r.status_code == 200, r.text
+        first = next(x for x in r.json()["results"] if x["id"] == ids["rollback"])
+        thread = first["context"]["conversation_thread"]
+        assert len(thread) == 1 and thread[0]["id"] in (ids["bluegreen"], ids["smoke"])
+        llm = c.post("/api/memories/llm-search", json={
+            "prompt": "how do we roll back?", "max_tokens": 60,
+            "context": {"current_project": "hydra", "task": "release"},
+        }).json()  # fmt: skip
+        assert llm["basis"] == "context" and llm["scope"] == "project:hydra:task:release"
+        assert llm["token_estimate"] <= 60 and llm["memories"][0]["id"] == ids["rollback"]

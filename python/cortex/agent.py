@@ -125,9 +125,8 @@ def lean_result(result: Result, *, explain: bool = False) -> dict[str, Any]:
             for side, items in result.context.items()
             if items
         }
-    thread = getattr(result, "thread", None)
-    if thread:
-        out["thread"] = [{"id": t["id"], "text": t["content"]} for t in thread]
+    if result.thread:
+        out["thread"] = [{"id": t["id"], "text": t["content"]} for t in result.thread]
     if explain and result.explain is not None:
         out["explain"] = {k: round(v, 4) for k, v in result.explain.items()}
     return out

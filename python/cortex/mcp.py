@@ -126,6 +126,8 @@ class ResultData(TypedDict):
     memory: MemoryData
     facts: list[FactData]
     explain: NotRequired[dict[str, float]]
+    context: NotRequired[dict[str, list[dict[str, Any]]]]
+    thread: NotRequired[list[dict[str, Any]]]
 
 
 class ContextData(TypedDict):

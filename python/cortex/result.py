@@ -126,6 +126,7 @@ class Result:
     related_memory_count: int = 0
     explain: dict[str, float] | None = None
     context: dict[str, list[dict[str, Any]]] | None = None
+    thread: list[dict[str, Any]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -147,6 +148,8 @@ class Result:
             out["explain"] = self.explain
         if self.context is not None:
             out["context"] = self.context
+        if self.thread is not None:
+            out["thread"] = self.thread
         return out
 
 

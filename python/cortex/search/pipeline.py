@@ -542,6 +542,9 @@ class Pipeline:
         snippets = {i: keyword.text_snippet(memories[i].content, marker) for i in ids}
         extra = recall.enrichment(self._store, [memories[i] for i in ids])
         context = {i: self._context(memories[i], opts.context) for i in ids} if opts.context else {}
+        threads = (
+            {i: self._thread(memories[i], opts.thread_tokens) for i in ids} if opts.thread else {}
+        )
         out = []
         for c in top:
             fact_objs = tuple(
@@ -574,9 +577,29 @@ class Pipeline:
                     related_memory_count=extra.related.get(c.memory_id, 0),
                     explain=c.explain() if opts.explain else None,
                     context=context.get(c.memory_id),
+                    thread=threads.get(c.memory_id),
                 )
             )
         return out
+
+    def _thread(self, memory: Any, budget: int) -> list[dict[str, Any]]:
+        """The other turns of `memory`'s session, the nearest in time first while they fit
+        `budget` tokens (characters / 4), in time order."""
+        turns = self._store.session_thread(memory)
+        when = memory.created_at.timestamp() if memory.created_at is not None else 0.0
+        nearest = sorted(
+            (m for m in turns if m.id != memory.id),
+            key=lambda m: (abs((m.created_at.timestamp() if m.created_at else 0.0) - when), m.id),
+        )
+        kept, used = [], 0
+        for m in nearest:
+            cost = -(-len(m.content) // 4)
+            if used + cost > budget:
+                break
+            kept.append(m)
+            used += cost
+        kept.sort(key=lambda m: (m.created_at.timestamp() if m.created_at else 0.0, m.id))
+        return [{"id": m.id, "content": m.content, "created_at": iso(m.created_at)} for m in kept]
 
     def _context(self, memory: Any, n: int) -> dict[str, list[dict[str, Any]]]:
         """Up to `n` chunks before and after `memory` in its own source or session."""

@@ -334,10 +334,11 @@ def plan_search(
             raise not_supported("context.thread")
         put("thread", True, "context.thread")
     if context.get("maxContextSize") is not None:
-        size = _int(context["maxContextSize"], "context.maxContextSize", 1, 1_000_000)
-        if not caps.has("context_budget"):
+        # the token budget of each result's conversation thread (Options.thread_tokens)
+        size = _int(context["maxContextSize"], "context.maxContextSize", 1, 100_000)
+        if not caps.has("thread_tokens"):
             raise not_supported("context.maxContextSize")
-        put("context_budget", size, "context.maxContextSize")
+        put("thread_tokens", size, "context.maxContextSize")
     if context.get("includeRelated") is not None:
         _bool(context["includeRelated"], "context.includeRelated")  # always included
 
@@ -486,7 +487,7 @@ def decorate_result(result: dict[str, Any]) -> dict[str, Any]:
         "before": before,
         "after": after,
         "session_info": result.get("source_session"),
-        "conversation_thread": None,
+        "conversation_thread": result.get("thread"),
     }
     result.setdefault(
         "related",
