@@ -238,6 +238,16 @@ def test_suggestions_correct_spelling_from_the_store(engine: cortex.Engine) -> N
     assert len(plenty) >= 3 and plenty.suggestions == ()
 
 
+def test_a_misspelling_is_corrected_even_when_meaning_finds_plenty(
+    engine: cortex.Engine,
+) -> None:
+    found = engine.search("smoke tets health", now=NOW, record=False, min_score=0.0)
+    assert len(found) >= 3 and found.suggestions[0] == "smoke tests health"
+    # words that exist but never meet in one memory: no "better" query to offer
+    apart = engine.search("smoke tets rollback", now=NOW, record=False, min_score=0.0)
+    assert not any(s.startswith("smoke tests rollback") for s in apart.suggestions)
+
+
 def test_suggestions_hold_the_project_wall(engine: cortex.Engine) -> None:
     # "mbtiles" is a word of atlas only: hydra's search must not offer it
     walled = engine.search("mbtils", project="hydra", now=NOW, record=False)

@@ -397,17 +397,22 @@ class Engine:
         if query is not None and not validate.is_encodable(query):
             raise QueryError("the query holds a lone surrogate (not valid Unicode); give UTF-8")
         results = self._pipeline.search(query, opts)
-        if query and query.strip() and len(results) < FEW and opts.offset == 0 and not opts.cursor:
-            results.suggestions = tuple(self._suggest(query, results, opts))
+        if query and query.strip() and opts.offset == 0 and not opts.cursor:
+            results.suggestions = tuple(
+                self._suggest(query, results, opts, related=len(results) < FEW)
+            )
         return results
 
-    def _suggest(self, query: str, results: Results, opts: Options) -> list[str]:
-        """Follow-up queries for a search that found little (cortex.suggest), within the
-        search's filters; the words searched are those left after the time words."""
+    def _suggest(
+        self, query: str, results: Results, opts: Options, *, related: bool = True
+    ) -> list[str]:
+        """Follow-up queries (cortex.suggest) within the search's filters: its words
+        corrected when a memory lacks them, related terms when it found little (`related`).
+        The words are those searched, after the time words."""
         from cortex.suggest import suggest
 
         searched = (results.interpretation or {}).get("searched") or query
-        return suggest(self._store, str(searched), opts, results)
+        return suggest(self._store, str(searched), opts, results, related=related)
 
     def context(
         self,

@@ -1,10 +1,11 @@
-"""Suggestions when a query finds little (issue 12, item 7): spelling corrections drawn from
-the store's own vocabulary, and related terms that co-occur in the top results.
+"""Suggestions (issue 12, item 7): spelling corrections drawn from the store's own
+vocabulary, for every search whose words some memory lacks, and, when a query finds
+little, related terms that co-occur in its top results.
 
 Corrections: each query word that no memory within the search's filters holds is compared
 with the words of the unstemmed FTS5 index (read through an ``fts5vocab`` table in the
 connection's temp schema, so a read-only database works): words within an edit distance
-of 1 (2 for words of 6 letters or more), ranked by distance, then by how many memories
+of 1 (2 for words of 10 letters or more), ranked by distance, then by how many memories
 *within the filters* hold them. Every candidate is checked against the filters with a
 keyword search before it is offered, so a word that only another project holds is never
 suggested (a project is a wall; the vocabulary itself is store-wide).
@@ -23,8 +24,10 @@ from __future__ import annotations
 import math
 import re
 import sqlite3
+import threading
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from cortex import keyword
@@ -41,6 +44,10 @@ FEW = 3
 MAX_SUGGESTIONS = 5
 #: Words shorter than this are not corrected (too many neighbours at distance 1).
 MIN_WORD = 4
+#: Words of this many letters or more may be two edits off; shorter ones one. On the
+#: agent set's misspellings every right correction was one edit away, and two edits on
+#: a 9-letter word made "stitching" "sketching".
+LONG_WORD = 10
 _WORD = re.compile(r"[^\W_]+")
 #: Words too common to be a related term (beyond the search's own stop words).
 _COMMON = frozenset(
@@ -76,19 +83,58 @@ def edit_distance(a: str, b: str, limit: int = 2) -> int:
     return prev[len(b)]
 
 
-def _vocabulary(store: Store, lo: int, hi: int) -> list[tuple[str, int]]:
-    """(word, memories holding it) of the unstemmed index's words of `lo`..`hi` letters."""
+@dataclass(slots=True)
+class Vocabulary:
+    """The unstemmed index's words: by first letter (the candidates of a correction) and
+    how many live memories hold each."""
+
+    by_first: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
+    docs: dict[str, int] = field(default_factory=dict)
+
+
+_CACHE: dict[str, tuple[int, Vocabulary]] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def vocabulary(store: Store) -> Vocabulary:
+    """The store's vocabulary, read once per state of the database (the last entry of
+    the memory_changes log) and kept for the next searches."""
     try:
+        seq = int(store.query("SELECT COALESCE(MAX(seq), 0) FROM memory_changes")[0][0])
+        key = str(store.path)
+        with _CACHE_LOCK:
+            hit = _CACHE.get(key)
+        if hit is not None and hit[0] == seq:
+            return hit[1]
         store.query(
             f"CREATE VIRTUAL TABLE IF NOT EXISTS {_VOCAB}"
             " USING fts5vocab(main, 'memories_exact', 'row')"
         )
-        rows = store.query(
-            f"SELECT term, doc FROM {_VOCAB} WHERE length(term) BETWEEN ? AND ?", (lo, hi)
-        )
+        rows = store.query(f"SELECT term, doc FROM {_VOCAB}")
     except (sqlite3.Error, StorageError):  # no FTS5 vocabulary: no corrections
-        return []
-    return [(str(t), int(d)) for t, d in rows]
+        return Vocabulary()
+    vocab = Vocabulary()
+    for term, doc in rows:
+        word, n = str(term), int(doc)
+        vocab.docs[word] = n
+        if word:
+            vocab.by_first.setdefault(word[0], []).append((word, n))
+    with _CACHE_LOCK:
+        _CACHE[key] = (seq, vocab)
+    return vocab
+
+
+def _candidates(vocab: Vocabulary, word: str, limit: int) -> list[tuple[str, int]]:
+    """Words of the vocabulary that may be within `limit` edits of `word`: those that
+    start with its first letter, or with its second (a first letter dropped, added or
+    swapped). A misspelt first letter with neither is not corrected: the price of not
+    comparing the whole vocabulary."""
+    out: list[tuple[str, int]] = []
+    for first in dict.fromkeys(word[:2]):
+        out.extend(
+            (t, n) for t, n in vocab.by_first.get(first, ()) if abs(len(t) - len(word)) <= limit
+        )
+    return out
 
 
 def _count(store: Store, word: str, opts: Options, cap: int = 50) -> int:
@@ -103,14 +149,12 @@ def corrections(store: Store, words: Sequence[str], opts: Options) -> dict[str, 
     missing = [w for w in wanted if _count(store, w, opts, 1) == 0]
     if not missing:
         return {}
-    lo = min(len(w) for w in missing) - 2
-    hi = max(len(w) for w in missing) + 2
-    vocab = _vocabulary(store, max(1, lo), hi)
+    vocab = vocabulary(store)
     out: dict[str, str] = {}
     for word in missing:
-        limit = 2 if len(word) >= 6 else 1
+        limit = 2 if len(word) >= LONG_WORD else 1
         close = sorted(
-            ((d, -n, term) for term, n in vocab
+            ((d, -n, term) for term, n in _candidates(vocab, word, limit)
              if term != word and (d := edit_distance(word, term, limit)) <= limit),
         )[:8]  # fmt: skip
         best: tuple[int, int, str] | None = None
@@ -152,43 +196,49 @@ def related_terms(
     if not pool:
         return []
     total = max(1, int(store.query("SELECT COUNT(*) FROM memories WHERE deleted_at IS NULL")[0][0]))
-    docs = _doc_counts(store, pool)
+    docs = vocabulary(store).docs
     scored = [(df[w] * math.log(1 + total / max(1, docs.get(w, 1))), w) for w in pool]
     scored.sort(key=lambda s: (-s[0], s[1]))
     return [w for _, w in scored[:k]]
 
 
-def _doc_counts(store: Store, words: Sequence[str]) -> dict[str, int]:
-    try:
-        store.query(
-            f"CREATE VIRTUAL TABLE IF NOT EXISTS {_VOCAB}"
-            " USING fts5vocab(main, 'memories_exact', 'row')"
-        )
-        out: dict[str, int] = {}
-        for start in range(0, len(words), 500):
-            part = list(words[start : start + 500])
-            marks = ",".join("?" * len(part))
-            for term, doc in store.query(
-                f"SELECT term, doc FROM {_VOCAB} WHERE term IN ({marks})", part
-            ):
-                out[str(term)] = int(doc)
-        return out
-    except (sqlite3.Error, StorageError):
-        return {}
+def _together(
+    store: Store,
+    corrected: Sequence[str],
+    words: Sequence[str],
+    fixed: dict[str, str],
+    opts: Options,
+) -> bool:
+    """Whether some memory within the filters holds every word of the corrected query
+    (words that are neither found nor corrected left aside). A word the store lacks is
+    often a plain word no note happens to use ("charges", "sure"); its nearest word
+    ("changes", "sre") is a better query only if it meets the query's other words."""
+    kept = [
+        c for w, c in zip(words, corrected, strict=True) if w in fixed or _count(store, w, opts, 1)
+    ]
+    if not kept:
+        return False
+    expression = " AND ".join('"' + w.replace('"', '""') + '"' for w in kept)
+    return bool(keyword.search(store, expression, opts, 1).hits)
 
 
-def suggest(store: Store, searched: str, opts: Options, results: Sequence[Any]) -> list[str]:
-    """Follow-up queries for a search of `searched` that returned `results` (few)."""
+def suggest(
+    store: Store, searched: str, opts: Options, results: Sequence[Any], *, related: bool = True
+) -> list[str]:
+    """Follow-up queries for a search of `searched` that returned `results`: the query
+    with its unknown words corrected, then (with `related`) with a related term added."""
     words = [w for w in keyword._terms(searched) if w not in DROPPED]
     if not words:
         return []
     base = opts.replace(mode=Mode.KEYWORD, limit=1, cursor=None, offset=0, record=False)
     out: list[str] = []
     fixed = corrections(store, words, base)
+    if fixed and not _together(store, [fixed.get(w, w) for w in words], words, fixed, base):
+        fixed = {}  # each word exists, but no memory holds them together: no better query
     if fixed:
-        corrected = " ".join(fixed.get(w, w) for w in words)
-        out.append(corrected)
-    contents = [r.memory.content for r in list(results)[:5]]
-    for term in related_terms(store, contents, words):
-        out.append(f"{' '.join(fixed.get(w, w) for w in words)} {term}")
+        out.append(" ".join(fixed.get(w, w) for w in words))
+    if related:
+        contents = [r.memory.content for r in list(results)[:5]]
+        for term in related_terms(store, contents, words):
+            out.append(f"{' '.join(fixed.get(w, w) for w in words)} {term}")
     return list(dict.fromkeys(out))[:MAX_SUGGESTIONS]
