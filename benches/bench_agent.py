@@ -23,7 +23,9 @@ import json
 import re
 import statistics
 import sys
+import time
 from datetime import datetime
+from typing import Any
 
 import cortex
 from cortex.agent import compact_json, estimate_tokens, lean_search
@@ -85,7 +87,37 @@ def main(argv: list[str] | None = None) -> int:
     print(f"full record (before)     {b:7.1f} tokens/result (chars/4), {bp:7.1f} (cl100k pieces)")
     print(f"lean answer (after)      {a:7.1f} tokens/result (chars/4), {ap:7.1f} (cl100k pieces)")
     print(f"ratio                    {b / a:7.2f}x (chars/4), {bp / ap:7.2f}x (cl100k pieces)")
+    latency(db, evalset, args.store, now)
     return 0
+
+
+def latency(db: Any, evalset: Any, store: str, now: datetime) -> None:
+    """p50 of Engine.search, Engine.context (detailed, 2000 tokens) and Engine.similar
+    (k 10, anchored on each query's first result) over the store's queries."""
+    searches: list[float] = []
+    contexts: list[float] = []
+    similars: list[float] = []
+    with cortex.open(db, read_only=True) as engine:
+        engine.search("warm up", record=False)
+        for q in evalset.queries:
+            if str(q["store"]) != store:
+                continue
+            opts = {**q.get("options", {}), "record": False, "now": now}
+            t0 = time.perf_counter()
+            results = engine.search(q["query"], **opts)
+            t1 = time.perf_counter()
+            engine.context(q["query"], **opts)
+            t2 = time.perf_counter()
+            searches.append(t1 - t0)
+            contexts.append(t2 - t1)
+            if results:
+                t3 = time.perf_counter()
+                engine.similar(results[0].memory.id, 10)
+                similars.append(time.perf_counter() - t3)
+    for name, times in (("search", searches), ("context", contexts), ("similar", similars)):
+        times.sort()
+        p50, p90 = statistics.median(times) * 1e3, times[int(0.9 * len(times))] * 1e3
+        print(f"{name:8} p50 {p50:6.1f} ms, p90 {p90:6.1f} ms ({len(times)} calls)")
 
 
 if __name__ == "__main__":

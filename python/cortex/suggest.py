@@ -92,6 +92,8 @@ class Vocabulary:
     docs: dict[str, int] = field(default_factory=dict)
 
 
+#: Vocabularies kept, one per database (a process rarely opens more).
+CACHED_DATABASES = 8
 _CACHE: dict[str, tuple[int, Vocabulary]] = {}
 _CACHE_LOCK = threading.Lock()
 
@@ -120,6 +122,8 @@ def vocabulary(store: Store) -> Vocabulary:
         if word:
             vocab.by_first.setdefault(word[0], []).append((word, n))
     with _CACHE_LOCK:
+        if key not in _CACHE and len(_CACHE) >= CACHED_DATABASES:
+            _CACHE.pop(next(iter(_CACHE)))  # the oldest entry
         _CACHE[key] = (seq, vocab)
     return vocab
 
