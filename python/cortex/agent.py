@@ -110,13 +110,14 @@ def lean_result(result: Result, *, explain: bool = False) -> dict[str, Any]:
     else:
         snippet = _unmarked(result.snippet)
         out["snippet"] = snippet if snippet.endswith(ELLIPSIS) else snippet + ELLIPSIS
-    for key, value in (
-        ("date", short_date(m.to_dict()["created_at"])),
-        ("project", m.project),
-        ("source", _source(result)),
-    ):
-        if value:
-            out[key] = value
+    date = short_date(m.to_dict()["created_at"])
+    if date:
+        out["date"] = date
+    if m.project is not None:  # "" is a project too
+        out["project"] = m.project
+    source = _source(result)
+    if source:
+        out["source"] = source
     out["score"] = round(result.score, 3)
     out["why"] = why(result)
     if result.context:
