@@ -1,10 +1,12 @@
 """Fit the confidence of Engine.context (cortex.context.CONFIDENCE_MODEL) and measure it.
 
-For every query of the agent evaluation set (eval/agent, its three stores), the search
+For every query of the agent evaluation set (eval/agent, its three stores) and of the
+temporal set (eval/temporal: questions that name a time, whose window is the answer),
+the search
 that Engine.context runs (hybrid, explain on, the set's fixed clock) gives the features
 of cortex.context.features; the label is whether the first result is a memory the query
 is labelled with (queries of kind ``none`` have none: their label is 0). A logistic
-regression (Newton's method, a small ridge) is fitted on the tune split; the AUC (the
+regression (Newton's method, a small ridge) is fitted on the tune splits of both; the AUC (the
 probability that a query whose first memory is right gets a higher confidence than one
 whose first memory is wrong or missing) and the Brier score are reported on both
 splits, for the fitted model and for the model committed in cortex/context.py.
@@ -23,11 +25,11 @@ import numpy as np
 
 import cortex
 from cortex.agent_eval import build_store, load_set, split_of
-from cortex.context import CANDIDATES, CONFIDENCE_MODEL, FEATURES, confidence, features
+from cortex.context import CANDIDATES, FEATURES, confidence, features
 
 
-def collect(mode: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    evalset = load_set("agent")
+def collect(name: str, mode: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    evalset = load_set(name)
     now = datetime.fromisoformat(evalset.meta["now"])
     rows: list[list[float]] = []
     labels: list[float] = []
@@ -78,24 +80,40 @@ def auc(scores: np.ndarray, y: np.ndarray) -> float:
     return float((greater + 0.5 * ties) / (len(pos) * len(neg)))
 
 
-def report(name: str, model: Any, x: np.ndarray, y: np.ndarray) -> str:
-    p = np.asarray([confidence(row, model) for row in x])
+def report(name: str, models: Any, x: np.ndarray, y: np.ndarray) -> str:
+    p = np.asarray([confidence(row, *models) for row in x])
     brier = float(np.mean((p - y) ** 2))
-    return f"{name}: AUC {auc(p, y):.3f}, Brier {brier:.3f}, n {len(y)} ({int(y.sum())} right)"
+    return (
+        f"{name}: AUC {auc(p, y):.3f}, Brier {brier:.3f}, mean {p.mean():.3f},"
+        f" n {len(y)} ({int(y.sum())} right)"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mode", default="hybrid")
     args = parser.parse_args(argv)
-    x, y, splits = collect(args.mode)
-    tune = np.asarray([s == "tune" for s in splits])
-    model = fit(x[tune], y[tune])
+    sets = {name: collect(name, args.mode) for name in ("agent", "temporal")}
+    tunes = {n: np.asarray([s == "tune" for s in sp]) for n, (_, _, sp) in sets.items()}
+    xa, ya, _ = sets["agent"]
+    xt, yt, _ = sets["temporal"]
+    # The agent model: every agent tune query (none has a window applied).
+    plain = fit(xa[tunes["agent"]][:, :-1], ya[tunes["agent"]])
+    # The window model: the temporal tune questions whose window was applied and held
+    # memories; few are answered wrong, so a strong ridge keeps it near its intercept.
+    windowed = tunes["temporal"] & (xt[:, -1] == 1.0) & (xt[:, -2] == 1.0)
+    window = fit(xt[windowed][:, :-1], yt[windowed], ridge=5.0)
+    fitted = (plain, window)
     print(f"features: {', '.join(FEATURES)}")
-    print(f"fitted:    ({model[0]:.3f}, ({', '.join(f'{v:.3f}' for v in model[1])}))")
-    for label, m in (("fitted", model), ("committed", CONFIDENCE_MODEL)):
-        print(report(f"{label:9} tune", m, x[tune], y[tune]))
-        print(report(f"{label:9} test", m, x[~tune], y[~tune]))
+    for label, m in (("plain", plain), ("window", window)):
+        print(f"fitted {label:6}: ({m[0]:.3f}, ({', '.join(f'{v:.3f}' for v in m[1])}))")
+    for label, models in (("fitted", fitted), ("committed", (None, None))):
+        for name, (xs, ys, _) in sets.items():
+            tune = tunes[name]
+            print(report(f"{label:9} {name:8} tune", models, xs[tune], ys[tune]))
+            print(report(f"{label:9} {name:8} test", models, xs[~tune], ys[~tune]))
+        test = ~tunes["temporal"] & (xt[:, -1] == 1.0)
+        print(report(f"{label:9} temporal test, window applied", models, xt[test], yt[test]))
     return 0
 
 

@@ -311,6 +311,10 @@ def test_context_confidence_orders_a_clear_match_above_nothing(engine: cortex.En
     assert clear.confidence > 0.8 > 0.2 > nothing.confidence
     assert clear.memories and not nothing.memories and nothing.text == ""
     assert 0.0 <= nothing.confidence <= clear.confidence <= 1.0
+    # a question answered by its time window: the window is the answer
+    week = engine.context("what did we do last week", now=NOW, record=False)
+    assert week.interpretation and week.interpretation["applied"] == "hard"
+    assert week.memories and week.confidence > 0.5 > nothing.confidence
 
 
 @pytest.mark.parametrize("fmt", ["detailed", "summary", "checklist"])

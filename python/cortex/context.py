@@ -27,6 +27,7 @@ from cortex.result import Result, Results
 __all__ = [
     "CONFIDENCE_MODEL",
     "FORMATS",
+    "WINDOW_MODEL",
     "ContextAnswer",
     "build",
     "confidence",
@@ -40,13 +41,21 @@ MAX_TOKENS = 200_000
 #: Memories searched for a context answer, at most (the budget decides how many are read).
 CANDIDATES = 20
 
-#: Names of :func:`features`, in order.
-FEATURES = ("base", "bm25", "semantic", "cosine", "lead", "passed", "any")
-#: (intercept, weights in FEATURES order): fitted by benches/tune_context.py on the agent
-#: set's tune split (hybrid, the three stores).
+#: Names of :func:`features`, in order; the last says which model reads the others.
+FEATURES = ("base", "bm25", "semantic", "cosine", "lead", "passed", "any", "window")
+#: (intercept, weights of FEATURES but the last): fitted by benches/tune_context.py on the
+#: agent set's tune split (hybrid, the three stores).
 CONFIDENCE_MODEL: tuple[float, tuple[float, ...]] = (
     -8.513,
     (11.375, 2.438, 5.572, -4.325, 1.514, -4.014, 0.301),
+)
+#: The same for a search kept to the time window its query named ("what did we ship last
+#: week"): the window is most of the answer, and the words left ("what did we ship") are
+#: weak evidence. Fitted on the temporal set's tune split, the questions whose window
+#: was applied (a strong ridge: few of them are answered wrong).
+WINDOW_MODEL: tuple[float, tuple[float, ...]] = (
+    1.073,
+    (0.317, 0.332, 0.219, 0.190, 0.220, -0.193, 0.0),
 )
 
 
@@ -76,9 +85,12 @@ def scope_matches(pattern: str, scope: str | None) -> bool:
 
 def features(results: Sequence[Result]) -> list[float]:
     """The search's evidence that its first result answers it (FEATURES, in order).
-    Needs results searched with ``explain=True``."""
+    Needs results searched with ``explain=True``. `window`: the query named a time and
+    the search kept to it ("what did we ship last week": the window is the answer)."""
     if not results:
         return [0.0] * len(FEATURES)
+    understood = getattr(results, "interpretation", None) or {}
+    window = 1.0 if str(understood.get("applied") or "").startswith("hard") else 0.0
     top = results[0].explain or {}
     base = float(top.get("base", results[0].score))
     second = float((results[1].explain or {}).get("base", 0.0)) if len(results) > 1 else 0.0
@@ -90,15 +102,22 @@ def features(results: Sequence[Result]) -> list[float]:
         max(0.0, base - second),
         min(len(results), 10) / 10.0,
         1.0,
+        window,
     ]
 
 
 def confidence(
-    values: Sequence[float], model: tuple[float, Sequence[float]] = CONFIDENCE_MODEL
+    values: Sequence[float],
+    model: tuple[float, Sequence[float]] | None = None,
+    window_model: tuple[float, Sequence[float]] | None = None,
 ) -> float:
-    """The calibrated probability that the answer's first memory is what was asked for."""
-    intercept, weights = model
-    z = intercept + sum(w * v for w, v in zip(weights, values, strict=True))
+    """The calibrated probability that the answer's first memory is what was asked for
+    (`values` from :func:`features`; the models default to the committed ones)."""
+    if values[-1] and values[-2]:  # a window was applied and it held something
+        intercept, weights = window_model or WINDOW_MODEL
+    else:
+        intercept, weights = model or CONFIDENCE_MODEL
+    z = intercept + sum(w * v for w, v in zip(weights, values[:-1], strict=True))
     return 1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, z))))
 
 
