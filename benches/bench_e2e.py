@@ -286,6 +286,9 @@ class Cortex:
             self.emb.known[q] = qv  # cached query vector: search cost without the model
         else:
             self.emb.known.pop(q, None)
+            # a first query: the model runs (cortex's cache of query vectors would answer
+            # the warm-up's queries again; agents that repeat queries get that for free)
+            self.engine.query_cache.clear()
         opts = None if record else self.cortex.Options(record=False)
         res = self.engine.search(q) if opts is None else self.engine.search(q, opts)
         return [self.ids[r.memory.id] for r in res]

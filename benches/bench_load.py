@@ -8,10 +8,13 @@ writer had acknowledged is searchable afterwards (keyword search by a unique tok
     python benches/bench_load.py --seconds 10 --searchers 3 --json
 
 Each role is this script run again (``--role writer|searcher``), so the processes share
-nothing but the database file, as separate agents would. The writer prints one JSON line
-per acknowledged write (after ``add_many`` / ``import_path`` returned) on stdout; the
-searchers print their counts and errors when their time is up. ``tests/test_load.py``
-runs a short version in CI.
+nothing but the database file, as separate agents would. Each searcher prints a ready line
+once its model is loaded; the writer starts when all are ready and prints one JSON line per
+acknowledged write (after ``add_many`` / ``import_path`` returned) on stdout; when it is
+done the harness creates a stop file, and the searchers print their counts and errors.
+The writer runs for ``--seconds`` or, with ``--writes N``, for exactly N writes:
+``tests/test_load.py`` runs a short version of that kind in CI, so nothing it asserts
+depends on how fast the machine is.
 """
 
 from __future__ import annotations
@@ -79,9 +82,10 @@ def _text(rng: random.Random, token: str) -> str:
 # ------------------------------------------------------------------------------ roles
 
 
-def writer(db: str, seconds: float, seed: int, notes: str) -> int:
-    """Add batches and import Markdown files until `seconds` pass; one JSON line per
-    acknowledged write: {"ids": [...], "tokens": [...]} (ids null for an import)."""
+def writer(db: str, seconds: float, seed: int, notes: str, writes: int = 0) -> int:
+    """Add batches and import Markdown files until `seconds` pass (or, with `writes` > 0,
+    exactly `writes` times); one JSON line per acknowledged write:
+    {"ids": [...], "tokens": [...]} (ids null for an import)."""
     import cortex
 
     rng = random.Random(seed)
@@ -90,7 +94,7 @@ def writer(db: str, seconds: float, seed: int, notes: str) -> int:
     with cortex.open(db) as engine:
         deadline = time.monotonic() + seconds
         batch = 0
-        while time.monotonic() < deadline:
+        while batch < writes if writes > 0 else time.monotonic() < deadline:
             batch += 1
             tokens = [_token("w", n + i) for i in range(6)]
             n += len(tokens)
@@ -114,8 +118,10 @@ def writer(db: str, seconds: float, seed: int, notes: str) -> int:
     return 0
 
 
-def searcher(db: str, seconds: float, seed: int) -> int:
-    """Search in every mode until `seconds` pass; print {"searches", "errors", ...}."""
+def searcher(db: str, stop: str, seed: int, min_searches: int = 0) -> int:
+    """Print a ready line once the model is loaded, then search in every mode until the
+    file `stop` exists (and at least `min_searches` times); print {"searches", "errors",
+    ...}."""
     import cortex
 
     rng = random.Random(seed)
@@ -124,8 +130,9 @@ def searcher(db: str, seconds: float, seed: int) -> int:
     errors: list[str] = []
     with cortex.open(db) as engine:
         engine.search("warm up", mode="semantic", record=False)  # load the model first
+        print(json.dumps({"ready": True}), flush=True)
         start = time.monotonic()
-        while time.monotonic() - start < seconds:
+        while searches < min_searches or not os.path.exists(stop):
             query = " ".join(rng.sample(WORDS, rng.randint(1, 3)))
             options: dict[str, Any] = {"mode": modes[searches % 3], "limit": 10}
             if rng.random() < 0.5:
@@ -153,6 +160,8 @@ class Report:
     searchers: int
     seconds: float
     searches: int = 0
+    searches_each: list[int] = field(default_factory=list)  # per searcher process
+    found_each: list[int] = field(default_factory=list)  # searches with a result
     searches_per_s: float = 0.0
     writes: int = 0  # acknowledged write calls
     memories_written: int = 0
@@ -183,20 +192,36 @@ def _spawn(*args: str) -> subprocess.Popen[str]:
     )
 
 
-def run(db: Path, searchers: int, seconds: float, *, verify: bool = True) -> Report:
-    """Seed `db`, run one writer and `searchers` searchers for `seconds`, then check
-    that every acknowledged write is found."""
+def run(
+    db: Path,
+    searchers: int,
+    seconds: float,
+    *,
+    writes: int = 0,
+    min_searches: int = 0,
+    verify: bool = True,
+) -> Report:
+    """Seed `db`, run one writer (for `seconds`, or exactly `writes` writes) while
+    `searchers` searchers search (each at least `min_searches` times), then check that
+    every acknowledged write is found."""
     report = Report(searchers=searchers, seconds=seconds)
     if not db.exists():
         _seed(db)
     notes = Path(tempfile.mkdtemp(prefix="cortex-load-notes-"))
-    procs = [_spawn("--role", "searcher", "--db", str(db), "--seconds", str(seconds),
-                    "--seed", str(100 + i)) for i in range(searchers)]  # fmt: skip
-    time.sleep(0.5)  # let the searchers start loading before the writes begin
+    stop = notes / "stop"
+    procs = [_spawn("--role", "searcher", "--db", str(db), "--stop", str(stop),
+                    "--min-searches", str(min_searches), "--seed", str(100 + i))
+             for i in range(searchers)]  # fmt: skip
+    for proc in procs:  # the writes begin once every searcher has its model loaded
+        assert proc.stdout is not None
+        proc.stdout.readline()  # "" if it died: its exit code is reported below
     write = _spawn("--role", "writer", "--db", str(db), "--seconds", str(seconds),
-                   "--seed", "7", "--notes", str(notes))  # fmt: skip
-    limit = seconds + 120  # startup, model load and the last write, on a busy machine
-    out, err = write.communicate(timeout=limit)
+                   "--writes", str(writes), "--seed", "7", "--notes", str(notes))  # fmt: skip
+    limit = seconds + 600  # a guard against a hang only: nothing here is a speed check
+    try:
+        out, err = write.communicate(timeout=limit)
+    finally:
+        stop.touch()
     if write.returncode != 0 or err.strip():
         report.errors.append(f"writer exit {write.returncode}: {err.strip()[-2000:]}")
     for line in out.splitlines():
@@ -214,6 +239,8 @@ def run(db: Path, searchers: int, seconds: float, *, verify: bool = True) -> Rep
             continue
         result = json.loads(out.strip().splitlines()[-1])
         report.searches += result["searches"]
+        report.searches_each.append(result["searches"])
+        report.found_each.append(result["found"])
         report.searches_per_s += result["searches"] / result["seconds"]
         report.errors.extend(f"searcher {n}: {e}" for e in result["errors"])
     if verify:
@@ -255,19 +282,23 @@ def main() -> int:
     parser.add_argument("--role", choices=["harness", "writer", "searcher"], default="harness")
     parser.add_argument("--db")
     parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--writes", type=int, default=0, help="exactly this many writes")
+    parser.add_argument("--min-searches", type=int, default=0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--notes")
+    parser.add_argument("--stop")
     parser.add_argument("--searchers", default="1,3", help="comma-separated process counts")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if args.role == "writer":
-        return writer(args.db, args.seconds, args.seed, args.notes)
+        return writer(args.db, args.seconds, args.seed, args.notes, args.writes)
     if args.role == "searcher":
-        return searcher(args.db, args.seconds, args.seed)
+        return searcher(args.db, args.stop, args.seed, args.min_searches)
     reports = []
     for n in (int(x) for x in args.searchers.split(",")):
         with tempfile.TemporaryDirectory() as tmp:
-            reports.append(run(Path(args.db or Path(tmp) / "load.db"), n, args.seconds))
+            db = Path(args.db or Path(tmp) / "load.db")
+            reports.append(run(db, n, args.seconds, writes=args.writes))
     if args.json:
         print(json.dumps([{**asdict(r), "acked": len(r.acked)} for r in reports], indent=2))
     else:

@@ -7,7 +7,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString};
 
 use crate::errors::{Error, Result};
-use crate::keyword::{tokenize, Index};
+use crate::keyword::{tokenize, Index, Scope};
 
 /// Threads that tokenize one `add` (when it holds enough text to pay for a second).
 const ADD_THREADS: usize = 2;
@@ -77,6 +77,13 @@ fn lossy(t: &[u8]) -> String {
     String::from_utf8_lossy(t).into_owned()
 }
 
+fn scope_of(ix: &Index, names: Option<&[String]>) -> Option<Scope> {
+    names.map(|n| {
+        let refs: Vec<&str> = n.iter().map(String::as_str).collect();
+        ix.scope(&refs)
+    })
+}
+
 type Pair<'py> = (Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<f64>>);
 
 /// In-memory BM25 keyword index that ranks exactly as SQLite FTS5 does with
@@ -113,14 +120,17 @@ impl KeywordIndex {
         }
     }
 
-    /// Insert documents: `ids` int64 (n,), `texts` a list of n str. An id already
-    /// present is replaced (its old postings stop counting); of an id given twice, the
-    /// last text wins. Tokenizes with the GIL released.
+    /// Insert documents: `ids` int64 (n,), `texts` a list of n str, `projects` a list
+    /// of n project names (None: every document without a project, "\0"). An id
+    /// already present is replaced (its old postings and project stop counting); of an
+    /// id given twice, the last text wins. Tokenizes with the GIL released.
+    #[pyo3(signature = (ids, texts, projects = None))]
     fn add(
         &self,
         py: Python<'_>,
         ids: &Bound<'_, PyAny>,
         texts: &Bound<'_, PyAny>,
+        projects: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
         let ids = i64_array(ids, "ids")?;
         let texts = str_list(texts, "texts")?;
@@ -132,11 +142,35 @@ impl KeywordIndex {
             ))
             .into());
         }
+        let projects = projects.map(|p| str_list(p, "projects")).transpose()?;
+        if let Some(p) = &projects {
+            if p.len() != ids.len() {
+                return Err(Error::Invalid(format!(
+                    "{} projects for {} ids; pass one project per id",
+                    p.len(),
+                    ids.len()
+                ))
+                .into());
+            }
+        }
         py.detach(|| {
             let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-            self.write(|ix| ix.add(&ids, &refs, ADD_THREADS))
+            let prefs: Option<Vec<&str>> = projects
+                .as_ref()
+                .map(|p| p.iter().map(String::as_str).collect());
+            self.write(|ix| ix.add_in(&ids, &refs, prefs.as_deref(), ADD_THREADS))
         })?;
         Ok(())
+    }
+
+    /// (live documents, their tokens) of `projects` (a list of names; None: all).
+    #[pyo3(signature = (projects = None))]
+    fn stats(&self, projects: Option<&Bound<'_, PyAny>>) -> PyResult<(u64, u64)> {
+        let names = projects.map(|p| str_list(p, "projects")).transpose()?;
+        Ok(self.read(|ix| {
+            let scope = scope_of(ix, names.as_deref());
+            ix.totals(scope.as_ref())
+        })?)
     }
 
     /// Remove documents; returns how many were live. Unknown ids are ignored.
@@ -159,9 +193,15 @@ impl KeywordIndex {
         Ok(self.read(Index::total_tokens)?)
     }
 
-    /// Live documents holding `term`, an index term (already stemmed).
-    fn df(&self, term: &str) -> PyResult<u32> {
-        Ok(self.read(|ix| ix.df(term.as_bytes()))?)
+    /// Live documents holding `term`, an index term (already stemmed), in `projects`
+    /// (a list of names; None: all).
+    #[pyo3(signature = (term, projects = None))]
+    fn df(&self, term: &str, projects: Option<&Bound<'_, PyAny>>) -> PyResult<u64> {
+        let names = projects.map(|p| str_list(p, "projects")).transpose()?;
+        Ok(self.read(|ix| {
+            let scope = scope_of(ix, names.as_deref());
+            ix.df_in(term.as_bytes(), scope.as_ref())
+        })?)
     }
 
     /// Approximate heap use in bytes.
@@ -192,8 +232,10 @@ impl KeywordIndex {
     /// `require_all`). `terms`: query words as typed (tokenized and stemmed here; each
     /// must give exactly one index term, else ValueError: run the query on FTS5).
     /// A repeated term counts once per occurrence, as in FTS5. `allowed`: sorted int64
-    /// memory ids the result is restricted to; the statistics stay those of all docs.
-    #[pyo3(signature = (terms, k, require_all = false, allowed = None))]
+    /// memory ids the result is restricted to; the statistics stay those of all docs of
+    /// `projects`. `projects`: the names of the projects searched (None: all); only their
+    /// documents are returned, ranked with their documents' N, avgdl and df alone.
+    #[pyo3(signature = (terms, k, require_all = false, allowed = None, projects = None))]
     fn search<'py>(
         &self,
         py: Python<'py>,
@@ -201,6 +243,7 @@ impl KeywordIndex {
         k: i64,
         require_all: bool,
         allowed: Option<&Bound<'py, PyAny>>,
+        projects: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Pair<'py>> {
         if k <= 0 {
             return Err(Error::Invalid(format!("k must be >= 1, got {k}")).into());
@@ -213,6 +256,7 @@ impl KeywordIndex {
             );
         }
         let allowed = allowed.map(|a| i64_array(a, "allowed")).transpose()?;
+        let names = projects.map(|p| str_list(p, "projects")).transpose()?;
         if let Some(a) = &allowed {
             if let Some(i) = a.windows(2).position(|w| w[0] > w[1]) {
                 return Err(Error::Invalid(format!(
@@ -233,7 +277,10 @@ impl KeywordIndex {
         })?;
         let hits = py.detach(|| {
             let refs: Vec<&[u8]> = phrases.iter().map(Vec::as_slice).collect();
-            self.read(|ix| ix.search(&refs, k, require_all, allowed.as_deref()))
+            self.read(|ix| {
+                let scope = scope_of(ix, names.as_deref());
+                ix.search(&refs, k, require_all, allowed.as_deref(), scope.as_ref())
+            })
         })?;
         let ids: Vec<i64> = hits.iter().map(|h| h.id).collect();
         let scores: Vec<f64> = hits.iter().map(|h| h.score).collect();

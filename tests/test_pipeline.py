@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import random
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -264,3 +264,96 @@ def test_the_tuner_computes_the_library_s_scores() -> None:
             kw = hits.keyword_score(d["raw"][j] / d["bound"], 1.2)
             sem = hits.semantic_score(d["cos"][j], d["mean"], d["sd"], 3.0, 1.5) if j < 2 else 0
             assert got[j] == pytest.approx(hits.combine(kw, sem, 0.4, fusion), abs=1e-12)
+
+
+# ------------------------------------------------------------------ names the store lacks
+
+CLUSTERS = [
+    ("nimbus Kubernetes clusters: prod-eu-1 and prod-us-1, upgraded quarterly", "ops", "infra"),
+    (
+        "The Postgres 16 upgrade moved hydra to a new cluster with logical replication",
+        "db",
+        "infra",
+    ),
+    ("Learned: EXPLAIN (ANALYZE, BUFFERS) shows shared hits against reads", "db", "learning"),
+    ("Kafka brokers of the events cluster run on three nodes", "ops", "infra"),
+]
+
+
+@pytest.fixture
+def clusters(engine: cortex.Engine) -> cortex.Engine:
+    engine.add_many({"content": c, "project": p, "category": k} for c, p, k in CLUSTERS)
+    return engine
+
+
+def test_a_name_no_memory_holds_lowers_every_match_and_says_so(clusters: cortex.Engine) -> None:
+    # "RabbitMQ" is in no memory: notes about other clusters are no answer to the question.
+    from cortex.search import pipeline
+    from cortex.search.hits import combine
+
+    asked = clusters.search("who owns the RabbitMQ cluster?", min_score=0.0, explain=True)
+    assert any("no memory holds RabbitMQ" in n for n in asked.notices)
+    known = clusters.search("who owns the Kafka cluster?", min_score=0.0, explain=True)
+    assert not any("no memory holds" in n for n in known.notices)
+    assert known[0].memory.content.startswith("Kafka brokers")
+    # every match of the unknown name counts UNKNOWN_NAME_BASE of its fused evidence (and its
+    # meaning less again); a known name's matches are fused as they are
+    for results, factor in ((asked, pipeline.UNKNOWN_NAME_BASE), (known, 1.0)):
+        assert len(results) == len(CLUSTERS)
+        for r in results:
+            x = r.explain
+            assert x is not None
+            fused = combine(x["bm25"], x["semantic"], 0.3, "evidence")
+            assert x["base"] == pytest.approx(factor * fused, rel=1e-9)
+    assert pipeline.UNKNOWN_NAME_BASE < 1.0
+    # the keyword leg alone is not judged by names
+    alone = clusters.search("who owns the RabbitMQ cluster?", mode="keyword", record=False)
+    assert not any("no memory holds" in n for n in alone.notices)
+
+
+def test_a_name_left_out_by_a_filter_is_still_a_known_name(clusters: cortex.Engine) -> None:
+    # "Postgres" is in the store, only not in the learnings: the filter narrows, it does
+    # not make the query about something unknown.
+    found = clusters.search("Postgres buffers", category="learning", record=False)
+    assert not any("no memory holds" in n for n in found.notices)
+    assert top(found).startswith("Learned: EXPLAIN")
+
+
+def test_whether_a_name_is_known_never_looks_past_the_project_wall(
+    clusters: cortex.Engine,
+) -> None:
+    # "Kafka" is held by project ops only: for a db search it is an unknown name, exactly
+    # as if ops did not exist (another project's words never change this one's answer).
+    walled = clusters.search("Kafka cluster", project="db", min_score=0.0, explain=True)
+    assert any("no memory holds Kafka" in n for n in walled.notices)
+    assert all(r.memory.project == "db" for r in walled)
+
+
+def test_an_old_exact_match_outranks_fresh_notes_found_by_meaning_alone(
+    tmp_path: Path, engine: cortex.Engine
+) -> None:
+    """Seed 002's decay of dated notes is bounded (DECAY_FLOOR): an exact two-month-old
+    note about ndots is the answer, not this week's notes about DNS in general."""
+    now = datetime.now(UTC)
+    old = now.replace(microsecond=0) - timedelta(days=60)
+    journal = tmp_path / "journal"
+    journal.mkdir()
+    (journal / f"{old.date().isoformat()}.md").write_text(
+        "# DNS\nSet ndots:2 in the pod dnsConfig: ndots 5 sent every lookup through the "
+        "search domains first\n"
+    )
+    for days, text in enumerate(
+        [
+            "DNS lookups in the cluster are slow during deploys",
+            "CoreDNS cache size raised for the resolver pods",
+            "Resolver timeouts seen from the payments namespace",
+        ],
+        start=1,
+    ):
+        day = (now - timedelta(days=days)).date().isoformat()
+        (journal / f"{day}.md").write_text(f"# DNS\n{text}\n")
+    engine.import_path(tmp_path)
+    # no floor: the order alone shows it (unbounded, the old note fell below all three)
+    found = engine.search("ndots setting for DNS lookups", record=False, explain=True, min_score=0)
+    assert found[0].memory.content.count("ndots") >= 1, [r.memory.content for r in found]
+    assert found[0].explain["temporal_decay"] >= cortex.search.pipeline.DECAY_FLOOR

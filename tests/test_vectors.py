@@ -305,22 +305,37 @@ def test_python_only_mode_reads_the_file_without_the_extension(index, monkeypatc
 
 @pytest.mark.timeout(60)
 def test_concurrent_searches_from_threads_agree(index):
+    """Four threads search while the writer appends: bounded by work (a fixed number of
+    searches; the append happens when every thread is halfway), never by a clock."""
     qs = unit_rows(8, 32, 11)
     want = [index.search(q, 5) for q in qs]
+    extra = unit_rows(1, 32, 12)
+    assert all(99_999 not in index.search(q, 5)[0] for q in qs)  # holds before and after
     errors: list[BaseException] = []
+    halfway = threading.Barrier(5)  # four searchers and the writer
 
     def work():
         try:
-            for _ in range(20):
+            for i in range(20):
+                if i == 10:
+                    halfway.wait()
                 for q, w in zip(qs, want, strict=True):
                     assert_same(index.search(q, 5), w, atol=0)
         except BaseException as e:  # pragma: no cover - reported below
             errors.append(e)
+            halfway.abort()  # nobody waits for a thread that has failed
 
     threads = [threading.Thread(target=work) for _ in range(4)]
     for t in threads:
         t.start()
-    index.append([99_999], unit_rows(1, 32, 12))  # a writer between searches
+    try:
+        halfway.wait()
+    except threading.BrokenBarrierError:  # pragma: no cover - a thread failed: see below
+        pass
+    else:
+        index.append([99_999], extra)  # a writer between searches
     for t in threads:
         t.join()
     assert not errors, errors[0]
+    assert index.rows == 601
+    assert index.search(extra[0], 1)[0].tolist() == [99_999]

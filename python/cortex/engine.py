@@ -27,6 +27,8 @@ from cortex.ranking import DEFAULT_FACT_DECAY, FACT_DECAY_RATES
 from cortex.result import MatchType, Memory, Result, Results
 from cortex.search.pipeline import Pipeline
 from cortex.search.plan import CANDIDATE_POOL
+from cortex.search.query_cache import QueryCache
+from cortex.search.recorder import Recorder
 from cortex.search.sqlite import KeywordRetriever, SemanticRetriever
 from cortex.semantic import Semantic
 from cortex.store import MemoryInput, Store, content_hash
@@ -73,11 +75,15 @@ class Engine:
         self._store = store
         self._semantic = Semantic(store, embedder)
         self._keyword_index = KeywordIndexer(store, keyword_index)
+        self._query_cache = QueryCache()
+        # Searches hand their recall rows to a writer thread (cortex.search.recorder).
+        self._recorder = None if store.read_only else Recorder(store)
         self._pipeline = Pipeline(
             store,
             KeywordRetriever(store, self._keyword_index),
-            SemanticRetriever(self._semantic),
+            SemanticRetriever(self._semantic, self._query_cache),
             self._semantic.unavailable,
+            self._recorder,
         )
 
     # ------------------------------------------------------------------ lifecycle
@@ -88,6 +94,9 @@ class Engine:
 
     @property
     def store(self) -> Store:
+        """The database; every search recorded so far is written first (whoever reads
+        the store reads this Engine's searches)."""
+        self.flush_recalls()
         return self._store
 
     @property
@@ -101,7 +110,24 @@ class Engine:
         """The in-memory keyword index (see :mod:`cortex.keyword_index`)."""
         return self._keyword_index
 
+    @property
+    def query_cache(self) -> QueryCache:
+        """The cache of query embeddings (see :mod:`cortex.search.query_cache`):
+        ``engine.query_cache.stats()`` says how often it answered,
+        ``engine.query_cache.resize(0)`` turns it off."""
+        return self._query_cache
+
+    def flush_recalls(self, timeout: float | None = None) -> bool:
+        """Wait until every search recorded so far is written to the recall log (searches
+        record on a writer thread, after their answer: :mod:`cortex.search.recorder`).
+        False if `timeout` seconds passed first. Close and interpreter exit flush too."""
+        if self._recorder is None or not self._recorder.pending():
+            return True
+        return self._recorder.flush(timeout)
+
     def close(self) -> None:
+        if self._recorder is not None:
+            self._recorder.close()  # flushed and fsync'd before the store closes
         self._pipeline.close()
         self._keyword_index.close()
         self._semantic.close()
@@ -273,6 +299,7 @@ class Engine:
         """Bring the derived files up to date and checkpoint the WAL: what a bulk load
         calls at its end, so that the files on disk are complete and compact (a search
         would otherwise sync the vector index first)."""
+        self.flush_recalls()
         if self._semantic.unavailable() is None and not self._store.read_only:
             self._semantic.index()
         self._store.after_bulk_write()
@@ -280,7 +307,8 @@ class Engine:
     def reindex(self, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
         """Embed every live memory that has no vector of the active model (after a model
         change, or memories added while no model was installed), then rebuild the vector
-        index from SQLite. Returns what it did."""
+        index from SQLite, and recount the per-project keyword statistics. Returns what it
+        did."""
         if self._store.read_only:
             raise StorageError(
                 f"cannot reindex {self.path}: it is open read-only "
@@ -307,12 +335,15 @@ class Engine:
             if progress is not None:
                 progress(done, len(backlog))
         rows = self._semantic.rebuild()
+        # The per-project keyword statistics, recounted from FTS5's own size records.
+        self._store.rebuild_keyword_totals()
         _log.info("reindexed: %d memories embedded, the index holds %d vectors", done, rows)
         return {"embedded": done, "model_id": self._semantic.model_id, "rows": rows}
 
     def get(self, memory_id: int, *, project: str | None = None) -> Memory:
         """One live memory by id; with `project`, only if it belongs to that project (a
         memory of another project is not found: a project is a wall)."""
+        self.flush_recalls()  # its access count includes this Engine's searches
         return self._store.get(memory_id, project=project)
 
     def update(self, memory_id: int, **fields: Any) -> Memory:
@@ -369,6 +400,7 @@ class Engine:
             return int(cur.lastrowid or 0)
 
     def stats(self) -> dict[str, Any]:
+        self.flush_recalls()
         return self._store.stats()
 
     # ------------------------------------------------------------------ search
@@ -547,6 +579,7 @@ class Engine:
         for memory_id in wanted:
             if isinstance(memory_id, bool) or not isinstance(memory_id, int):
                 raise InvalidOptionError(f"a memory id is an integer, not {memory_id!r}")
+        self.flush_recalls()
         found = self._store.get_many(wanted)
         missing = [i for i in wanted if i not in found]
         if missing:
@@ -594,12 +627,14 @@ class Engine:
     ) -> recall.Timeline:
         """The memories of the anchor's project just before and after it, with their sessions.
         With `project`, an anchor of another project is not found."""
+        self.flush_recalls()
         return recall.timeline(self._store, anchor_id, before, after, project=project)
 
     def session_context(
         self, memory_id: int, *, project: str | None = None
     ) -> recall.SessionContext | None:
         """The latest session the memory took part in, and how."""
+        self.flush_recalls()
         return recall.session_context(self._store, memory_id, project=project)
 
 

@@ -17,7 +17,25 @@ from cortex.ranking import RANK_COLUMNS, RankInfo
 if TYPE_CHECKING:
     from cortex.store import Store
 
-__all__ = ["admitted", "narrows", "where"]
+__all__ = ["NO_PROJECT", "admitted", "narrows", "projects_of", "where"]
+
+#: The key of memories without a project in per-project statistics (a project name never
+#: holds NUL): keyword_totals and the in-memory keyword index.
+NO_PROJECT = "\x00"
+
+
+def projects_of(opts: Any) -> tuple[str, ...] | None:
+    """The projects a search under `opts` covers, sorted and without repeats, or None when
+    it covers every project. The one place that reads the project filter for statistics:
+    BM25's N, avgdl and df and the semantic calibration are those of these projects alone,
+    so that what other projects hold never changes the ranking. `opts.project` may be a
+    name or a list of names."""
+    project = getattr(opts, "project", None)
+    if project is None:
+        return None
+    if isinstance(project, str):
+        return (project,)
+    return tuple(sorted({str(p) for p in project}))
 
 
 def _prefix(column: str, prefix: str, clauses: list[str], params: list[Any]) -> None:

@@ -22,6 +22,15 @@ query a memory holds whatever the store's size (cortex.search.hits calibrates it
 
 This module is the SQLite backend's keyword retriever: the FTS5 statements live here
 (every filter comes from :mod:`cortex.filters`, every value is a bound parameter).
+
+**A project is a wall** (issue 14): FTS5's ``bm25()`` takes N, avgdl and each phrase's
+document frequency from the whole table, so other projects' memories would change a
+project-filtered ranking. A search whose filters name projects (``filters.projects_of``)
+is scored by :class:`Scope` instead: N and the token total from ``keyword_totals`` (kept
+by triggers), df counted over the projects' memories, and each phrase's frequency in a
+memory read back from FTS5's own per-phrase ``bm25()`` (which it determines exactly);
+the same expression as FTS5's, so a project alone in a store scores exactly as FTS5 does.
+CJK (trigram) queries keep the table's statistics.
 """
 
 from __future__ import annotations
@@ -37,6 +46,7 @@ from typing import TYPE_CHECKING
 
 from cortex import filters
 from cortex.errors import StorageError
+from cortex.filters import projects_of
 from cortex.log import get_logger
 from cortex.options import Mode, Options, OrderBy
 from cortex.ranking import RANK_COLUMNS, RankInfo
@@ -53,6 +63,7 @@ __all__ = [
     "Hit",
     "KeywordResult",
     "Marker",
+    "Scope",
     "bm25_to_score",
     "highlighter",
     "positive_phrases",
@@ -102,6 +113,8 @@ class KeywordResult:
     # the OR of the terms for plain text, the expression itself for FTS5 syntax).
     rescore_table: str | None = None
     rescore_expression: str | None = None
+    # The projects the statistics are those of (None: the whole table, FTS5's bm25()).
+    scope: Scope | None = None
 
 
 #: BM25 value that maps to a keyword score of 0.5. Chosen on SciFact's train split
@@ -159,9 +172,18 @@ PREFILTER = 4
 
 
 def _fts(
-    store: Store, table: str, expression: str, opts: Options, pool: int, extra: str = ""
+    store: Store,
+    table: str,
+    expression: str,
+    opts: Options,
+    pool: int,
+    extra: str = "",
+    scope: Scope | None = None,
 ) -> list[Hit]:
-    """Run one MATCH against `table` (a fixed name, never user text) under the filters."""
+    """Run one MATCH against `table` (a fixed name, never user text) under the filters;
+    with a `scope`, ranked by the BM25 of its projects' statistics."""
+    if scope is not None and table in _SCOPED_TABLES:
+        return scope.search(table, expression, opts, pool)
     predicate, params = filters.where(opts)
     if opts.order_by is OrderBy.RELEVANCE and not extra:
         # The FTS top first (ordered by the same key as the final order: bm25, then id),
@@ -221,12 +243,17 @@ def search(
     if not text:
         return KeywordResult(notices=["the query is empty"])
     started = time.perf_counter()
+    projects = projects_of(opts)
+    scope = Scope(store, projects) if projects is not None and Scope.supported(store) else None
     try:
         if has_cjk(text):
             result = _cjk(store, text, opts, pool)
         else:
             words = "memories_fts" if stemmed else EXACT
-            result = _latin(store, text, opts, pool, words, native if stemmed else None, allowed)
+            result = _latin(
+                store, text, opts, pool, words, native if stemmed else None, allowed, scope
+            )
+            result.scope = scope
     except sqlite3.OperationalError as exc:
         if "no such module" not in str(exc) and "no such table" not in str(exc):
             raise StorageError(f"{store.path}: {exc}") from None
@@ -269,19 +296,35 @@ def _rows(store: Store, table: str) -> int:
 
 
 def _bound(
-    store: Store, table: str, phrases: Sequence[str], native: KeywordIndexer | None = None
+    store: Store,
+    table: str,
+    phrases: Sequence[str],
+    native: KeywordIndexer | None = None,
+    scope: Scope | None = None,
 ) -> float:
     """The sum of the IDFs of `phrases` (FTS5 expressions of one phrase each) in `table`:
     the BM25 of a memory holding each once at average length. Document frequencies come
-    from the in-memory index when it holds `table`'s twin, else from FTS5 (a count)."""
+    from the in-memory index when it holds `table`'s twin, else from FTS5 (a count);
+    with a `scope`, over its projects' memories only."""
     phrases = list(dict.fromkeys(p for p in phrases if p))
     if not phrases:
         return 0.0
+    projects = scope.projects if scope is not None else None
     if native is not None and table == "memories_fts":
-        found = native.df([p.strip('"').replace('""', '"') for p in phrases])
+        found = native.df([p.strip('"').replace('""', '"') for p in phrases], projects)
         if found is not None:
             rows, dfs = found
             return sum(_idf(rows, n) for n in dfs)
+    if scope is not None and table in _SCOPED_TABLES:
+        rows = scope.totals()[0]
+        total = 0.0
+        for phrase in phrases:
+            try:
+                n = scope.df(table, phrase)
+            except sqlite3.OperationalError:
+                continue
+            total += _idf(rows, n)
+        return total
     rows = _rows(store, table)
     total = 0.0
     for phrase in phrases:
@@ -291,6 +334,159 @@ def _bound(
             continue  # a fragment FTS5 rejects alone (inside NEAR, say) weighs nothing
         total += _idf(rows, n)
     return total
+
+
+#: The FTS5 tables a Scope ranks: both count every token as memories.tokens does (the
+#: Porter stemmer changes tokens, not their number). The trigram table does not.
+_SCOPED_TABLES = frozenset({"memories_fts", EXACT})
+#: FTS5's bm25() parameters.
+_K1, _B = 1.2, 0.75
+
+
+class Scope:
+    """The BM25 statistics of a set of projects, for FTS5 searches filtered to them.
+
+    N and the token total come from ``keyword_totals``; a phrase's document frequency is
+    the number of the projects' memories it matches. A memory's frequency of a phrase is
+    read back from FTS5's ``bm25()`` of the phrase alone: with the table's N, avgdl and
+    the phrase's df known, and the memory's length in ``memories.tokens``, that score
+    determines the (integer) frequency exactly. Scores then follow FTS5's expression term
+    for term, phrase by phrase in query order, over the projects' statistics. One Scope
+    serves one search: what it reads is kept for the search's tiers and rescoring.
+    """
+
+    def __init__(self, store: Store, projects: Sequence[str]) -> None:
+        self.store = store
+        self.projects: tuple[str, ...] = tuple(projects)
+        self._totals: tuple[int, int] | None = None
+        self._global: dict[str, tuple[int, int]] = {}
+        # (table, phrase) -> {memory id: frequency}; memory id -> token count
+        self._phrases: dict[tuple[str, str], dict[int, int]] = {}
+        self._lengths: dict[int, int] = {}
+
+    @staticmethod
+    def supported(store: Store) -> bool:
+        """Whether the database keeps per-project totals (an older file opened read-only
+        does not: its searches keep the table's statistics)."""
+        from cortex.store import _KEYWORD_TOTALS_VERSION
+
+        return store.schema_version() >= _KEYWORD_TOTALS_VERSION
+
+    def totals(self) -> tuple[int, int]:
+        """(live memories, their tokens) of the projects."""
+        if self._totals is None:
+            self._totals = self.store.keyword_totals(self.projects)
+        return self._totals
+
+    def df(self, table: str, phrase: str) -> int:
+        """The projects' memories that `phrase` (one FTS5 phrase) matches in `table`."""
+        return len(self._frequencies(table, phrase))
+
+    def _table_totals(self, table: str) -> tuple[int, int]:
+        if table not in self._global:
+            from cortex.keyword_index import _fts5_totals
+
+            row = self.store.conn.execute(f"SELECT block FROM {table}_data WHERE id = 1").fetchone()
+            self._global[table] = _fts5_totals(row[0]) if row else (0, 0)
+        return self._global[table]
+
+    def _frequencies(self, table: str, phrase: str) -> dict[int, int]:
+        key = (table, phrase)
+        found = self._phrases.get(key)
+        if found is not None:
+            return found
+        marks = ",".join("?" * len(self.projects))
+        rows = self.store.conn.execute(
+            f"SELECT m.id, -bm25({table}), m.tokens FROM {table}"
+            f" JOIN memories m ON m.id = {table}.rowid WHERE {table} MATCH ?"
+            f" AND m.deleted_at IS NULL AND m.project_id IN ({marks})",
+            [phrase, *self.projects],
+        ).fetchall()
+        out: dict[int, int] = {}
+        if rows:
+            n_rows, n_tokens = self._table_totals(table)
+            idf = _idf(n_rows, _matches(self.store, table, phrase, n_rows + 1))
+            avgdl = n_tokens / n_rows if n_rows else 1.0
+            for memory_id, score, tokens in rows:
+                # score = idf * tf (k1 + 1) / (tf + k1 K): solve for tf.
+                r = float(score) / idf
+                k = _K1 * (1 - _B + _B * int(tokens) / avgdl)
+                tf = round(r * k / (_K1 + 1.0 - r)) if r < _K1 + 1.0 else 1
+                out[int(memory_id)] = max(tf, 1)
+                self._lengths[int(memory_id)] = int(tokens)
+        self._phrases[key] = out
+        return out
+
+    def scores(self, table: str, phrases: Sequence[str], ids: Sequence[int]) -> dict[int, float]:
+        """BM25 (> 0, FTS5's expression over the projects' statistics) of each of `ids`
+        holding any of `phrases` (in query order; a repeated phrase counts again)."""
+        n, tokens = self.totals()
+        if n <= 0:
+            return {}
+        avgdl = tokens / n
+        weights: dict[str, tuple[float, dict[int, int]]] = {}
+        for phrase in phrases:
+            if phrase in weights:
+                continue
+            try:
+                freqs = self._frequencies(table, phrase)
+            except sqlite3.OperationalError:  # a fragment FTS5 rejects alone (in NEAR)
+                freqs = {}
+            weights[phrase] = (_idf(n, len(freqs)), freqs)
+        out: dict[int, float] = {}
+        for memory_id in ids:
+            score, held = 0.0, False
+            for phrase in phrases:
+                idf, freqs = weights[phrase]
+                tf = freqs.get(memory_id)
+                if tf:
+                    held = True
+                    dl = self._lengths[memory_id]
+                    score += idf * ((tf * (_K1 + 1.0)) / (tf + _K1 * (1 - _B + _B * dl / avgdl)))
+            if held:
+                out[memory_id] = score
+        return out
+
+    def search(self, table: str, expression: str, opts: Options, pool: int) -> list[Hit]:
+        """The top `pool` of the memories matching `expression` under `opts`'s filters,
+        in `opts`'s order, ranked with the projects' statistics."""
+        predicate, params = filters.where(opts)
+        rows = self.store.conn.execute(
+            f"SELECT m.id, m.created_at, m.confidence FROM {table}"
+            f" JOIN memories m ON m.id = {table}.rowid WHERE {table} MATCH ? AND {predicate}",
+            [expression, *params],
+        ).fetchall()
+        if not rows:
+            return []
+        scores = self.scores(table, positive_phrases(expression), [int(r[0]) for r in rows])
+        ranked = [(int(i), scores.get(int(i), 0.0), c, conf) for i, c, conf in rows]
+        if opts.order_by is OrderBy.RECENCY:
+            ranked.sort(key=lambda x: (-x[2], -x[0]))
+        elif opts.order_by is OrderBy.CONFIDENCE:
+            ranked.sort(key=lambda x: (-x[3], -x[1], x[0]))
+        else:
+            ranked.sort(key=lambda x: (-x[1], x[0]))
+        top = ranked[:pool]
+        info = filters.admitted(self.store, [x[0] for x in top], opts)
+        return [
+            Hit(i, bm25_to_score(-score), score, info[i]) for i, score, _, _ in top if i in info
+        ]
+
+    def rescore(self, table: str, expression: str, ids: Sequence[int]) -> dict[int, float]:
+        """BM25 over the projects' statistics of the memories among `ids` that
+        `expression` matches (the caller's filters admitted them already)."""
+        matched: list[int] = []
+        for start in range(0, len(ids), 500):
+            part = list(ids[start : start + 500])
+            marks = ",".join("?" * len(part))
+            matched += [
+                int(r[0])
+                for r in self.store.conn.execute(
+                    f"SELECT rowid FROM {table} WHERE {table} MATCH ? AND rowid IN ({marks})",
+                    [expression, *part],
+                )
+            ]
+        return self.scores(table, positive_phrases(expression), matched)
 
 
 _NOT_CLAUSE = re.compile(r'\bNOT\s+(?:"(?:[^"]|"")*"\*?|\([^)]*\)|\S+)')
@@ -320,6 +516,7 @@ def _latin(
     words: str,
     native: KeywordIndexer | None,
     allowed: Sequence[int] | None = None,
+    scope: Scope | None = None,
 ) -> KeywordResult:
     """Tier 1. `words` is the index of word queries; prefix queries use the unstemmed one.
     `native` (the in-memory twin of `words`) runs the plain-text AND and OR when it can."""
@@ -327,8 +524,8 @@ def _latin(
     if _SYNTAX.search(text):
         try:
             table = EXACT if "*" in text else words
-            hits = _fts(store, table, text, opts, pool)
-            bound = _bound(store, table, positive_phrases(text))
+            hits = _fts(store, table, text, opts, pool, scope=scope)
+            bound = _bound(store, table, positive_phrases(text), scope=scope)
             return KeywordResult(
                 hits, "fts", text, None, [], terms, final=True, bound=bound,
                 rescore_table=table, rescore_expression=text,
@@ -356,24 +553,26 @@ def _latin(
     expression = " ".join(quoted)
     any_term = " OR ".join(quoted)
     hits = _plain(
-        store, words, native, terms, expression, opts, pool, require_all=True, allowed=allowed
-    )
+        store, words, native, terms, expression, opts, pool, require_all=True, allowed=allowed,
+        scope=scope,
+    )  # fmt: skip
     if hits or len(terms) == 1:
         tier_expr = expression
     else:
         tier_expr = any_term
         hits = _plain(
-            store, words, native, terms, tier_expr, opts, pool, require_all=False, allowed=allowed
-        )
+            store, words, native, terms, tier_expr, opts, pool, require_all=False,
+            allowed=allowed, scope=scope,
+        )  # fmt: skip
     if hits:
-        bound = _bound(store, words, quoted, native)
+        bound = _bound(store, words, quoted, native, scope)
         return KeywordResult(
             hits, "fts", tier_expr, tier_expr, notices, terms, bound=bound,
             rescore_table=words, rescore_expression=any_term,
         )  # fmt: skip
     prefix_expr = " OR ".join(q + "*" for q in quoted)
-    hits = _fts(store, EXACT, prefix_expr, opts, pool)
-    bound = _bound(store, EXACT, [q + "*" for q in quoted]) if hits else 0.0
+    hits = _fts(store, EXACT, prefix_expr, opts, pool, scope=scope)
+    bound = _bound(store, EXACT, [q + "*" for q in quoted], scope=scope) if hits else 0.0
     return KeywordResult(
         hits, "prefix" if hits else "none", prefix_expr, prefix_expr, notices, terms,
         bound=bound, rescore_table=EXACT, rescore_expression=prefix_expr,
@@ -397,6 +596,7 @@ def _plain(
     *,
     require_all: bool,
     allowed: Sequence[int] | None = None,
+    scope: Scope | None = None,
 ) -> list[Hit]:
     """One plain-text tier: from the in-memory index when it can answer, else FTS5."""
     kind = "AND" if require_all else "OR"
@@ -406,7 +606,7 @@ def _plain(
             _log.debug("keyword %s of %d terms: in-memory index, %d hits", kind, len(terms),
                        len(hits))  # fmt: skip
             return hits
-    hits = _fts(store, words, expression, opts, pool)
+    hits = _fts(store, words, expression, opts, pool, scope=scope)
     _log.debug("keyword %s of %d terms: FTS5, %d hits", kind, len(terms), len(hits))
     return hits
 
@@ -422,9 +622,13 @@ def _native(
 ) -> list[Hit] | None:
     """The BM25 top of the in-memory index, then the filters in SQLite over those rows
     only, fetching deeper while the filters leave the pool short; None = ask FTS5.
-    With `allowed` (the ids the filters admit) the index ranks only those: one pass."""
+    With `allowed` (the ids the filters admit) the index ranks only those: one pass.
+    A project filter scopes the index's statistics to those projects."""
+    projects = projects_of(opts)
     if allowed is not None:
-        found = native.search(terms, pool, require_all=require_all, allowed=allowed)
+        found = native.search(
+            terms, pool, require_all=require_all, allowed=allowed, projects=projects
+        )
         if found is None:
             return None
         ids, bm25 = found
@@ -436,7 +640,7 @@ def _native(
         ]
     fetch = pool
     while fetch <= NATIVE_MAX_FETCH:
-        found = native.search(terms, fetch, require_all=require_all)
+        found = native.search(terms, fetch, require_all=require_all, projects=projects)
         if found is None:
             return None
         ids, bm25 = found
@@ -580,10 +784,16 @@ def rescore(
         return {}
     table, expression = result.rescore_table, result.rescore_expression
     wanted = sorted({int(i) for i in ids})
+    scope = result.scope
     if native is not None and table == "memories_fts" and not result.final:
-        found = native.rescore(result.terms, wanted)
+        found = native.rescore(result.terms, wanted, scope.projects if scope is not None else None)
         if found is not None:
             return dict(zip(found[0].tolist(), found[1].tolist(), strict=True))
+    if scope is not None and table in _SCOPED_TABLES:
+        try:
+            return scope.rescore(table, expression, wanted)
+        except sqlite3.DatabaseError as exc:
+            raise StorageError(f"{store.path}: {exc}") from None
     out: dict[int, float] = {}
     for start in range(0, len(wanted), 500):
         part = wanted[start : start + 500]

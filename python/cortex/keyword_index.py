@@ -24,6 +24,10 @@ Policies (``cortex.open(..., keyword_index=...)``):
   (and while a large backlog of changes is rebuilt the same way).
 - ``"on"``: build at the first search that needs it, and wait for it (benchmarks, tests).
 - ``"off"``: FTS5 only (the CLI's one-shot commands: building costs more than one query).
+
+Each memory is indexed in its project (``cortex.filters.NO_PROJECT`` when it has none): a
+search given ``projects`` ranks with the BM25 statistics (N, avgdl, df) of those projects
+alone, so that other projects' memories never change its ranking (issue 14).
 """
 
 from __future__ import annotations
@@ -105,10 +109,12 @@ class KeywordIndexer:
         *,
         require_all: bool,
         allowed: Any = None,
+        projects: tuple[str, ...] | None = None,
     ) -> tuple[np.ndarray, np.ndarray] | None:
         """(memory ids, BM25 > 0) of the top `k` memories holding all (`require_all`) or
         any of `terms`, best first; None when FTS5 must answer instead (no index yet, or a
-        term FTS5 would read as a phrase of several tokens)."""
+        term FTS5 would read as a phrase of several tokens). `projects`: only these
+        projects' memories, ranked with their statistics alone (None: every project)."""
         if self._policy == "off" or self._closed:
             return None
         try:
@@ -124,11 +130,17 @@ class KeywordIndexer:
                 allowed = np.asarray(allowed, dtype=np.int64)
                 if len(allowed) == 0:
                     return np.empty(0, np.int64), np.empty(0, np.float64)
-            return self._index.search(terms, k, require_all=require_all, allowed=allowed)  # type: ignore[no-any-return]
+            scope = list(projects) if projects is not None else None
+            return self._index.search(  # type: ignore[no-any-return]
+                terms, k, require_all=require_all, allowed=allowed, projects=scope
+            )
 
-    def df(self, words: list[str]) -> tuple[int, list[int]] | None:
+    def df(
+        self, words: list[str], projects: tuple[str, ...] | None = None
+    ) -> tuple[int, list[int]] | None:
         """(live memories, documents holding each word's index term), as FTS5's bm25()
-        counts them; None when the index cannot answer now (FTS5 counts instead)."""
+        counts them, over `projects` (None: all); None when the index cannot answer now
+        (FTS5 counts instead)."""
         if self._policy == "off" or self._closed or self._index is None:
             return None
         try:
@@ -141,15 +153,25 @@ class KeywordIndexer:
         with self._lock:
             if not self._current():
                 return None
-            return len(self._index), [self._index.df(t) for t in terms]
+            if projects is None:
+                return len(self._index), [self._index.df(t) for t in terms]
+            scope = list(projects)
+            docs = int(self._index.stats(scope)[0])
+            return docs, [self._index.df(t, scope) for t in terms]
 
-    def rescore(self, words: list[str], ids: list[int]) -> tuple[np.ndarray, np.ndarray] | None:
+    def rescore(
+        self, words: list[str], ids: list[int], projects: tuple[str, ...] | None = None
+    ) -> tuple[np.ndarray, np.ndarray] | None:
         """BM25 of the memories among `ids` (sorted) holding any of `words`: their keyword
         score when another leg found them. None when FTS5 must answer."""
         if self._index is None:
             return None
         return self.search(
-            words, len(ids), require_all=False, allowed=np.asarray(ids, dtype=np.int64)
+            words,
+            len(ids),
+            require_all=False,
+            allowed=np.asarray(ids, dtype=np.int64),
+            projects=projects,
         )
 
     def _current(self) -> bool:
@@ -203,13 +225,17 @@ class KeywordIndexer:
         last = 0
         while not self._closed:
             rows = self._store.query(
-                "SELECT id, content FROM memories WHERE deleted_at IS NULL AND id > ?"
-                " ORDER BY id LIMIT ?",
+                "SELECT id, content, ifnull(project_id, char(0)) FROM memories"
+                " WHERE deleted_at IS NULL AND id > ? ORDER BY id LIMIT ?",
                 (last, _BATCH),
             )
             if not rows:
                 break
-            index.add(np.fromiter((r[0] for r in rows), np.int64, len(rows)), [r[1] for r in rows])
+            index.add(
+                np.fromiter((r[0] for r in rows), np.int64, len(rows)),
+                [r[1] for r in rows],
+                [r[2] for r in rows],
+            )
             last = int(rows[-1][0])
         return index, seq
 
@@ -258,20 +284,23 @@ class KeywordIndexer:
         ]
         live_ids: list[int] = []
         texts: list[str] = []
+        projects: list[str] = []
         for start in range(0, len(changed), 500):
             part = changed[start : start + 500]
             marks = ",".join("?" * len(part))
-            for i, content in self._store.query(
-                f"SELECT id, content FROM memories WHERE id IN ({marks}) AND deleted_at IS NULL",
+            for i, content, project in self._store.query(
+                "SELECT id, content, ifnull(project_id, char(0)) FROM memories"
+                f" WHERE id IN ({marks}) AND deleted_at IS NULL",
                 part,
             ):
                 live_ids.append(int(i))
                 texts.append(content)
+                projects.append(project)
         gone = set(changed) - set(live_ids)
         if gone:
             index.remove(np.fromiter(sorted(gone), np.int64, len(gone)))
         if live_ids:
-            index.add(np.asarray(live_ids, dtype=np.int64), texts)
+            index.add(np.asarray(live_ids, dtype=np.int64), texts, projects)
 
     def _start_background(self) -> None:
         if self._worker is not None and self._worker.is_alive():

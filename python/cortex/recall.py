@@ -381,12 +381,15 @@ def record_recall(
     session_id: str | None,
     lens: str | None,
     reinforce: float,
+    at: float | None = None,
 ) -> None:
     """One transaction after a search has ranked: a recall_log row per result
-    ``(memory_id, fact_id, score)``, access counts, reinforcement, and 'recalled' links."""
+    ``(memory_id, fact_id, score)``, access counts, reinforcement, and 'recalled' links.
+    `at`: when the search ran (default now). Inside a caller's transaction it joins it
+    (the background recorder writes a batch of searches in one)."""
     if not rows:
         return
-    now = time.time()
+    now = time.time() if at is None else at
     with store.transaction() as tx:
         tx.executemany(
             "INSERT INTO recall_log (memory_id, fact_id, query, session_id, lens, score,"

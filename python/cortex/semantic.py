@@ -16,7 +16,6 @@ holds only its rows, and lookups by content hash are per model.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import glob
 import hashlib
 import json
@@ -61,6 +60,43 @@ RECHECK_SECONDS = 60.0
 RECHECK_SHARE = 0.01
 
 _log = get_logger(__name__)
+
+# Flags of the state file's opens where the platform has them (Windows has no symlink
+# following to refuse, no FIFOs, and wants O_BINARY so that no byte is translated).
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_O_BINARY = getattr(os, "O_BINARY", 0)
+#: Tries of a replace that another process's open handle refuses (Windows only: a
+#: reader holding the state file open for a moment, without delete sharing).
+_REPLACE_TRIES = 20
+
+
+def _native_files() -> Any:
+    """The extension's file operations (the writer lock, replace_file): writing an
+    index needs the extension anyway."""
+    try:
+        from cortex import _native
+    except ImportError:  # pragma: no cover - only without the compiled extension
+        raise CortexError(
+            "writing the vector index needs the native extension cortex._native; reinstall cortex"
+        ) from None
+    return _native
+
+
+def _replace(src: Path, dst: Path) -> None:
+    """Rename `src` over `dst` (atomically; readers keep what they mapped), through the
+    extension so that on Windows a mapped `dst` is moved aside first. A Windows reader
+    that has `dst` open for a moment makes the rename fail: tried again a few times."""
+    native = _native_files()
+    for attempt in range(_REPLACE_TRIES):
+        try:
+            native.replace_file(src, dst)
+            return
+        except PermissionError:
+            if os.name != "nt" or attempt == _REPLACE_TRIES - 1:
+                raise
+            time.sleep(0.01 * (attempt + 1))
 
 
 def index_dir(db_path: Path, *, create: bool = False) -> Path:
@@ -176,6 +212,12 @@ class Semantic:
     @property
     def store(self) -> Store:
         return self._store
+
+    @property
+    def state(self) -> tuple[int, float] | None:
+        """The SQLite position the open vector index is in step with (last embeddings
+        rowid, last deletion time): what is cached about its contents is keyed by it."""
+        return self._index_state
 
     @property
     def read_only(self) -> bool:
@@ -353,8 +395,9 @@ class Semantic:
 
     @contextlib.contextmanager
     def _write_lock(self) -> Iterator[None]:
-        """The writer lock of the index (an exclusive flock on `.lock`), reentrant within
-        this Semantic (its callers hold `self._lock`)."""
+        """The writer lock of the index (an exclusive lock of `.lock`: flock on unix,
+        LockFileEx on Windows, through the extension's FileLock), reentrant within this
+        Semantic (its callers hold `self._lock`)."""
         if self._lock_depth:
             self._lock_depth += 1
             try:
@@ -362,38 +405,35 @@ class Semantic:
             finally:
                 self._lock_depth -= 1
             return
-        fd = self._open_lock()
+        lock = self._open_lock()
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            lock.acquire()  # waits with the GIL released
             self._lock_depth = 1
             try:
                 yield
             finally:
                 self._lock_depth = 0
-                fcntl.flock(fd, fcntl.LOCK_UN)
+                lock.release()
         finally:
-            os.close(fd)
+            lock.close()
 
-    def _open_lock(self) -> int:
+    def _open_lock(self) -> Any:
+        """The lock file as a FileLock: created if missing, never through a symlink (on
+        unix) and never anything but a regular file (a FIFO there does not block)."""
+        native = _native_files()
         path = self._lock_path()
-        # O_NONBLOCK: a FIFO put there must not block the open; O_NOFOLLOW: never lock
-        # (or create) whatever a symlink points at.
-        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
         for _ in range(3):
             try:
-                fd = os.open(path, flags, 0o644)
-            except (IsADirectoryError, OSError) as exc:
-                if isinstance(exc, PermissionError):
+                return native.FileLock(path)
+            except PermissionError as exc:
+                if not path.is_dir():  # (Windows refuses to open a folder this way)
                     raise StorageError(
-                        f"cannot create the vector index lock {path} ({exc.strerror}); open the"
+                        f"cannot create the vector index lock {path} ({exc}); open the"
                         " database read-only or make its folder writable"
                     ) from None
-                self._make_room(path)  # a directory (EISDIR) or a symlink (ELOOP)
-                continue
-            if stat.S_ISREG(os.fstat(fd).st_mode):
-                return fd
-            os.close(fd)
-            self._make_room(path)  # a FIFO or a device
+                self._make_room(path)
+            except OSError:
+                self._make_room(path)  # a directory, a symlink, a FIFO or a device
         raise StorageError(f"{path} cannot be used as a lock file; remove it")
 
     def _wanted(self) -> tuple[int, float]:
@@ -412,7 +452,7 @@ class Semantic:
         read past `_STATE_MAX` bytes), not JSON, or a field of the wrong type or range."""
         path = self._state_path()
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_NONBLOCK | _O_CLOEXEC | _O_BINARY)
         except OSError:
             return None
         try:
@@ -435,13 +475,14 @@ class Semantic:
         path = self._state_path()
         tmp = Path(f"{path}.tmp{os.getpid()}")
         self._make_room(tmp)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _O_NOFOLLOW | _O_CLOEXEC | _O_BINARY
+        fd = os.open(tmp, flags, 0o644)
         try:
             os.write(fd, json.dumps(state.to_dict()).encode())
         finally:
             os.close(fd)
         self._make_room(path)
-        os.replace(tmp, path)
+        _replace(tmp, path)
 
     def index(self) -> Any:
         """The vector index of the active model, in step with SQLite (synced if not) and
@@ -658,7 +699,7 @@ class Semantic:
             writer.close()
         for src, dst in zip(self._index_files(aside), self._index_files(), strict=True):
             self._make_room(dst)
-            os.replace(src, dst)
+            _replace(src, dst)
         self._write_state(done)
 
     def _embedding_batches(

@@ -72,6 +72,18 @@ def _is_cjk(ch: str) -> bool:
     )
 
 
+def _varint(blob: bytes) -> int:
+    """The SQLite varint at the start of `blob` (FTS5's size and totals records)."""
+    value = 0
+    for n, byte in enumerate(blob[:9]):
+        if n == 8:
+            return (value << 8) | byte
+        value = (value << 7) | (byte & 0x7F)
+        if byte < 0x80:
+            break
+    return value
+
+
 def content_hash(content: str) -> str:
     return hashlib.sha256(content.encode("utf-8")).hexdigest()
 
@@ -327,6 +339,118 @@ END;
 DROP INDEX IF EXISTS memories_hash;
 """
 
+_HEX = "'0123456789ABCDEF'"
+
+
+def _byte(h: str, i: int) -> str:
+    """SQL: the `i`-th byte (1-based) of the hex string `h`."""
+    return (
+        f"((instr({_HEX}, substr({h}, {2 * i - 1}, 1)) - 1) * 16"
+        f" + instr({_HEX}, substr({h}, {2 * i}, 1)) - 1)"
+    )
+
+
+def _varint_sql(h: str) -> str:
+    """SQL: the SQLite varint at the start of the hex string `h` (up to 4 bytes: 2^28,
+    beyond any memory's token count), as FTS5 writes a row's size in `<table>_docsize`."""
+    b = [_byte(h, i) for i in range(1, 5)]
+    return (
+        f"CASE WHEN {b[0]} < 128 THEN {b[0]}"
+        f" WHEN {b[1]} < 128 THEN ({b[0]} & 127) * 128 + {b[1]}"
+        f" WHEN {b[2]} < 128 THEN (({b[0]} & 127) * 128 + ({b[1]} & 127)) * 128 + {b[2]}"
+        f" ELSE ((({b[0]} & 127) * 128 + ({b[1]} & 127)) * 128 + ({b[2]} & 127)) * 128"
+        f" + {b[3]} END"
+    )
+
+
+def _tokens_sql(memory_id: str) -> str:
+    """SQL: the token count FTS5 (memories_fts) holds for the memory `memory_id`."""
+    return (
+        f"ifnull((SELECT {_varint_sql('h')} FROM (SELECT hex(sz) AS h FROM"
+        f" memories_fts_docsize WHERE id = {memory_id})), 0)"
+    )
+
+
+# Per-project BM25 statistics (issue 14: a project is a wall). FTS5's bm25() counts N,
+# avgdl and df over the whole table, so another project's memories changed this project's
+# ranking. memories.tokens is each memory's token count as memories_fts counts it (read off
+# FTS5's own docsize record right after the memory is indexed, in the FTS triggers), and
+# keyword_totals holds per project (NUL for none) the live memories and their tokens, kept
+# by triggers that only add signed amounts (so the order in which SQLite fires them does
+# not matter). Document frequencies per project are counted at query time (cortex.keyword).
+# The change log now also records a memory moving to another project (the in-memory index
+# keeps each memory's project).
+_SCHEMA_KEYWORD_TOTALS = f"""
+ALTER TABLE memories ADD COLUMN tokens INTEGER NOT NULL DEFAULT 0;
+UPDATE memories SET tokens = {_tokens_sql("memories.id")} WHERE deleted_at IS NULL;
+CREATE TABLE keyword_totals (
+    project TEXT PRIMARY KEY NOT NULL,
+    docs    INTEGER NOT NULL,
+    tokens  INTEGER NOT NULL
+);
+INSERT INTO keyword_totals(project, docs, tokens)
+    SELECT ifnull(project_id, char(0)), COUNT(*), SUM(tokens) FROM memories
+    WHERE deleted_at IS NULL GROUP BY ifnull(project_id, char(0));
+CREATE TRIGGER keyword_totals_ai AFTER INSERT ON memories WHEN new.deleted_at IS NULL BEGIN
+    INSERT INTO keyword_totals(project, docs, tokens)
+        VALUES (ifnull(new.project_id, char(0)), 1, new.tokens)
+        ON CONFLICT(project) DO UPDATE SET docs = docs + excluded.docs,
+            tokens = tokens + excluded.tokens;
+END;
+CREATE TRIGGER keyword_totals_ad AFTER DELETE ON memories WHEN old.deleted_at IS NULL BEGIN
+    INSERT INTO keyword_totals(project, docs, tokens)
+        VALUES (ifnull(old.project_id, char(0)), -1, -old.tokens)
+        ON CONFLICT(project) DO UPDATE SET docs = docs + excluded.docs,
+            tokens = tokens + excluded.tokens;
+END;
+CREATE TRIGGER keyword_totals_au AFTER UPDATE OF tokens, project_id, deleted_at ON memories
+BEGIN
+    INSERT INTO keyword_totals(project, docs, tokens)
+        SELECT ifnull(old.project_id, char(0)), -1, -old.tokens WHERE old.deleted_at IS NULL
+        ON CONFLICT(project) DO UPDATE SET docs = docs + excluded.docs,
+            tokens = tokens + excluded.tokens;
+    INSERT INTO keyword_totals(project, docs, tokens)
+        SELECT ifnull(new.project_id, char(0)), 1, new.tokens WHERE new.deleted_at IS NULL
+        ON CONFLICT(project) DO UPDATE SET docs = docs + excluded.docs,
+            tokens = tokens + excluded.tokens;
+END;
+DROP TRIGGER memories_ai;
+CREATE TRIGGER memories_ai AFTER INSERT ON memories
+WHEN NOT EXISTS (SELECT 1 FROM meta WHERE key = 'bulk_insert') BEGIN
+    INSERT INTO memories_fts(rowid, content)
+        SELECT new.id, new.content WHERE new.deleted_at IS NULL;
+    INSERT INTO memories_exact(rowid, content)
+        SELECT new.id, new.content WHERE new.deleted_at IS NULL;
+    INSERT INTO memories_trigram(rowid, content)
+        SELECT new.id, new.content WHERE new.deleted_at IS NULL AND new.has_cjk;
+    UPDATE memories SET tokens = {_tokens_sql("new.id")}
+        WHERE id = new.id AND new.deleted_at IS NULL;
+END;
+DROP TRIGGER memories_au;
+CREATE TRIGGER memories_au AFTER UPDATE OF content, deleted_at, has_cjk ON memories BEGIN
+    INSERT INTO memories_fts(memories_fts, rowid, content)
+        SELECT 'delete', old.id, old.content WHERE old.deleted_at IS NULL;
+    INSERT INTO memories_exact(memories_exact, rowid, content)
+        SELECT 'delete', old.id, old.content WHERE old.deleted_at IS NULL;
+    INSERT INTO memories_trigram(memories_trigram, rowid, content)
+        SELECT 'delete', old.id, old.content WHERE old.deleted_at IS NULL AND old.has_cjk;
+    INSERT INTO memories_fts(rowid, content)
+        SELECT new.id, new.content WHERE new.deleted_at IS NULL;
+    INSERT INTO memories_exact(rowid, content)
+        SELECT new.id, new.content WHERE new.deleted_at IS NULL;
+    INSERT INTO memories_trigram(rowid, content)
+        SELECT new.id, new.content WHERE new.deleted_at IS NULL AND new.has_cjk;
+    UPDATE memories SET tokens = {_tokens_sql("new.id")}
+        WHERE id = new.id AND new.deleted_at IS NULL;
+END;
+DROP TRIGGER memories_log_au;
+CREATE TRIGGER memories_log_au AFTER UPDATE OF content, deleted_at, project_id ON memories
+WHEN old.content IS NOT new.content OR old.deleted_at IS NOT new.deleted_at
+    OR old.project_id IS NOT new.project_id BEGIN
+    INSERT INTO memory_changes(memory_id) VALUES (new.id);
+END;
+"""
+
 # Forward migrations: MIGRATIONS[i] takes a database at schema version i to i + 1. A
 # migration never edits an earlier entry; a new schema is a new entry at the end.
 MIGRATIONS: tuple[str, ...] = (
@@ -334,8 +458,11 @@ MIGRATIONS: tuple[str, ...] = (
     _SCHEMA_V2,
     _SCHEMA_SESSIONS_BY_PROJECT,
     _SCHEMA_BULK_INSERT,
+    _SCHEMA_KEYWORD_TOTALS,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
+#: The version from which memories.tokens and keyword_totals exist.
+_KEYWORD_TOTALS_VERSION = MIGRATIONS.index(_SCHEMA_KEYWORD_TOTALS) + 1
 #: Entries of memory_changes kept by the housekeeping after a bulk import.
 CHANGES_KEPT = 100_000
 
@@ -591,6 +718,20 @@ class Store:
             self._local.conn = conn
         return conn
 
+    def release(self) -> None:
+        """Close the calling thread's connection, if it has one (a worker thread about to
+        end: a connection can be closed only by its own thread, and one left open keeps the
+        WAL from being checkpointed away when the store closes)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            return
+        self._local.conn = None
+        with self._all_lock:
+            if conn in self._all:
+                self._all.remove(conn)
+        with suppress(sqlite3.Error):
+            conn.close()
+
     def close(self) -> None:
         with self._all_lock:
             for conn in self._all:
@@ -679,6 +820,36 @@ class Store:
                     "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                     (str(target),),
                 )
+
+    def rebuild_keyword_totals(self) -> None:
+        """Recount every memory's tokens (off FTS5's size records) and the per-project
+        totals of the keyword index from scratch (`cortex reindex`); the triggers keep
+        them from then on."""
+        if self.read_only or self.schema_version() < _KEYWORD_TOTALS_VERSION:
+            return
+        with self.transaction() as tx:
+            tx.execute(
+                f"UPDATE memories SET tokens = {_tokens_sql('memories.id')}"
+                " WHERE deleted_at IS NULL"
+            )
+            tx.execute("DELETE FROM keyword_totals")
+            tx.execute(
+                "INSERT INTO keyword_totals(project, docs, tokens)"
+                " SELECT ifnull(project_id, char(0)), COUNT(*), SUM(tokens) FROM memories"
+                " WHERE deleted_at IS NULL GROUP BY ifnull(project_id, char(0))"
+            )
+
+    def keyword_totals(self, projects: Sequence[str]) -> tuple[int, int]:
+        """(live memories, their tokens as memories_fts counts them) of `projects`."""
+        if not projects:
+            return 0, 0
+        marks = ",".join("?" * len(projects))
+        row = self.query(
+            "SELECT COALESCE(SUM(docs), 0), COALESCE(SUM(tokens), 0) FROM keyword_totals"
+            f" WHERE project IN ({marks})",
+            list(projects),
+        )[0]
+        return int(row[0]), int(row[1])
 
     def after_bulk_write(self, keep_changes: int = CHANGES_KEPT) -> None:
         """Housekeeping after a large import: drop all but the last `keep_changes` entries
@@ -785,6 +956,17 @@ class Store:
                 f" WHERE id BETWEEN ? AND ? AND deleted_at IS NULL{extra}",
                 span,
             )
+        # Token counts off FTS5's size records (the insert trigger, which sets them for one
+        # memory, stood aside); keyword_totals follows through its trigger.
+        tx.executemany(
+            "UPDATE memories SET tokens = ? WHERE id = ?",
+            [
+                (_varint(sz), int(i))
+                for i, sz in tx.execute(
+                    "SELECT id, sz FROM memories_fts_docsize WHERE id BETWEEN ? AND ?", span
+                )
+            ],
+        )
         for memory_id, item in zip(ids, items, strict=True):
             if item.session:
                 self._link_session(tx, item.session, memory_id, "created", item.project, now)

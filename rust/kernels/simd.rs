@@ -158,7 +158,7 @@ pub fn prefetch(data: &[f32]) {
 /// This is the batch kernel: a block of rows stays in L1 while every query
 /// passes over it, so the matrix is read from memory once per batch.
 pub fn scores_tile(isa: Isa, dim: usize, rows: &[f32], queries: &[f32], out: &mut [f32]) {
-    assert!(dim > 0 && rows.len() % dim == 0 && queries.len() % dim == 0);
+    assert!(dim > 0 && rows.len().is_multiple_of(dim) && queries.len().is_multiple_of(dim));
     let nr = rows.len() / dim;
     let nq = queries.len() / dim;
     assert_eq!(out.len(), nr * nq, "scores_tile: output shape mismatch");

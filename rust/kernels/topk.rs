@@ -893,7 +893,7 @@ mod tests {
                 qs[dim..2 * dim].copy_from_slice(&row0);
             }
             let k = if k_all { n + 5 } else { k };
-            let live = move |r: u32| mask == 0 || r % (mask + 1) != 0;
+            let live = move |r: u32| mask == 0 || !r.is_multiple_of(mask + 1);
             let subset: Vec<u32> = (0..n as u32).filter(|r| subset_mod == 0 || r % (subset_mod + 1) == 1).collect();
             for isa in Isa::available() {
                 for threads in [1usize, 2] {

@@ -42,8 +42,9 @@
 //! every row a search returns against SQLite. Version 1 files have no
 //! checksums: they fail to open with a version error and are rebuilt.
 //!
-//! Every file is opened with `O_NONBLOCK` and must be a regular file: a FIFO
+//! Every file must be a regular file (opened with `O_NONBLOCK` on unix): a FIFO
 //! or a device in its place is a format error, never a hang or endless bytes.
+//! What differs between platforms is in `files.rs`.
 //!
 //! The writer appends rows, ids and int8 records past the committed count and
 //! then publishes the new count in the main header; readers map the files
@@ -53,21 +54,24 @@
 //! missing, stale or damaged, the writer rebuilds it, and a reader scans the
 //! rows it does not cover in f32.
 //!
-//! Only one writer at a time: it holds an exclusive `flock` on the main file.
+//! Only one writer at a time: it holds the exclusive lock of the main file
+//! (`files::try_lock`: `flock` on unix, `LockFileEx` on Windows, which readers,
+//! reading through their mapping only, never trip over).
 //! `create` writes new files under temporary names and renames them into
-//! place, so a reader keeps its (old) mapping valid: a mapped file is never
+//! place (`files::replace_file`: on Windows the old file is moved aside first),
+//! so a reader keeps its (old) mapping valid: a mapped file is never
 //! truncated under a reader by cortex. (A full rebuild is built at another
 //! path and renamed over these files by semantic.py; the uuid in every header
 //! tells a reader which set it has.) (Truncating it by other means would
 //! still raise SIGBUS in a reader; that is the nature of mmap.)
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use memmap2::Mmap;
 
+use super::files::{self, Open};
 use super::quant;
 use crate::errors::{Error, Result};
 
@@ -333,33 +337,20 @@ fn map(file: &File, path: &Path) -> Result<Mmap> {
 }
 
 /// Open one of the index files, refusing anything but a regular file (a FIFO put
-/// in its place would block the open and a device would map endless bytes):
-/// `O_NONBLOCK` so the open itself never waits, then the type is checked.
+/// in its place would block the open and a device would map endless bytes).
 /// A file that is not regular is an `InvalidInput` error.
 fn open_regular(path: &Path, writable: bool, create: bool) -> std::io::Result<File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let f = OpenOptions::new()
-        .read(true)
-        .write(writable)
-        .create(create)
-        .truncate(false)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)?;
-    if !f.metadata()?.is_file() {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "not a regular file",
-        ));
-    }
-    Ok(f)
+    let how = Open {
+        write: writable,
+        create,
+        no_follow: false,
+    };
+    files::open_regular(path, how)
 }
 
-/// Exclusive advisory lock for the one writer.
+/// The exclusive lock of the one writer.
 fn lock_exclusive(file: &File, path: &Path) -> Result<()> {
-    use std::os::fd::AsRawFd;
-    // SAFETY: flock on a file descriptor we own; no memory is involved.
-    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-    if rc != 0 {
+    if !files::try_lock(file).map_err(|e| Error::io("lock", path, e))? {
         return Err(Error::Storage(format!(
             "{} is open for writing in another process or handle; close it first \
              (one writer at a time), or open with writable=False to search",
@@ -478,7 +469,7 @@ impl VecFile {
         // Side files first: a reader that opens between two renames sees a
         // uuid mismatch (an error it can retry), never a wrong pairing.
         for (p, _) in &parts {
-            std::fs::rename(tmp(p), p).map_err(|e| Error::io("rename into", p, e))?;
+            files::replace_file(&tmp(p), p).map_err(|e| Error::io("rename into", p, e))?;
         }
         VecFile::open(path, true)
     }
@@ -527,7 +518,9 @@ impl VecFile {
             ))
         })?;
         let mut side = [0u8; SIDE_HEADER_LEN];
-        if sum_file.read_exact_at(&mut side, 0).is_err() || !header.side_matches(SUM_MAGIC, &side) {
+        if files::read_exact_at(&sum_file, &mut side, 0).is_err()
+            || !header.side_matches(SUM_MAGIC, &side)
+        {
             return Err(Error::Format(format!(
                 "{} does not belong to {} (wrong magic, version or uuid); rebuild the index \
                  (`cortex reindex`)",
@@ -680,7 +673,7 @@ impl VecFile {
             // The int8 copy grows with the rows; remap it to see the new records.
             let stride = quant::record_len(self.header.dim);
             let want = SIDE_HEADER_LEN + count * stride;
-            if self.q8.as_ref().map_or(true, |m| m.len() < want) && self.writer.is_none() {
+            if self.q8.as_ref().is_none_or(|m| m.len() < want) && self.writer.is_none() {
                 // The copy may have been rebuilt (renamed into place) since we
                 // mapped it: map it again by path. Not covering every row is
                 // fine: the rows past it are scanned in f32.
@@ -697,7 +690,7 @@ impl VecFile {
                     }
                 }
             } else if let (true, Some(w)) = (
-                self.q8.as_ref().map_or(true, |m| m.len() < want),
+                self.q8.as_ref().is_none_or(|m| m.len() < want),
                 &self.writer,
             ) {
                 self.q8 = map(&w.q8, &q8_path(&self.path))
@@ -771,7 +764,7 @@ impl VecFile {
     /// ascending.
     pub fn rows_for_ids(&self, ids: &[i64]) -> Vec<u32> {
         let mut guard = self.by_id.lock().unwrap_or_else(|p| p.into_inner());
-        let stale = guard.as_ref().map_or(true, |t| t.rows != self.count);
+        let stale = guard.as_ref().is_none_or(|t| t.rows != self.count);
         if stale {
             let (start, mut table, pos) = match guard.take() {
                 Some(t) if t.rows <= self.count => (t.rows, t.table, t.pos),
@@ -855,16 +848,14 @@ impl VecFile {
     fn read_slots(&self, nb: usize) -> Result<Vec<(u64, u64)>> {
         let sp = sum_path(&self.path);
         let mut buf = vec![0u8; nb * SUM_RECORD];
-        self.sum_file
-            .read_exact_at(&mut buf, SIDE_HEADER_LEN as u64)
-            .map_err(|_| {
-                Error::Format(format!(
-                    "{}: truncated: fewer checksums than the {} rows need; rebuild the index \
+        files::read_exact_at(&self.sum_file, &mut buf, SIDE_HEADER_LEN as u64).map_err(|_| {
+            Error::Format(format!(
+                "{}: truncated: fewer checksums than the {} rows need; rebuild the index \
                      (`cortex reindex`)",
-                    sp.display(),
-                    self.count
-                ))
-            })?;
+                sp.display(),
+                self.count
+            ))
+        })?;
         Ok(buf
             .chunks_exact(SUM_RECORD)
             .map(|s| (u64_at(s, 0), u64_at(s, 8)))
@@ -877,7 +868,7 @@ impl VecFile {
             buf.extend_from_slice(&rows.to_le_bytes());
             buf.extend_from_slice(&sum.to_le_bytes());
         }
-        file.write_all_at(&buf, (SIDE_HEADER_LEN + first * SUM_RECORD) as u64)
+        files::write_all_at(file, &buf, (SIDE_HEADER_LEN + first * SUM_RECORD) as u64)
             .map_err(|e| Error::io("write", &sum_path(&self.path), e))
     }
 
@@ -1039,23 +1030,21 @@ impl VecFile {
         for v in rows {
             bytes.extend_from_slice(&v.to_le_bytes());
         }
-        w.main
-            .write_all_at(&bytes, (HEADER_LEN + n0 * dim * 4) as u64)
+        files::write_all_at(&w.main, &bytes, (HEADER_LEN + n0 * dim * 4) as u64)
             .map_err(|e| Error::io("append rows to", &path, e))?;
         let mut rec = Vec::with_capacity(ids.len() * ID_RECORD);
         for id in ids {
             rec.extend_from_slice(&id.to_le_bytes());
             rec.extend_from_slice(&0u64.to_le_bytes());
         }
-        w.ids
-            .write_all_at(&rec, (SIDE_HEADER_LEN + n0 * ID_RECORD) as u64)
+        files::write_all_at(&w.ids, &rec, (SIDE_HEADER_LEN + n0 * ID_RECORD) as u64)
             .map_err(|e| Error::io("append ids to", &ids_path(&path), e))?;
         if q8_ok {
             let mut q = vec![0u8; ids.len() * stride];
             for (r, out) in rows.chunks_exact(dim).zip(q.chunks_exact_mut(stride)) {
                 quant::quantize_row(r, out);
             }
-            w.q8.write_all_at(&q, (SIDE_HEADER_LEN + n0 * stride) as u64)
+            files::write_all_at(&w.q8, &q, (SIDE_HEADER_LEN + n0 * stride) as u64)
                 .map_err(|e| Error::io("append to", &q8_path(&path), e))?;
         }
         // Checksums of the blocks the new rows fall in, written before the count.
@@ -1085,16 +1074,18 @@ impl VecFile {
             slots.extend_from_slice(&rows.to_le_bytes());
             slots.extend_from_slice(&sum.to_le_bytes());
         }
-        w.sum
-            .write_all_at(&slots, (SIDE_HEADER_LEN + first * SUM_RECORD) as u64)
-            .map_err(|e| Error::io("append to", &sum_path(&path), e))?;
+        files::write_all_at(
+            &w.sum,
+            &slots,
+            (SIDE_HEADER_LEN + first * SUM_RECORD) as u64,
+        )
+        .map_err(|e| Error::io("append to", &sum_path(&path), e))?;
         // Publish: from here readers that refresh see the new rows.
         let n1 = n1 as u64;
         let mut c = [0u8; 16];
         c[..8].copy_from_slice(&n1.to_le_bytes());
         c[8..].copy_from_slice(&(!n1).to_le_bytes());
-        w.main
-            .write_all_at(&c, COUNT_AT as u64)
+        files::write_all_at(&w.main, &c, COUNT_AT as u64)
             .map_err(|e| Error::io("write", &path, e))?;
         // Supersede older rows of the same ids.
         let mut old = Vec::new();
@@ -1116,8 +1107,7 @@ impl VecFile {
         let w = self.writer()?;
         for r in rows {
             let at = SIDE_HEADER_LEN + *r as usize * ID_RECORD + 8;
-            w.ids
-                .write_all_at(&FLAG_MASKED.to_le_bytes(), at as u64)
+            files::write_all_at(&w.ids, &FLAG_MASKED.to_le_bytes(), at as u64)
                 .map_err(|e| Error::io("write", &path, e))?;
         }
         Ok(())
@@ -1150,7 +1140,7 @@ impl VecFile {
         // Renamed into place: a reader's mapping of the old copy stays valid.
         let tmp = suffixed(&qp, &format!(".tmp{}", std::process::id()));
         std::fs::write(&tmp, &buf).map_err(|e| Error::io("write", &tmp, e))?;
-        std::fs::rename(&tmp, &qp).map_err(|e| Error::io("rename into", &qp, e))?;
+        files::replace_file(&tmp, &qp).map_err(|e| Error::io("rename into", &qp, e))?;
         let f = OpenOptions::new()
             .read(true)
             .write(true)

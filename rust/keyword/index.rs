@@ -9,6 +9,12 @@
 //!
 //! Scores are bit-identical to FTS5's: the same f64 expression, evaluated in the same
 //! order, phrase by phrase in query order (a repeated phrase counts again, as in FTS5).
+//!
+//! Each document belongs to one project, and the index keeps per project its live
+//! documents, their tokens and each term's document frequency. A search scoped to a set
+//! of projects takes N, avgdl and df from those projects alone (summed at query time), so
+//! what other projects hold never changes its ranking: the scores are those FTS5 would
+//! give over a table of the scoped projects' documents only.
 use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -76,6 +82,50 @@ struct Postings {
     tfs: Vec<u32>,
     /// Live documents holding the term.
     df: u32,
+    /// (project, live documents of that project holding the term), sorted by project;
+    /// entries at 0 stay until compaction.
+    by_project: Vec<(u32, u32)>,
+}
+
+impl Postings {
+    fn project_df_add(&mut self, project: u32, delta: i64) {
+        match self.by_project.binary_search_by_key(&project, |e| e.0) {
+            Ok(i) => {
+                let v = &mut self.by_project[i].1;
+                *v = u32::try_from(i64::from(*v) + delta).unwrap_or(0);
+            }
+            Err(i) => {
+                if delta > 0 {
+                    self.by_project
+                        .insert(i, (project, u32::try_from(delta).unwrap_or(u32::MAX)));
+                }
+            }
+        }
+    }
+    fn project_df(&self, project: u32) -> u32 {
+        self.by_project
+            .binary_search_by_key(&project, |e| e.0)
+            .map_or(0, |i| self.by_project[i].1)
+    }
+}
+
+/// The project of documents added without one (a project name never holds NUL).
+pub const NO_PROJECT: &str = "\0";
+
+/// A set of projects a search is scoped to (by internal project number).
+#[derive(Clone, Debug, Default)]
+pub struct Scope {
+    /// Project numbers, sorted, without repeats.
+    ids: Vec<u32>,
+    /// Indexed by project number: whether it is in the scope.
+    mask: Vec<bool>,
+}
+
+impl Scope {
+    #[inline]
+    fn holds(&self, project: u32) -> bool {
+        self.mask.get(project as usize).copied().unwrap_or(false)
+    }
 }
 
 /// A chunk of documents, tokenized on one thread: terms are numbered in the chunk
@@ -192,9 +242,11 @@ impl TopK {
 
 /// BM25 statistics of one query: per phrase (in query order) the term id, if the term
 /// is indexed, and its idf.
-struct Stats {
+struct Stats<'a> {
     phrases: Vec<(Option<u32>, f64)>,
     avgdl: f64,
+    /// The projects searched (None: all).
+    scope: Option<&'a Scope>,
 }
 
 /// The in-memory inverted index.
@@ -209,6 +261,12 @@ pub struct Index {
     fwd_start: Vec<usize>,
     fwd: Vec<u32>,
     by_id: FxMap<i64, u32>,
+    /// per document number: its project number
+    proj: Vec<u32>,
+    /// project name -> project number; per project number: live documents, their tokens
+    projects: FxMap<Box<str>, u32>,
+    project_docs: Vec<u64>,
+    project_tokens: Vec<u64>,
     n_live: usize,
     total_tokens: u64,
     /// Postings that belong to dead documents (dropped by `compact`).
@@ -244,6 +302,47 @@ impl Index {
             .get(term)
             .map_or(0, |&t| self.terms[t as usize].df)
     }
+    /// The scope of the projects `names` (names never added are left out: they hold
+    /// nothing).
+    pub fn scope(&self, names: &[&str]) -> Scope {
+        let mut ids: Vec<u32> = names
+            .iter()
+            .filter_map(|n| self.projects.get(*n).copied())
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let mut mask = vec![false; self.project_docs.len()];
+        for &p in &ids {
+            mask[p as usize] = true;
+        }
+        Scope { ids, mask }
+    }
+
+    /// Live documents and their tokens in `scope` (every project when None).
+    pub fn totals(&self, scope: Option<&Scope>) -> (u64, u64) {
+        match scope {
+            None => (self.n_live as u64, self.total_tokens),
+            Some(s) => s.ids.iter().fold((0, 0), |(d, t), &p| {
+                (
+                    d + self.project_docs[p as usize],
+                    t + self.project_tokens[p as usize],
+                )
+            }),
+        }
+    }
+
+    /// Live documents of `scope` (every project when None) holding `term`.
+    pub fn df_in(&self, term: &[u8], scope: Option<&Scope>) -> u64 {
+        let Some(&t) = self.dict.get(term) else {
+            return 0;
+        };
+        let p = &self.terms[t as usize];
+        match scope {
+            None => u64::from(p.df),
+            Some(s) => s.ids.iter().map(|&j| u64::from(p.project_df(j))).sum(),
+        }
+    }
+
     /// Distinct terms ever indexed (terms of removed documents stay until compaction).
     pub fn vocabulary(&self) -> usize {
         self.dict.len()
@@ -257,7 +356,7 @@ impl Index {
         let postings: usize = self
             .terms
             .iter()
-            .map(|p| p.docs.capacity() * 4 + p.tfs.capacity() * 4)
+            .map(|p| p.docs.capacity() * 4 + p.tfs.capacity() * 4 + p.by_project.capacity() * 8)
             .sum::<usize>()
             + self.terms.capacity() * size_of::<Postings>();
         let docs = self.ids.capacity() * 8
@@ -265,6 +364,7 @@ impl Index {
             + self.live.capacity()
             + self.fwd_start.capacity() * 8
             + self.fwd.capacity() * 4
+            + self.proj.capacity() * 4
             + self.by_id.capacity() * (8 + 4 + 1);
         let scratch = self
             .scratch
@@ -273,11 +373,44 @@ impl Index {
         dict + postings + docs + scratch
     }
 
-    /// Insert documents; an id already present is replaced, and of an id given twice
-    /// the last text wins. Tokenizes on `threads` threads (at most 2 pay off; the
-    /// interning into the dictionary is sequential).
+    /// Insert documents without a project (see [`Index::add_in`]).
     pub fn add(&mut self, ids: &[i64], texts: &[&str], threads: usize) {
+        self.add_in(ids, texts, None, threads);
+    }
+
+    fn project_id(&mut self, name: &str) -> u32 {
+        if let Some(&p) = self.projects.get(name) {
+            return p;
+        }
+        let p = self.project_docs.len() as u32;
+        self.projects.insert(name.into(), p);
+        self.project_docs.push(0);
+        self.project_tokens.push(0);
+        p
+    }
+
+    /// Insert documents, each in its project (`projects`: one name per document, or None
+    /// for [`NO_PROJECT`]); an id already present is replaced (its project too), and of
+    /// an id given twice the last text wins. Tokenizes on `threads` threads (at most 2
+    /// pay off; the interning into the dictionary is sequential).
+    pub fn add_in(
+        &mut self,
+        ids: &[i64],
+        texts: &[&str],
+        projects: Option<&[&str]>,
+        threads: usize,
+    ) {
         debug_assert_eq!(ids.len(), texts.len());
+        let proj_ids: Vec<u32> = match projects {
+            Some(names) => {
+                debug_assert_eq!(names.len(), ids.len());
+                names.iter().map(|n| self.project_id(n)).collect()
+            }
+            None => {
+                let p = self.project_id(NO_PROJECT);
+                vec![p; ids.len()]
+            }
+        };
         let bytes: usize = texts.iter().map(|t| t.len()).sum();
         let threads = if bytes < PARALLEL_MIN_BYTES {
             1
@@ -318,7 +451,13 @@ impl Index {
             let global: Vec<u32> = part.terms.iter().map(|t| self.term_id(t)).collect();
             let mut p0 = 0usize;
             for &(p1, count) in &part.docs {
-                self.insert(ids[next], count, &global, &part.postings[p0..p1]);
+                self.insert(
+                    ids[next],
+                    proj_ids[next],
+                    count,
+                    &global,
+                    &part.postings[p0..p1],
+                );
                 next += 1;
                 p0 = p1;
             }
@@ -337,10 +476,18 @@ impl Index {
     }
 
     /// Insert one document; `postings`: (local term id, tf), `global` maps local ids.
-    fn insert(&mut self, id: i64, count: u64, global: &[u32], postings: &[(u32, u32)]) {
+    fn insert(
+        &mut self,
+        id: i64,
+        project: u32,
+        count: u64,
+        global: &[u32],
+        postings: &[(u32, u32)],
+    ) {
         self.remove_one(id);
         let doc = self.ids.len() as u32;
         self.ids.push(id);
+        self.proj.push(project);
         self.lens.push(u32::try_from(count).unwrap_or(u32::MAX));
         self.live.push(true);
         for &(local, tf) in postings {
@@ -349,12 +496,16 @@ impl Index {
             p.docs.push(doc);
             p.tfs.push(tf);
             p.df += 1;
+            p.project_df_add(project, 1);
             self.fwd.push(tid);
         }
         self.fwd_start.push(self.fwd.len());
         self.by_id.insert(id, doc);
         self.n_live += 1;
         self.total_tokens += count;
+        self.project_docs[project as usize] += 1;
+        self.project_tokens[project as usize] +=
+            u64::from(u32::try_from(count).unwrap_or(u32::MAX));
     }
 
     fn remove_one(&mut self, id: i64) -> bool {
@@ -365,9 +516,14 @@ impl Index {
         self.live[d] = false;
         self.n_live -= 1;
         self.total_tokens -= u64::from(self.lens[d]);
+        let project = self.proj[d];
+        self.project_docs[project as usize] -= 1;
+        self.project_tokens[project as usize] -= u64::from(self.lens[d]);
         let (a, b) = (self.fwd_start[d], self.fwd_start[d + 1]);
         for &t in &self.fwd[a..b] {
-            self.terms[t as usize].df -= 1;
+            let p = &mut self.terms[t as usize];
+            p.df -= 1;
+            p.project_df_add(project, -1);
         }
         self.dead_postings += b - a;
         true
@@ -412,9 +568,12 @@ impl Index {
             p.tfs.truncate(w);
             p.docs.shrink_to_fit();
             p.tfs.shrink_to_fit();
+            p.by_project.retain(|e| e.1 > 0);
+            p.by_project.shrink_to_fit();
         }
         let mut ids = Vec::with_capacity(m as usize);
         let mut lens = Vec::with_capacity(m as usize);
+        let mut proj = Vec::with_capacity(m as usize);
         let mut fwd_start = Vec::with_capacity(m as usize + 1);
         let mut fwd = Vec::with_capacity(self.fwd.len() - self.dead_postings);
         fwd_start.push(0);
@@ -422,6 +581,7 @@ impl Index {
             if self.live[d] {
                 ids.push(self.ids[d]);
                 lens.push(self.lens[d]);
+                proj.push(self.proj[d]);
                 fwd.extend_from_slice(&self.fwd[self.fwd_start[d]..self.fwd_start[d + 1]]);
                 fwd_start.push(fwd.len());
             }
@@ -431,6 +591,7 @@ impl Index {
         }
         self.ids = ids;
         self.lens = lens;
+        self.proj = proj;
         self.live = vec![true; m as usize];
         self.fwd_start = fwd_start;
         self.fwd = fwd;
@@ -449,15 +610,17 @@ impl Index {
         }
     }
 
-    /// idf per phrase and avgdl, as FTS5's bm25() computes them.
-    fn stats(&self, phrases: &[&[u8]]) -> Stats {
-        let n_row = self.n_live as i64;
-        let avgdl = self.total_tokens as f64 / n_row as f64;
+    /// idf per phrase and avgdl, as FTS5's bm25() computes them over the documents of
+    /// `scope` (every document when None).
+    fn stats<'a>(&self, phrases: &[&[u8]], scope: Option<&'a Scope>) -> Stats<'a> {
+        let (docs, tokens) = self.totals(scope);
+        let n_row = i64::try_from(docs).unwrap_or(i64::MAX);
+        let avgdl = tokens as f64 / n_row as f64;
         let phrases = phrases
             .iter()
             .map(|t| {
                 let tid = self.dict.get(*t).copied();
-                let n_hit = tid.map_or(0, |t| i64::from(self.terms[t as usize].df));
+                let n_hit = i64::try_from(self.df_in(t, scope)).unwrap_or(i64::MAX);
                 let mut idf = (((n_row - n_hit) as f64 + 0.5) / (n_hit as f64 + 0.5)).ln();
                 if idf <= 0.0 {
                     idf = 1e-6;
@@ -465,7 +628,11 @@ impl Index {
                 (tid.filter(|_| n_hit > 0), idf)
             })
             .collect();
-        Stats { phrases, avgdl }
+        Stats {
+            phrases,
+            avgdl,
+            scope,
+        }
     }
 
     /// BM25 contribution of one phrase with frequency `tf` in a document of `dl` tokens
@@ -478,18 +645,21 @@ impl Index {
     /// Top `k` live documents holding any phrase (`require_all`: every phrase), best
     /// first, ties to the lower memory id. `phrases`: index terms in query order.
     /// `allowed`: memory ids, sorted ascending, the result is restricted to; the BM25
-    /// statistics stay those of every live document.
+    /// statistics stay those of every live document of `scope`.
+    /// `scope`: the projects searched (None: all); only their documents are returned,
+    /// and N, avgdl and df are theirs alone.
     pub fn search(
         &self,
         phrases: &[&[u8]],
         k: usize,
         require_all: bool,
         allowed: Option<&[i64]>,
+        scope: Option<&Scope>,
     ) -> Vec<Hit> {
-        if phrases.is_empty() || k == 0 || self.n_live == 0 {
+        if phrases.is_empty() || k == 0 || self.totals(scope).0 == 0 {
             return Vec::new();
         }
-        let st = self.stats(phrases);
+        let st = self.stats(phrases, scope);
         if require_all && st.phrases.iter().any(|p| p.0.is_none()) {
             return Vec::new();
         }
@@ -535,7 +705,8 @@ impl Index {
     }
 
     /// Term at a time into a dense accumulator: for OR queries.
-    fn search_taat(&self, st: &Stats, k: usize, allowed: Option<&[u32]>) -> Vec<Hit> {
+    fn search_taat(&self, st: &Stats<'_>, k: usize, allowed: Option<&[u32]>) -> Vec<Hit> {
+        let scope = st.scope;
         let n = self.ids.len();
         let mut acc = self
             .scratch
@@ -553,6 +724,11 @@ impl Index {
                 let du = d as usize;
                 if check_live && !self.live[du] {
                     continue;
+                }
+                if let Some(s) = scope {
+                    if !s.holds(self.proj[du]) {
+                        continue;
+                    }
                 }
                 let s = Self::term_score(idf, f64::from(tf), f64::from(self.lens[du]), st.avgdl);
                 let a = &mut acc[du];
@@ -594,13 +770,14 @@ impl Index {
     /// posting list with a galloping cursor: for AND queries and small `allowed` sets.
     fn search_docs(
         &self,
-        st: &Stats,
+        st: &Stats<'_>,
         uniq: &[u32],
         k: usize,
         require_all: bool,
         driver: Driver<'_>,
         filter: Option<&[u32]>,
     ) -> Vec<Hit> {
+        let scope = st.scope;
         let lists: Vec<&Postings> = uniq.iter().map(|&t| &self.terms[t as usize]).collect();
         let rarest;
         let docs: &[u32] = match driver {
@@ -619,7 +796,7 @@ impl Index {
         let mut top = TopK::new(k);
         'docs: for &d in docs {
             let du = d as usize;
-            if !self.live[du] {
+            if !self.live[du] || scope.is_some_and(|s| !s.holds(self.proj[du])) {
                 continue;
             }
             if let Some(f) = filter {
@@ -680,10 +857,31 @@ impl Index {
         if tokens != self.total_tokens {
             return Err(format!("tokens {tokens} vs {}", self.total_tokens));
         }
+        let np = self.project_docs.len();
+        let (mut docs, mut toks) = (vec![0u64; np], vec![0u64; np]);
+        for d in (0..self.ids.len()).filter(|&d| self.live[d]) {
+            docs[self.proj[d] as usize] += 1;
+            toks[self.proj[d] as usize] += u64::from(self.lens[d]);
+        }
+        if docs != self.project_docs || toks != self.project_tokens {
+            return Err("per-project documents or tokens do not match".into());
+        }
         for (t, p) in self.terms.iter().enumerate() {
             let df = p.docs.iter().filter(|&&d| self.live[d as usize]).count();
             if df != p.df as usize {
                 return Err(format!("term {t}: df {df} vs {}", p.df));
+            }
+            let mut per = vec![0u32; np];
+            for &d in p.docs.iter().filter(|&&d| self.live[d as usize]) {
+                per[self.proj[d as usize] as usize] += 1;
+            }
+            for (j, &n) in per.iter().enumerate() {
+                if p.project_df(j as u32) != n {
+                    return Err(format!(
+                        "term {t}: df in project {j} {n} vs {}",
+                        p.project_df(j as u32)
+                    ));
+                }
             }
             if !p.docs.windows(2).all(|w| w[0] < w[1]) {
                 return Err(format!("term {t}: postings not sorted"));
@@ -701,7 +899,7 @@ enum Driver<'a> {
 /// The index of the first element >= `x` in sorted `v` (v.len() if none), galloping.
 #[inline]
 fn gallop(v: &[u32], x: u32) -> usize {
-    if v.first().map_or(true, |&f| f >= x) {
+    if v.first().is_none_or(|&f| f >= x) {
         return 0;
     }
     let mut hi = 1;
@@ -743,7 +941,7 @@ mod tests {
         x.compact();
         x.check().unwrap();
         assert_eq!(x.df(b"pear"), 1);
-        let hits = x.search(&[b"pear"], 10, false, None);
+        let hits = x.search(&[b"pear"], 10, false, None, None);
         assert_eq!(hits.len(), 1);
         assert_eq!(hits[0].id, 20);
     }
@@ -770,21 +968,71 @@ mod tests {
         x.check().unwrap();
         let q: [&[u8]; 3] = [b"w3", b"w5", b"common1"];
         for require_all in [false, true] {
-            let full = x.search(&q, 5000, require_all, None);
+            let full = x.search(&q, 5000, require_all, None, None);
             let allowed: Vec<i64> = ids.iter().copied().filter(|i| i % 2 == 0).collect();
             let want: Vec<Hit> = full.iter().copied().filter(|h| h.id % 2 == 0).collect();
             // large allowed set: accumulator path; small one: document path
-            assert_eq!(x.search(&q, 5000, require_all, Some(&allowed)), want);
+            assert_eq!(x.search(&q, 5000, require_all, Some(&allowed), None), want);
             let few: Vec<i64> = allowed.iter().copied().take(40).collect();
             let want_few: Vec<Hit> = full
                 .iter()
                 .copied()
                 .filter(|h| few.contains(&h.id))
                 .collect();
-            assert_eq!(x.search(&q, 5000, require_all, Some(&few)), want_few);
-            let top = x.search(&q, 7, require_all, None);
+            assert_eq!(x.search(&q, 5000, require_all, Some(&few), None), want_few);
+            let top = x.search(&q, 7, require_all, None, None);
             assert_eq!(&top[..], &full[..7]);
         }
+    }
+
+    #[test]
+    fn a_scoped_search_ranks_as_if_other_projects_were_absent() {
+        let a: Vec<(i64, &str)> = vec![
+            (1, "quokka island"),
+            (2, "island ferry"),
+            (3, "quokka quokka"),
+        ];
+        let mut alone = Index::new();
+        let ids: Vec<i64> = a.iter().map(|d| d.0).collect();
+        let texts: Vec<&str> = a.iter().map(|d| d.1).collect();
+        alone.add_in(&ids, &texts, Some(&["A"; 3]), 1);
+        let mut mixed = Index::new();
+        mixed.add_in(&ids, &texts, Some(&["A"; 3]), 1);
+        let b_ids: Vec<i64> = (100..300).collect();
+        let b_texts: Vec<String> = (0..200)
+            .map(|i| format!("quokka number {i} and more words"))
+            .collect();
+        let b_refs: Vec<&str> = b_texts.iter().map(String::as_str).collect();
+        mixed.add_in(&b_ids, &b_refs, Some(&vec!["B"; 200]), 1);
+        mixed.remove(&[150]);
+        mixed.check().unwrap();
+        let sa = alone.scope(&["A"]);
+        let sm = mixed.scope(&["A"]);
+        assert_eq!(alone.totals(Some(&sa)), mixed.totals(Some(&sm)));
+        assert_eq!(mixed.df_in(b"quokka", Some(&sm)), 2);
+        assert_eq!(mixed.df_in(b"quokka", None), 201);
+        for require_all in [false, true] {
+            let q: [&[u8]; 2] = [b"quokka", b"island"];
+            let want = alone.search(&q, 10, require_all, None, None);
+            assert!(!want.is_empty());
+            assert_eq!(mixed.search(&q, 10, require_all, None, Some(&sm)), want);
+            assert_eq!(
+                mixed.search(&q, 10, require_all, Some(&[1, 3, 150]), Some(&sm)),
+                want.iter()
+                    .copied()
+                    .filter(|h| h.id != 2)
+                    .collect::<Vec<_>>()
+            );
+        }
+        // Moving a document to another project moves its counts.
+        mixed.add_in(&[3], &["quokka quokka"], Some(&["B"]), 1);
+        mixed.check().unwrap();
+        assert_eq!(mixed.df_in(b"quokka", Some(&mixed.scope(&["A"]))), 1);
+        assert!(mixed
+            .search(&[b"quokka"], 10, false, None, Some(&mixed.scope(&["C"])))
+            .is_empty());
+        mixed.compact();
+        mixed.check().unwrap();
     }
 
     #[test]

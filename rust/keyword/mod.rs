@@ -7,5 +7,5 @@ pub mod porter;
 pub mod tokenize;
 mod unicode61_tables;
 
-pub use index::{Hit, Index};
+pub use index::{Hit, Index, Scope, NO_PROJECT};
 pub use tokenize::Tokenizer;

@@ -203,7 +203,7 @@ fn step(buf: &mut [u8], n: &mut usize, rules: &[Rule], groups: &[(u8, u8); 256])
         }
         if len > suffix.len() && buf[len - suffix.len()..len] == **suffix {
             let stem = len - suffix.len();
-            if cond.map_or(true, |c| c(&buf[..stem])) {
+            if cond.is_none_or(|c| c(&buf[..stem])) {
                 buf[stem..stem + out.len()].copy_from_slice(out);
                 *n = stem + out.len();
                 return Some(i);

@@ -98,7 +98,14 @@ def aggregations(ranked: Sequence[Candidate], sessions: dict[int, str]) -> dict[
     if times:
         span = (max(times) - min(times)) / DAY
         unit = "day" if span <= 60 else "week" if span <= 420 else "month"
-    over_time = Counter(_bucket(t, unit) for t in times)
+    days: dict[int, str] = {}  # one date conversion per day, not per match
+    over_time: Counter[str] = Counter()
+    for t in times:
+        day = int(t // DAY)
+        bucket = days.get(day)
+        if bucket is None:
+            bucket = days[day] = _bucket(t, unit)
+        over_time[bucket] += 1
     return {
         "total": len(ranked),
         "by_project": dict(by_project.most_common()),

@@ -9,16 +9,19 @@ hands the same array to both legs, which rank only those.
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from cortex import keyword
 from cortex._lazy import LazyModule
-from cortex.errors import EmbeddingError
+from cortex.errors import EmbeddingError, StorageError
+from cortex.filters import projects_of
 from cortex.keyword_index import KeywordIndexer
 from cortex.options import Options
 from cortex.search.hits import Hit, Leg, keyword_score, semantic_score, shrunk_stats
 from cortex.search.plan import Plan
+from cortex.search.query_cache import QueryCache
 from cortex.store import Store
 
 if TYPE_CHECKING:
@@ -34,6 +37,8 @@ OVERFETCH = 32
 #: The query's cosine distribution is read over every row up to this many, else over a
 #: fixed, evenly spaced sample of this many live rows.
 STATS_ROWS = 2048
+#: Query vectors whose cosine statistics are kept (see SemanticRetriever._stats).
+STATS_KEPT = 256
 
 
 class KeywordRetriever:
@@ -84,45 +89,113 @@ class SemanticRetriever:
     """Cosine top-k over the vector index of the active model, calibrated against the
     query's own similarity distribution over the store."""
 
-    def __init__(self, semantic: Any) -> None:
+    def __init__(self, semantic: Any, cache: QueryCache | None = None) -> None:
         self._semantic = semantic  # cortex.semantic.Semantic: the embedder and the index
         self._sample: tuple[int, int, np.ndarray] | None = None
+        # (projects, index identity, index rows, change-log position) -> their sample
+        self._scoped: tuple[tuple[Any, ...], np.ndarray] | None = None
+        self._known_stats: OrderedDict[tuple[Any, ...], tuple[float, float]] = OrderedDict()
         self._lock = threading.Lock()
+        self._cache = cache if cache is not None else QueryCache(0)
 
     def unavailable(self) -> str | None:
         return self._semantic.unavailable()  # type: ignore[no-any-return]
 
     def _query(self, text: str) -> np.ndarray:
         embedder = self._semantic.embedder()
-        query = np.asarray(embedder.embed(text), dtype=np.float32)
-        if query.shape != (embedder.dim,) or not np.isfinite(query).all():
-            raise EmbeddingError("the embedder returned an unusable query vector")
-        return query
 
-    def _stats(self, index: Any, query: np.ndarray) -> tuple[float, float]:
-        """The mean and spread of the query's cosine over the store (shrunk to the prior
-        in small stores): every row up to STATS_ROWS, else a fixed sample."""
-        n = len(index)
-        if n <= STATS_ROWS:
+        def embed(text: str) -> np.ndarray:
+            query = np.asarray(embedder.embed(text), dtype=np.float32)
+            if query.shape != (embedder.dim,) or not np.isfinite(query).all():
+                raise EmbeddingError("the embedder returned an unusable query vector")
+            return query
+
+        # only a checked vector is cached; an embedder error is raised every time
+        return self._cache.get(str(embedder.model_id), text, embed)  # type: ignore[no-any-return]
+
+    def _scope_sample(
+        self, index: Any, projects: tuple[str, ...]
+    ) -> tuple[tuple[Any, ...], np.ndarray]:
+        """The live memories of `projects` the calibration reads: all up to STATS_ROWS,
+        else STATS_ROWS of them evenly spaced by id (sorted). Kept until the index or the
+        change log (writes, deletes, project moves) moves on."""
+        store = self._semantic.store
+        try:
+            top = store.query("SELECT COALESCE(MAX(seq), 0) FROM memory_changes")[0][0]
+        except StorageError:  # an old file opened read-only has no change log: no writes
+            top = None
+        key = (projects, id(index), index.rows, top)
+        with self._lock:
+            if self._scoped is not None and self._scoped[0] == key:
+                return self._scoped
+        marks = ",".join("?" * len(projects))
+        ids = np.fromiter(
+            (
+                r[0]
+                for r in store.query(
+                    f"SELECT id FROM memories WHERE deleted_at IS NULL AND project_id IN ({marks})"
+                    " ORDER BY id",
+                    list(projects),
+                )
+            ),
+            dtype=np.int64,
+        )
+        if len(ids) > STATS_ROWS:
+            ids = ids[np.unique(np.linspace(0, len(ids) - 1, STATS_ROWS).astype(int))]
+        with self._lock:
+            self._scoped = (key, ids)
+        return key, ids
+
+    def _stats(
+        self, index: Any, query: np.ndarray, n: int, projects: tuple[str, ...] | None = None
+    ) -> tuple[float, float]:
+        """The mean and spread of the query's cosine over the store's `n` live rows
+        (shrunk to the prior in small stores): every row up to STATS_ROWS, else a fixed
+        sample. With `projects`, over those projects' memories alone (a project is a
+        wall: other projects never move this project's calibration). Kept per query
+        vector while the index (and the scope) is unchanged: a repeated query skips the
+        scan; the numbers are the same."""
+        scope: tuple[Any, ...] = ()
+        sample: np.ndarray | None = None
+        if projects is not None:
+            scope, sample = self._scope_sample(index, projects)
+        key = (id(index), index.rows, n, self._semantic.state, scope, query.tobytes())
+        with self._lock:
+            known = self._known_stats.get(key)
+            if known is not None:
+                self._known_stats.move_to_end(key)
+                return known
+        if sample is not None:
+            if len(sample) == 0:
+                return shrunk_stats(0, 0.0, 0.0)
+            _, scores = index.search(query, len(sample), allowed=sample)
+        elif n <= STATS_ROWS:
             _, scores = index.search(query, n)
         else:
-            key = (id(index), index.rows)
+            where = (id(index), index.rows)
             with self._lock:
-                if self._sample is None or self._sample[:2] != key:
-                    self._sample = (*key, np.sort(index.sample(STATS_ROWS)[0]))
+                if self._sample is None or self._sample[:2] != where:
+                    self._sample = (*where, np.sort(index.sample(STATS_ROWS)[0]))
                 sample = self._sample[2]
             _, scores = index.search(query, len(sample), allowed=sample)
         if len(scores) == 0:
-            return shrunk_stats(0, 0.0, 0.0)
-        s = scores.astype(np.float64)
-        return shrunk_stats(len(s), float(s.mean()), float(s.std()))
+            stats = shrunk_stats(0, 0.0, 0.0)
+        else:
+            s = scores.astype(np.float64)
+            stats = shrunk_stats(len(s), float(s.mean()), float(s.std()))
+        with self._lock:
+            self._known_stats[key] = stats
+            while len(self._known_stats) > STATS_KEPT:
+                self._known_stats.popitem(last=False)
+        return stats
 
     def retrieve(self, plan: Plan, opts: Options, allowed: Any = None) -> Leg:
         query = self._query(plan.semantic_text)
         index = self._semantic.index()
-        if len(index) == 0:
+        live = len(index)  # a count over the live mask: read once
+        if live == 0:
             return Leg(state=(query, 0.0, 1.0))
-        mean, sd = self._stats(index, query)
+        mean, sd = self._stats(index, query, live, projects_of(opts))
         # Every returned row is checked against its embedding in SQLite (a damaged index
         # is rebuilt once, or refused read-only): no wrong id or score reaches the answer.
         verified = self._semantic.verified_search
@@ -131,7 +204,7 @@ class SemanticRetriever:
                 return Leg(state=(query, mean, sd))
             ids, scores = verified(query, min(plan.pool, len(allowed)), allowed=allowed)
         else:
-            ids, scores = verified(query, min(plan.pool + OVERFETCH, len(index)))
+            ids, scores = verified(query, min(plan.pool + OVERFETCH, live))
         if opts.min_similarity is not None:
             keep = scores >= opts.min_similarity
             ids, scores = ids[keep], scores[keep]

@@ -16,6 +16,7 @@ from importlib import resources
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
@@ -66,9 +67,9 @@ def error(status: int, message: str, headers: Mapping[str, str] | None = None) -
     return JSONResponse({"error": line}, status_code=status, headers=dict(headers or {}))
 
 
-def _json(data: Any, status: int = 200) -> Response:
+def _json(data: Any, status: int = 200, background: BackgroundTask | None = None) -> Response:
     body = json.dumps(data, ensure_ascii=False, allow_nan=False, default=str)
-    return Response(body, status_code=status, media_type="application/json")
+    return Response(body, status_code=status, media_type="application/json", background=background)
 
 
 class _Gate:
@@ -230,7 +231,15 @@ class Server:
     async def search(self, request: Request, who: Access) -> Response:
         plan = api.plan_search(await self.body(request), self.caps, who.projects)
         data = await run_in_threadpool(self._search, plan, who)
-        return _json(data)
+        return _json(data, background=BackgroundTask(self.settle))
+
+    async def settle(self) -> None:
+        """After the answer is sent: wait for its recall rows to be written (the Engine's
+        recorder writes them on its own thread; a request completes when they are in the
+        log, and the next one reads them). No wait when they already are."""
+        flush = getattr(self.engine, "flush_recalls", None)
+        if flush is not None and not flush(0):
+            await run_in_threadpool(flush)
 
     def _search(self, plan: api.SearchPlan, who: Access) -> dict[str, Any]:
         kw = {**plan.options, "lens": self.lens(who), "record": True}
@@ -299,7 +308,8 @@ class Server:
 
     async def llm_search(self, request: Request, who: Access) -> Response:
         plan = api.plan_llm(await self.body(request), who.projects)
-        return _json(await run_in_threadpool(self._llm, plan, who))
+        data = await run_in_threadpool(self._llm, plan, who)
+        return _json(data, background=BackgroundTask(self.settle))
 
     def _llm(self, plan: api.LlmPlan, who: Access) -> dict[str, Any]:
         context = getattr(self.engine, "context", None)

@@ -1,0 +1,245 @@
+"""Hybrid search latency in one process, the way an agent calls it (issue 16 item 5):
+the query embedding (first time and repeated), the pipeline around the kernels, and
+recording, on SciFact texts at 10k and 100k memories.
+
+    python benches/bench_latency.py build --sizes 10000 100000
+    python benches/bench_latency.py run --sizes 10000 100000 --queries 200
+    python benches/bench_latency.py run --sizes 10000 --before /tmp/cortex-before/python
+    python benches/bench_latency.py profile --size 100000 --queries 100 > profile.txt
+
+Memories: SciFact's abstracts then sentence-window passages cut from them (the corpus of
+benches/bench_e2e.py), stored with seeded random unit vectors through
+``add_many(..., vectors=...)`` (the cost of the scan and the pipeline does not depend on
+what the vectors are; building needs no model run). Queries: SciFact test claims,
+embedded at query time by cortex's default model (the real query cost).
+
+`run` measures, query by query and interleaved (the order rotating per query):
+- ``first``: a query not seen before (the query cache cleared), recording on (defaults);
+- ``repeat``: the same query again (the cache answers the embedding), recording on;
+- ``norecord``: the first kind with ``record=False``.
+With ``--before PATH`` (a ``python`` folder of another checkout of cortex), the same
+three are measured in a child process of that code at the same time, alternating rounds
+of 20 queries between the two processes, so both see the same machine load. p50 / p99 in
+ms, the CPU time per search, and whether both answered the same ids and scores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from bench_e2e import DEFAULT_DATA, corpus, test_queries  # noqa: E402
+
+#: Every search reads the same clock (recency boosts depend on it): both sides' scores
+#: can then be compared exactly.
+NOW = datetime(2026, 11, 20, 12, tzinfo=UTC)
+WORK = Path(os.environ.get("CORTEX_BENCH_LATENCY", "/tmp/cortex-latency"))
+
+
+def db_for(size: int) -> Path:
+    return WORK / str(size) / "cortex.db"
+
+
+def build(sizes: list[int], data: Path) -> None:
+    import cortex
+    from cortex.embed import load_default_embedder
+
+    real = load_default_embedder()
+    texts, _ = corpus(data, max(sizes))
+    for size in sizes:
+        path = db_for(size)
+        if path.exists():
+            print(f"{path} exists", flush=True)
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        rng = np.random.default_rng(size)
+        t0 = time.perf_counter()
+        with cortex.open(path, embedder=real) as e:
+            for start in range(0, size, 5000):
+                part = texts[start : min(size, start + 5000)]
+                vecs = rng.normal(size=(len(part), real.dim)).astype(np.float32)
+                vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+                e.add_many(({"content": t} for t in part), vectors=vecs)
+            e.flush()
+        print(f"built {path}: {size} memories in {time.perf_counter() - t0:.1f} s", flush=True)
+
+
+class Runner:
+    """The three kinds of search on one store, in this process."""
+
+    def __init__(self, size: int) -> None:
+        import cortex
+        from cortex.embed import load_default_embedder
+
+        self.cortex = cortex
+        self.engine = cortex.open(db_for(size), embedder=load_default_embedder())
+        self.engine.keyword_index.wait()
+        self.engine.search("warm up", record=False)
+
+    def clear(self) -> None:
+        cache = getattr(self.engine, "query_cache", None)
+        if cache is not None:
+            cache.clear()
+
+    def one(self, kind: str, q: str) -> tuple[float, float, list[tuple[int, float]]]:
+        if kind != "repeat":
+            self.clear()
+        opts = self.cortex.Options(record=kind != "norecord", now=NOW)
+        c0, t0 = time.process_time(), time.perf_counter()
+        results = self.engine.search(q, opts)
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        return wall, cpu, [(r.memory.id, round(r.score, 9)) for r in results]
+
+    def close(self) -> None:
+        self.engine.close()
+
+
+KINDS = ("first", "repeat", "norecord")
+
+
+def child(size: int) -> None:
+    """Serve rounds on stdin/stdout: a JSON list of queries in, a JSON result out."""
+    runner = Runner(size)
+    print("ready", flush=True)
+    for line in sys.stdin:
+        queries = json.loads(line)
+        print(json.dumps(round_of(runner, queries)), flush=True)
+    runner.close()
+
+
+def round_of(runner: Runner, queries: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {k: {"wall": [], "cpu": [], "ids": []} for k in KINDS}
+    for q in queries:
+        for kind in KINDS:  # "repeat" right after "first": the same query again
+            wall, cpu, ids = runner.one(kind, q)
+            out[kind]["wall"].append(wall)
+            out[kind]["cpu"].append(cpu)
+            out[kind]["ids"].append(ids)
+    return out
+
+
+def pct(samples: list[float]) -> tuple[float, float]:
+    s = sorted(samples)
+    return statistics.median(s) * 1e3, s[min(len(s) - 1, round(0.99 * (len(s) - 1)))] * 1e3
+
+
+def run(args: argparse.Namespace) -> None:
+    for size in args.sizes:
+        queries, _ = test_queries(args.data, args.queries)
+        sides: dict[str, Any] = {}
+        procs: dict[str, subprocess.Popen[str]] = {}
+        code = {"after": str(HERE.parent / "python")}
+        if args.before:
+            code["before"] = args.before
+        for name, root in code.items():
+            env = {**os.environ, "PYTHONPATH": root}
+            procs[name] = subprocess.Popen(
+                [sys.executable, __file__, "child", "--size", str(size)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+                env=env,
+            )
+            assert procs[name].stdout is not None
+            line = procs[name].stdout.readline().strip()
+            if line != "ready":
+                raise SystemExit(f"{name}: child failed to start")
+            sides[name] = {k: {"wall": [], "cpu": [], "ids": []} for k in KINDS}
+        rounds = [queries[i : i + 20] for i in range(0, len(queries), 20)]
+        for r, part in enumerate(rounds):
+            names = list(procs)
+            if r % 2:
+                names.reverse()
+            for name in names:
+                p = procs[name]
+                assert p.stdin is not None and p.stdout is not None
+                p.stdin.write(json.dumps(part) + "\n")
+                p.stdin.flush()
+                got = json.loads(p.stdout.readline())
+                for k in KINDS:
+                    for field in ("wall", "cpu", "ids"):
+                        sides[name][k][field].extend(got[k][field])
+        for p in procs.values():
+            assert p.stdin is not None
+            p.stdin.close()
+            p.wait(timeout=120)
+        row: dict[str, Any] = {"memories": size, "queries": len(queries)}
+        for name, side in sides.items():
+            for k in KINDS:
+                p50, p99 = pct(side[k]["wall"])
+                row[f"{name} {k}"] = {
+                    "p50_ms": round(p50, 2),
+                    "p99_ms": round(p99, 2),
+                    "cpu_p50_ms": round(statistics.median(side[k]["cpu"]) * 1e3, 2),
+                }
+        if "before" in sides:
+            a, b = sides["after"]["first"]["ids"], sides["before"]["first"]["ids"]
+            row["same_ids"] = sum(
+                [i for i, _ in x] == [i for i, _ in y] for x, y in zip(a, b, strict=True)
+            ) / len(a)
+            row["same_ids_and_scores"] = sum(x == y for x, y in zip(a, b, strict=True)) / len(a)
+        print(json.dumps(row), flush=True)
+
+
+def profile(args: argparse.Namespace) -> None:
+    import cProfile
+    import pstats
+
+    queries, _ = test_queries(args.data, args.queries)
+    runner = Runner(args.size)
+    for q in queries[:5]:
+        runner.one("norecord", q)
+    prof = cProfile.Profile()
+    prof.enable()
+    for q in queries:
+        runner.one(args.kind, q)
+    prof.disable()
+    runner.close()
+    stats = pstats.Stats(prof)
+    stats.sort_stats(args.sort).print_stats(args.top)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("build")
+    b.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    r = sub.add_parser("run")
+    r.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    r.add_argument("--queries", type=int, default=200)
+    r.add_argument("--before", help="the python/ folder of the cortex to compare with")
+    c = sub.add_parser("child")
+    c.add_argument("--size", type=int, required=True)
+    p = sub.add_parser("profile")
+    p.add_argument("--size", type=int, default=10_000)
+    p.add_argument("--queries", type=int, default=100)
+    p.add_argument("--kind", choices=KINDS, default="repeat")
+    p.add_argument("--sort", default="cumulative")
+    p.add_argument("--top", type=int, default=60)
+    for sp in (b, r, p):
+        sp.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    args = ap.parse_args()
+    if args.cmd == "build":
+        build(args.sizes, args.data)
+    elif args.cmd == "run":
+        run(args)
+    elif args.cmd == "child":
+        child(args.size)
+    else:
+        profile(args)
+
+
+if __name__ == "__main__":
+    main()

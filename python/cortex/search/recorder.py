@@ -1,0 +1,260 @@
+"""Recording off the answer's critical path, without losing a write.
+
+A search that records (pipeline step 7: the recall_log rows, access counts, 'recalled'
+session links) used to write them in its own transaction before returning: a commit on
+every answer, and behind another writer's lock a wait of up to the busy timeout. Now it
+hands them to a :class:`Recorder`: one worker thread per Engine takes what is queued and
+writes it in batches, one transaction per batch (under load, many searches per commit).
+
+Nothing is lost:
+
+- the worker writes as soon as something is queued (no timer), so a search's rows are
+  usually in the database a millisecond after its answer;
+- :meth:`Recorder.flush` waits until everything queued before it is written;
+  ``Engine.flush_recalls()`` calls it, and so does every Engine read of what recording
+  writes (``get``, ``timeline``, ``session_context``, ``stats``, the ``store`` handle): a
+  caller always reads its own searches;
+- :meth:`Recorder.close` (``Engine.close()``) flushes, stops the worker and fsyncs the
+  database's WAL; an Engine never closed is flushed the same way at interpreter exit;
+- a batch that fails (the database locked past the busy timeout, a full disk) is retried
+  with back-off, then written search by search so that one bad entry cannot take the
+  others with it; only what still fails is dropped, logged and counted (``stats()``).
+
+A search with reinforcement (``Options(reinforce=...)``) is still written before it
+returns: it changes later rankings, and the next search must see it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import threading
+import time
+import weakref
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from cortex import recall
+from cortex.log import get_logger
+
+__all__ = ["BATCH", "Recall", "Recorder"]
+
+log = get_logger("cortex.search")
+
+#: Searches written per transaction at most.
+BATCH = 256
+#: Pauses before the retries of a failed batch (seconds).
+RETRY_PAUSES = (0.05, 0.25, 1.0)
+#: How long close() waits for the worker before writing what is left itself.
+CLOSE_WAIT = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class Recall:
+    """One search's recording: a row per result ``(memory_id, fact_id, score)``."""
+
+    rows: tuple[tuple[int, int | None, float], ...]
+    query: str | None
+    session_id: str | None
+    lens: str | None
+    reinforce: float
+    at: float
+
+
+class Recorder:
+    """The queue of one Store's recalls and the thread that writes them (started on the
+    first search that records)."""
+
+    def __init__(self, store: Any, *, batch: int = BATCH) -> None:
+        self._store = store
+        self._batch = batch
+        self._queue: deque[Recall] = deque()
+        self._cond = threading.Condition()
+        self._submitted = 0  # searches queued so far
+        self._done = 0  # of them written (or given up on)
+        self._busy = False  # the worker holds a batch it has not finished
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        self.written = 0
+        self.batches = 0
+        self.retries = 0
+        self.dropped = 0
+        _live.add(self)
+
+    # ------------------------------------------------------------------ callers
+
+    def submit(self, entry: Recall) -> None:
+        """Queue one search's recording; written by the worker shortly after."""
+        with self._cond:
+            if not self._closed:
+                self._queue.append(entry)
+                self._submitted += 1
+                if self._thread is None:
+                    self._thread = threading.Thread(
+                        target=self._run, name="cortex-recorder", daemon=True
+                    )
+                    self._thread.start()
+                self._cond.notify_all()
+                return
+        self._write([entry])  # closed (a search racing close()): written here and now
+
+    def pending(self) -> int:
+        """Searches queued and not written yet."""
+        return self._submitted - self._done
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every search queued before this call is written; False if
+        `timeout` seconds passed first."""
+        with self._cond:
+            target = self._submitted
+            if self._done >= target:
+                return True
+            if self._thread is None or not self._thread.is_alive():
+                pass  # no worker (it died, or exit is tearing threads down): write below
+            else:
+                return self._cond.wait_for(lambda: self._done >= target, timeout)
+        self._drain()
+        return True
+
+    def close(self) -> None:
+        """Flush, stop the worker and fsync the WAL (called by Engine.close and at exit).
+        Idempotent; searches submitted afterwards are written synchronously."""
+        with self._cond:
+            if self._closed:
+                return
+            self._closed = True
+            self._cond.notify_all()
+            thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(CLOSE_WAIT)
+        self._drain()  # whatever the worker did not get to (or all of it, if it died)
+        _live.discard(self)
+        if self.written:
+            _fsync_wal(self._store)
+
+    def stats(self) -> dict[str, int]:
+        with self._cond:
+            return {
+                "pending": self._submitted - self._done,
+                "written": self.written,
+                "batches": self.batches,
+                "retries": self.retries,
+                "dropped": self.dropped,
+            }
+
+    # ------------------------------------------------------------------ writing
+
+    def _take(self) -> list[Recall]:
+        n = min(self._batch, len(self._queue))
+        return [self._queue.popleft() for _ in range(n)]
+
+    def _run(self) -> None:
+        try:
+            self._work()
+        finally:
+            self._store.release()  # only this thread can close its connection
+
+    def _work(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and not self._closed:
+                    self._cond.wait()
+                if not self._queue:
+                    return  # closed and empty
+                batch = self._take()
+                self._busy = True
+            try:
+                self._write(batch)
+            finally:
+                with self._cond:
+                    self._busy = False
+                    self._done += len(batch)
+                    self._cond.notify_all()
+
+    def _drain(self) -> None:
+        """Write what is queued in the calling thread (close, or no live worker)."""
+        while True:
+            with self._cond:
+                if not self._queue:
+                    if self._busy:  # the worker is writing its last batch: let it finish
+                        self._cond.wait_for(lambda: not self._busy, CLOSE_WAIT)
+                    return
+                batch = self._take()
+            try:
+                self._write(batch)
+            finally:
+                with self._cond:
+                    self._done += len(batch)
+                    self._cond.notify_all()
+
+    def _write(self, batch: Sequence[Recall]) -> None:
+        """One transaction for the batch; retried, then search by search."""
+        for pause in (*RETRY_PAUSES, None):
+            try:
+                self._transaction(batch)
+                return
+            except Exception as exc:  # the worker must outlive any failure
+                if pause is None:
+                    log.warning("recording %d search(es) failed: %s", len(batch), exc)
+                    break
+                self.retries += 1
+                time.sleep(pause)
+        if len(batch) == 1:
+            self.dropped += 1
+            log.error("a search's recall was not recorded: %s", _describe(batch[0]))
+            return
+        for entry in batch:
+            try:
+                self._transaction([entry])
+            except Exception as exc:
+                self.dropped += 1
+                log.error("a search's recall was not recorded (%s): %s", _describe(entry), exc)
+
+    def _transaction(self, batch: Sequence[Recall]) -> None:
+        with self._store.transaction():
+            for e in batch:  # each joins the batch's transaction
+                recall.record_recall(
+                    self._store,
+                    e.rows,
+                    query=e.query,
+                    session_id=e.session_id,
+                    lens=e.lens,
+                    reinforce=e.reinforce,
+                    at=e.at,
+                )
+        self.written += len(batch)
+        self.batches += 1
+
+
+def _describe(entry: Recall) -> str:
+    # the query may be private: its length and the ids, never its text
+    return f"{len(entry.rows)} result(s), query of {len(entry.query or '')} characters"
+
+
+def _fsync_wal(store: Any) -> None:
+    """Force the committed recall rows to disk: SQLite's synchronous=NORMAL leaves the
+    WAL's last commits in the page cache until a checkpoint."""
+    path = getattr(store, "path", None)
+    if path is None:
+        return
+    for name in (f"{path}-wal", os.fspath(path)):
+        with contextlib.suppress(OSError):
+            fd = os.open(name, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+
+_live: weakref.WeakSet[Recorder] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all() -> None:
+    """An Engine that was never closed still writes every search it recorded."""
+    for recorder in list(_live):
+        with contextlib.suppress(Exception):
+            recorder.close()
