@@ -30,7 +30,7 @@ def main() -> int:
     times: list[float] = []
     for store in evalset.stores:
         db, _ = build_store(evalset, store)
-        with cortex.open(db, read_only=True) as engine:
+        with cortex.open(db) as engine:
             engine.search("warm up", record=False)
             for q in evalset.queries:
                 if str(q["store"]) != store:

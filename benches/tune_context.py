@@ -36,7 +36,7 @@ def collect(name: str, mode: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
     splits: list[str] = []
     for store in evalset.stores:
         db, ids = build_store(evalset, store)
-        with cortex.open(db, read_only=True) as engine:
+        with cortex.open(db) as engine:
             for q in evalset.queries:
                 if str(q["store"]) != store:
                     continue
