@@ -475,3 +475,29 @@ def test_server_search_gives_the_conversation_thread(
         }).json()  # fmt: skip
         assert llm["basis"] == "context" and llm["scope"] == "project:hydra:task:release"
         assert llm["token_estimate"] <= 60 and llm["memories"][0]["id"] == ids["rollback"]
+
+
+@pytest.mark.timeout(120)
+def test_mcp_confined_to_a_project(store: tuple[Path, dict[str, int]]) -> None:
+    db, named = store
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "cortex.mcp", "--db", str(db), "--project", "atlas"],
+        env=dict(os.environ),
+    )
+    with start_blocking_portal() as portal:
+        client = Client(params, read_timeout_seconds=TIMEOUT)
+        with portal.wrap_async_context_manager(client):
+            confined = Tools(portal, client)
+            answer = confined.call("memory_context", {"prompt": "blue green deploys"})
+            assert not answer.is_error, _text(answer)
+            data = answer.structured_content
+            assert data["ids"] and data["scope"] == "project:atlas*"
+            assert "idle color" not in data["text"] and "hydra" not in data["text"]
+            assert set(data["ids"]) <= {named["atlas_deploy"], named["mbtiles"], named["ingress"]}
+            other = confined.call("memory_context", {"prompt": "x", "project": "hydra"})
+            assert other.is_error and "not served" in _text(other)
+            walled = confined.call("memory_similar", {"id": named["bluegreen"]})
+            assert walled.is_error and "no memory with id" in _text(walled)
+            near = confined.call("memory_similar", {"id": named["mbtiles"]})
+            assert {r["project"] for r in near.structured_content["results"]} == {"atlas"}

@@ -59,6 +59,15 @@ class Searcher(Protocol):
     def search(self, query: str | None, options: Options | None = None) -> list[Result]: ...
 
 
+def _one_project(value: object) -> str | None:
+    """The project a search is confined to, when it is exactly one."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list | tuple) and len(value) == 1 and isinstance(value[0], str):
+        return value[0]
+    return None
+
+
 def _epoch(value: datetime | float | str | None, field: str = "created_at") -> float | None:
     """Epoch seconds of a date given to the API, checked by :mod:`cortex.validate`."""
     return validate.timestamp(field, value)
@@ -497,7 +506,9 @@ class Engine:
             results,
             fmt=fmt,
             max_tokens=budget,
-            scope=ctx.scope_pattern(opts.project, task, language),
+            scope=ctx.scope_pattern(
+                project if project is not None else _one_project(opts.project), task, language
+            ),
             suggestions=suggestions,
             prefer_scope=opts.order_by == "relevance",
         )
