@@ -501,3 +501,22 @@ def test_mcp_confined_to_a_project(store: tuple[Path, dict[str, int]]) -> None:
             assert walled.is_error and "no memory with id" in _text(walled)
             near = confined.call("memory_similar", {"id": named["mbtiles"]})
             assert {r["project"] for r in near.structured_content["results"]} == {"atlas"}
+
+
+def test_cli_search_prints_suggestions(store: tuple[Path, dict[str, int]]) -> None:
+    from .conftest import run_cli
+
+    db, _ = store
+    run = run_cli("--db", str(db), "search", "pgbouncr pool", "--no-record")
+    assert run.code == 0, run.err
+    assert "try: pgbouncer pool" in run.out
+    data = json.loads(run_cli("--db", str(db), "search", "pgbouncr", "--json", "--no-record").out)
+    assert data["suggestions"][0] == "pgbouncer"
+
+
+def test_lean_interpretation_names_the_window(engine: cortex.Engine) -> None:
+    lean = lean_search(engine.search("what did we do last week", now=NOW, record=False))
+    assert lean["interpretation"] == {
+        "window": "last week", "since": "2026-11-16", "until": "2026-11-23",
+        "applied": "hard", "searched": "what did we do",
+    }  # fmt: skip

@@ -167,8 +167,8 @@ def _interpretation(data: Mapping[str, Any] | None) -> dict[str, Any] | None:
     frame = data["timeframe"]
     out = {
         "window": frame.get("text"),
-        "since": frame.get("since"),
-        "until": frame.get("until"),
+        "since": short_date(frame.get("since")),
+        "until": short_date(frame.get("until")),
         "applied": data["applied"],
         "searched": data.get("searched"),
     }
