@@ -600,21 +600,15 @@ class Pipeline:
     def _thread(self, memory: Any, budget: int) -> list[dict[str, Any]]:
         """The other turns of `memory`'s session, the nearest in time first while they fit
         `budget` tokens (characters / 4), in time order."""
-        turns = self._store.session_thread(memory)
-        when = memory.created_at.timestamp() if memory.created_at is not None else 0.0
-        nearest = sorted(
-            (m for m in turns if m.id != memory.id),
-            key=lambda m: (abs((m.created_at.timestamp() if m.created_at else 0.0) - when), m.id),
-        )
         kept, used = [], 0
-        for m in nearest:
-            cost = -(-len(m.content) // 4)
+        for turn in self._store.session_thread(memory):
+            cost = -(-len(turn[1]) // 4)
             if used + cost > budget:
                 break
-            kept.append(m)
+            kept.append(turn)
             used += cost
-        kept.sort(key=lambda m: (m.created_at.timestamp() if m.created_at else 0.0, m.id))
-        return [{"id": m.id, "content": m.content, "created_at": iso(m.created_at)} for m in kept]
+        kept.sort(key=lambda t: (t[2], t[0]))
+        return [{"id": i, "content": c, "created_at": iso(from_epoch(t))} for i, c, t in kept]
 
     def _context(self, memory: Any, n: int) -> dict[str, list[dict[str, Any]]]:
         """Up to `n` chunks before and after `memory` in its own source or session."""
