@@ -257,9 +257,9 @@ def test_llm_search_packs_into_max_tokens(api: TestClient) -> None:
     data = r.json()
     assert set(data) >= {"answer", "memories", "suggestions", "confidence"}
     assert 0.0 <= data["confidence"] <= 1.0
-    if data.get("basis") == "search":  # the fallback until Engine.context lands
-        assert data["memories"]
-        assert sum(len(m["content"]) for m in data["memories"]) / 4 <= 120 * 1.5
+    assert data["basis"] == "context"  # Engine.context answers it
+    assert data["memories"] and data["token_estimate"] <= 120
+    assert len(data["text"]) <= 4 * 120 and data["scope"] == "universal"
     nothing = api.post("/api/memories/llm-search", json={"prompt": "qwxzv plorg"}).json()
     assert nothing["confidence"] <= data["confidence"]
 

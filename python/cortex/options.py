@@ -46,6 +46,8 @@ MAX_LIMIT = 10_000
 MAX_OFFSET = 100_000
 #: The most neighbouring chunks a result carries on each side.
 MAX_CONTEXT = 20
+#: The largest token budget of one result's session thread.
+MAX_THREAD_TOKENS = 100_000
 
 #: The default minimum final score in every mode. Scores are calibrated (cortex.search.hits:
 #: the same number means the same in every query, mode and store size), so one floor
@@ -266,7 +268,9 @@ class Options:
     so that following cursors returns every match exactly once while nothing is written.
     `order` reverses `order_by` ("asc": oldest / least relevant first). `context` attaches
     to each result up to that many neighbouring chunks before and after it (its file's
-    chunks, or its session's memories in time order).
+    chunks, or its session's memories in time order). `thread` attaches each result's
+    session thread: the other turns of the session it was created in, the nearest in time
+    first while they fit `thread_tokens`, in time order.
     """
 
     mode: ModeArg = option(
@@ -414,6 +418,14 @@ class Options:
         False,
         "also search the imported files as whole documents (Results.documents, best first)",
     )
+    thread: bool = option(
+        False, "attach to each result its session's other turns, nearest first, within"
+        " thread_tokens",
+    )  # fmt: skip
+    thread_tokens: int = option(
+        500, "the token budget of each result's thread (characters / 4)",
+        minimum=1, maximum=MAX_THREAD_TOKENS,
+    )  # fmt: skip
 
     if not TYPE_CHECKING:  # hidden from type checkers, which check the generated __init__
 
@@ -432,11 +444,15 @@ class Options:
         s(self, "order_by", _enum(OrderBy, "order_by", self.order_by))
         s(self, "time_filter", _enum(TimeFilter, "time_filter", self.time_filter))
         s(self, "order", _enum(Order, "order", self.order))
-        for name, top in (("offset", MAX_OFFSET), ("context", MAX_CONTEXT)):
+        for name, bottom, top in (
+            ("offset", 0, MAX_OFFSET),
+            ("context", 0, MAX_CONTEXT),
+            ("thread_tokens", 1, MAX_THREAD_TOKENS),
+        ):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= top:
+            if isinstance(value, bool) or not isinstance(value, int) or not bottom <= value <= top:
                 raise InvalidOptionError(
-                    f"{name} must be an integer from 0 to {top}, not {value!r}"
+                    f"{name} must be an integer from {bottom} to {top}, not {value!r}"
                 )
         if self.cursor is not None and (
             not isinstance(self.cursor, str) or not 0 < len(self.cursor) <= 1000
@@ -515,6 +531,7 @@ class Options:
             "record",
             "explain",
             "include_documents",
+            "thread",
         ):
             if not isinstance(getattr(self, name), bool):
                 raise InvalidOptionError(f"{name} must be True or False")
