@@ -613,7 +613,7 @@ class Engine:
             fmt=fmt,
             max_tokens=budget,
             scope=ctx.scope_pattern(
-                project if project is not None else _one_project(opts.project), task, language
+                _one_project(project if project is not None else opts.project), task, language
             ),
             suggestions=suggestions,
             prefer_scope=opts.order_by == "relevance",
