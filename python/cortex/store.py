@@ -591,6 +591,20 @@ class Store:
             self._local.conn = conn
         return conn
 
+    def close_thread_connection(self) -> None:
+        """Close the calling thread's connection, if it has one (a worker thread that is
+        done: SQLite can close a connection only in the thread that opened it, and the
+        last one to close checkpoints the WAL)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            return
+        self._local.conn = None
+        with self._all_lock:
+            if conn in self._all:
+                self._all.remove(conn)
+        with suppress(sqlite3.Error):
+            conn.close()
+
     def close(self) -> None:
         with self._all_lock:
             for conn in self._all:

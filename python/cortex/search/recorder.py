@@ -181,6 +181,15 @@ class Recorder:
         return [self._queue.popleft() for _ in range(n)]
 
     def _run(self) -> None:
+        try:
+            self._loop()
+        finally:
+            closer = getattr(self._store, "close_thread_connection", None)
+            if closer is not None:
+                with contextlib.suppress(Exception):
+                    closer()  # so that the Engine's last connection checkpoints the WAL
+
+    def _loop(self) -> None:
         while True:
             with self._cond:
                 while not self._queue and not self._closed:
