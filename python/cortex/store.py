@@ -818,10 +818,10 @@ class Store:
             self._local.conn = conn
         return conn
 
-    def release(self) -> None:
-        """Close the calling thread's connection, if it has one (a worker thread about to
-        end: a connection can be closed only by its own thread, and one left open keeps the
-        WAL from being checkpointed away when the store closes)."""
+    def close_thread_connection(self) -> None:
+        """Close the calling thread's connection, if it has one (a worker thread that is
+        done: SQLite can close a connection only in the thread that opened it, and the
+        last one to close checkpoints the WAL)."""
         conn = getattr(self._local, "conn", None)
         if conn is None:
             return
