@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +12,8 @@ from pathlib import Path
 import pytest
 
 import cortex
+
+from .procs import cortex_command
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "examples" / "sample"
@@ -58,8 +59,7 @@ class CliRun:
 
 def run_cli(*args: str, env: dict[str, str] | None = None, stdin: str | None = None) -> CliRun:
     """Run the installed `cortex` console script in a subprocess, as a user would."""
-    exe = Path(sys.executable).with_name("cortex")
-    command = [str(exe)] if exe.exists() else [sys.executable, "-m", "cortex.cli"]
+    command = cortex_command()
     full_env = {**os.environ, "CORTEX_NO_PROGRESS": "1", **(env or {})}
     proc = subprocess.run(
         [*command, *args],
@@ -86,6 +86,7 @@ def db_digest(path: Path) -> str:
                 "SELECT name FROM sqlite_master WHERE type = 'table'"
                 " AND sql NOT LIKE 'CREATE VIRTUAL%' AND name NOT GLOB 'memories_fts_*'"
                 " AND name NOT GLOB 'memories_exact_*' AND name NOT GLOB 'memories_trigram_*'"
+                " AND name NOT GLOB 'documents_fts_*'"
                 " ORDER BY name"
             )
         ]

@@ -613,7 +613,8 @@ def test_mcp_server_scoped_to_projects_confines_every_tool(eng: cortex.Engine) -
     two = build_server(eng, projects=["A", "B"])
     assert _call(two, "memory_get", {"id": b})[1]["id"] == b
     assert _call(two, "memory_get", {"id": c})[0]
-    assert _call(two, "memory_search", {"query": "quokka"})[0]  # which project? say so
+    error, found = _call(two, "memory_search", {"query": "quokka", "mode": "keyword"})
+    assert not error and sorted(r["id"] for r in found["results"]) == [a, b]  # both, not C
     error, found = _call(two, "memory_search", {"query": "quokka", "project": "B"})
     assert not error and [r["id"] for r in found["results"]] == [b]
     assert _count(eng) == 4

@@ -30,6 +30,7 @@ TOOLS = {
     "memory_timeline",
     "memory_get",
     "memory_reinforce",
+    "memory_documents",
     "memory_similar",
     "memory_context",
 }

@@ -109,6 +109,32 @@ def test_other_projects_do_not_change_a_projects_keyword_scores(
     assert after == before
 
 
+@pytest.mark.parametrize("policy", ["off", "on"])
+def test_several_projects_rank_with_their_statistics_together(tmp_path: Path, policy: str) -> None:
+    c_texts = ["a ferry quokka on the island", "selfie island noon"]
+    with _open(tmp_path / "alone.db", policy) as alone:
+        for text in A_TEXTS:
+            alone.add(text, project="A", created_at=CREATED)
+        for text in c_texts:
+            alone.add(text, project="C", created_at=CREATED)
+        want = {q: _seen(alone, q, mode="keyword", project=["C", "A"]) for q in ("quokka", "isl*")}
+    with _open(tmp_path / "mixed.db", policy) as mixed:
+        for text in A_TEXTS:
+            mixed.add(text, project="A", created_at=CREATED)
+        _add_b(mixed, 100)
+        for text in c_texts:
+            mixed.add(text, project="C", created_at=CREATED)
+        got = {q: _seen(mixed, q, mode="keyword", project=["A", "C", "A"]) for q in want}
+        one = _seen(mixed, "quokka", mode="keyword", project="A")
+    assert got == want
+    assert {c for c, _, _ in want["quokka"]} == {A_TEXTS[0], A_TEXTS[2], c_texts[0]}
+    # A alone has other statistics than A and C together.
+    assert (
+        dict((c, s) for c, s, _ in one)[A_TEXTS[0]]
+        != dict((c, s) for c, s, _ in want["quokka"])[A_TEXTS[0]]
+    )
+
+
 def test_the_fts5_path_and_the_in_memory_index_score_a_project_alike(tmp_path: Path) -> None:
     got = {}
     for policy in ("off", "on"):
@@ -130,10 +156,29 @@ def test_alone_in_its_store_a_project_scores_as_fts5_does(tmp_path: Path) -> Non
     with _open(tmp_path / "m.db", "off") as e:
         for text in A_TEXTS:
             e.add(text, project="A", created_at=CREATED)
-        for query in ("quokka", "island OR ferry", '"quokka" NOT selfie', "isl*"):
+        for query in (
+            "quokka", "island OR ferry", '"quokka" NOT selfie', "isl*", "^quokka",
+            '"quokka is"', "content:island", "quokka island",
+        ):  # fmt: skip
             assert _seen(e, query, mode="keyword", project="A") == _seen(
                 e, query, mode="keyword"
             ), query
+
+
+def test_cjk_trigram_ranking_of_a_project_ignores_other_projects(tmp_path: Path) -> None:
+    texts = ["东京大学的研究人员发现了新的蛋白质", "东京的天气很好", "蛋白质研究 protein 东京大学"]
+    with _open(tmp_path / "m.db", "off") as e:
+        for text in texts:
+            e.add(text, project="A", created_at=CREATED)
+        alone = _seen(e, "东京大学 蛋白质", mode="keyword")
+        before = _seen(e, "东京大学 蛋白质", mode="keyword", project="A")
+        e.add_many([{"content": f"东京大学 {i} 的蛋白质", "project": "B"} for i in range(50)])
+        after = _seen(e, "东京大学 蛋白质", mode="keyword", project="A")
+        moved = _seen(e, "东京大学 蛋白质", mode="keyword")
+    assert before == alone and len(before) == 2
+    assert after == before
+    # unscoped, the table's statistics moved: A's memories rank otherwise or not at all
+    assert [(c, s) for c, s, _ in moved if c in texts] != [(c, s) for c, s, _ in before]
 
 
 def test_hybrid_ranking_of_a_project_ignores_other_projects(tmp_path: Path, embedder) -> None:
@@ -156,6 +201,8 @@ queries = st.one_of(
     st.sampled_from(WORDS).map(lambda w: w[:3] + "*"),
     st.tuples(st.sampled_from(WORDS), st.sampled_from(WORDS)).map(lambda t: f"{t[0]} OR {t[1]}"),
     st.tuples(st.sampled_from(WORDS), st.sampled_from(WORDS)).map(lambda t: f"{t[0]} NOT {t[1]}"),
+    st.tuples(st.sampled_from(WORDS), st.sampled_from(WORDS)).map(lambda t: f'"{t[0]} {t[1]}"'),
+    st.sampled_from(WORDS).map(lambda w: f"^{w}"),
 )
 
 
@@ -192,6 +239,43 @@ def test_a_project_filtered_search_ranks_the_same_whatever_other_projects_hold(
         mixed.add_many(records)
         got = _seen(mixed, query, mode="keyword", project="A")
         _check_totals(mixed)
+    assert got == want
+
+
+@settings(
+    max_examples=6,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    a=st.lists(texts, min_size=1, max_size=6),
+    others=st.lists(st.tuples(texts, st.integers(0, 6)), min_size=1, max_size=12),
+    query=st.lists(st.sampled_from(WORDS), min_size=1, max_size=3).map(" ".join),
+)
+def test_a_project_filtered_hybrid_search_ranks_the_same_whatever_other_projects_hold(
+    tmp_path_factory: pytest.TempPathFactory,
+    embedder: object,
+    a: list[str],
+    others: list[tuple[str, int]],
+    query: str,
+) -> None:
+    base = tmp_path_factory.mktemp("hybrid")
+    mine = [f"{text} a{i}" for i, text in enumerate(a)]
+    records: list[dict[str, object]] = [
+        {"content": t, "project": "A", "created_at": CREATED} for t in mine
+    ]
+    # One add each: a text embedded in a batch of other lengths (padding) differs in the
+    # last bits, which is not what this property is about.
+    with _open(base / "alone.db", "off", embedder) as alone:
+        for record in records:
+            alone.add(**record)  # type: ignore[arg-type]
+        want = _seen(alone, query, mode="hybrid", project="A")
+    for text, at in sorted(others, key=lambda o: -o[1]):
+        records.insert(min(at, len(records)), {"content": text, "project": "B"})
+    with _open(base / "mixed.db", "off", embedder) as mixed:
+        for record in records:
+            mixed.add(**record)  # type: ignore[arg-type]
+        got = _seen(mixed, query, mode="hybrid", project="A")
     assert got == want
 
 

@@ -17,6 +17,7 @@ KW = cortex.Options(mode="keyword")
 def test_search_records_recalls_after_ranking(engine: cortex.Engine) -> None:
     a = engine.add("release checklist for the api", salience=0.5)
     b = engine.add("release notes draft", salience=0.5)
+    engine.save_lens("ops", mode="keyword")
     first = engine.search("release", KW, session_id="s1", lens="ops")
     order = [r.memory.id for r in first]
     assert set(order) == {a, b}

@@ -1,7 +1,8 @@
 """The `cortex` command: add, import, search, show and stats on one database file.
 
 The database is `--db`, else ``$CORTEX_DB``, else ``cortex.db`` in the per-user data folder
-(``$CORTEX_HOME``, ``$XDG_DATA_HOME/cortex`` or ``~/.local/share/cortex``). Every failure is
+(``$CORTEX_HOME``, ``%LOCALAPPDATA%\\cortex`` on Windows, ``$XDG_DATA_HOME/cortex`` or
+``~/.local/share/cortex``). Output is UTF-8 on every platform. Every failure is
 one line on stderr and a non-zero exit code: 1 for a cortex error, 2 for a usage error,
 70 for a bug (with ``CORTEX_DEBUG=1`` to see its traceback), 130 when interrupted.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import io
 import json
 import logging
 import os
@@ -198,6 +200,10 @@ def print_results(results: cortex.Results, out: TextIO) -> None:
                 out.write(f"{n:>3}. id {r.memory.id}: {parts}\n")
     if results.hidden:
         out.write(f"({results.hidden} more below the minimum score or confidence)\n")
+    if results.documents:
+        out.write("\ndocuments:\n")
+        for n, d in enumerate(results.documents, 1):
+            out.write(f"{n:>3}. {d.score:.3f}  {d.title}  ({d.source_path})\n")
     _print_suggestions(results, out)
 
 
@@ -289,7 +295,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="cortex",
         description="Local-first memory search for AI agents.",
         epilog="The database is --db, else $CORTEX_DB, else cortex.db in the per-user data "
-        "folder ($CORTEX_HOME, $XDG_DATA_HOME/cortex or ~/.local/share/cortex). "
+        "folder ($CORTEX_HOME, else %LOCALAPPDATA%\\cortex on Windows, $XDG_DATA_HOME/cortex "
+        "or ~/.local/share/cortex). "
         "--db and --verbose go before or after the command.",
     )
     parser.add_argument("--version", action="version", version=f"cortex {cortex.__version__}")
@@ -334,6 +341,34 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_search_options(p)
     p.add_argument("--json", action="store_true", help="print results as JSON")
+
+    p = sub.add_parser("lens", help="save, list or delete lenses (named search options)")
+    lens_sub = p.add_subparsers(dest="lens_command", metavar="ACTION", parser_class=_Parser)
+    q = lens_sub.add_parser(
+        "save", help="save a lens: the search options given (cortex search's flags)"
+    )
+    q.add_argument("name", help="the lens's name (apply it with --lens NAME)")
+    q.add_argument("--description", help="what the lens is for (default: none)")
+    _add_search_options(q)
+    q.add_argument("--json", action="store_true", help="print the lens as JSON")
+    q = lens_sub.add_parser("list", help="the saved lenses")
+    q.add_argument("--json", action="store_true", help="print them as JSON")
+    q = lens_sub.add_parser("delete", help="delete a lens")
+    q.add_argument("name", help="the lens's name")
+    for q in lens_sub.choices.values():
+        _add_global_options(q, top=False)
+
+    p = sub.add_parser(
+        "documents", help="search the imported files as whole documents, apart from chunks"
+    )
+    p.add_argument("query", nargs="?", help="words to find; leave it out for the newest files")
+    p.add_argument(
+        "--project",
+        action="append",
+        help="only this project's files (repeatable; default: every project)",
+    )
+    p.add_argument("--limit", type=int, default=10, help="how many at most (default 10)")
+    p.add_argument("--json", action="store_true", help="print them as JSON")
 
     p = sub.add_parser("show", help="print one memory")
     p.add_argument("id", type=int, help="the memory's id")
@@ -571,6 +606,56 @@ def _cmd_search(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def _cmd_lens(args: argparse.Namespace, out: TextIO) -> int:
+    if not args.lens_command:
+        raise UsageError("cortex lens needs an action: save, list or delete")
+    if args.lens_command == "list":
+        db = _db_path(args)
+        if not db.exists():
+            found: list[dict[str, Any]] = []
+        else:
+            with cortex.open(db, read_only=True, embedder=None, keyword_index="off") as engine:
+                found = engine.lenses()
+        if args.json:
+            _dump(found, out)
+        elif not found:
+            out.write("no lenses saved (cortex lens save NAME --project X ...)\n")
+        for lens in found if not args.json else ():
+            shown = " ".join(f"{k}={v}" for k, v in lens["options"].items())
+            note = f"  # {lens['description']}" if lens["description"] else ""
+            out.write(f"{lens['name']}: {shown}{note}\n")
+        return 0
+    with cortex.open(_db_path(args), embedder=None, keyword_index="off") as engine:
+        if args.lens_command == "delete":
+            engine.delete_lens(args.name)
+            out.write(f"deleted lens {args.name!r}\n")
+            return 0
+        lens = engine.save_lens(args.name, _search_options(args), description=args.description)
+    if args.json:
+        _dump(lens, out)
+    else:
+        shown = " ".join(f"{k}={v}" for k, v in lens["options"].items())
+        out.write(f"saved lens {lens['name']!r}: {shown}\n")
+    return 0
+
+
+def _cmd_documents(args: argparse.Namespace, out: TextIO) -> int:
+    db = _db_path(args)
+    with cortex.open(db, read_only=not db.exists(), embedder=None, keyword_index="off") as e:
+        found = e.search_documents(args.query, project=args.project, limit=args.limit)
+    if args.json:
+        _dump([d.to_dict() for d in found], out)
+        return 0
+    if not found:
+        out.write("no documents\n")
+    for n, d in enumerate(found, 1):
+        where = f"{d.project}:{d.source_path}" if d.project else d.source_path
+        out.write(f"{n:>3}. {d.score:.3f}  {d.title}  ({where}, {d.chunks} chunks)\n")
+        if d.snippet:
+            out.write(f"     {_marks(' '.join(d.snippet.split()), out.isatty())}\n")
+    return 0
+
+
 def _cmd_show(args: argparse.Namespace, out: TextIO) -> int:
     with cortex.open(_db_path(args), read_only=True, embedder=None, keyword_index="off") as engine:
         memory = engine.get(args.id, project=args.project)
@@ -676,7 +761,7 @@ def _cmd_reindex(args: argparse.Namespace, out: TextIO) -> int:
     else:
         out.write(
             f"embedded {done['embedded']} memories; index of {done['model_id']} holds "
-            f"{done['rows']} vectors\n"
+            f"{done['rows']} vectors; {done['code_refs']} code references\n"
         )
     return 0
 
@@ -816,6 +901,8 @@ _COMMANDS = {
     "add": _cmd_add,
     "import": _cmd_import,
     "search": _cmd_search,
+    "lens": _cmd_lens,
+    "documents": _cmd_documents,
     "context": _cmd_context,
     "show": _cmd_show,
     "similar": _cmd_similar,
@@ -830,8 +917,22 @@ _COMMANDS = {
 }
 
 
+def utf8_console() -> None:
+    """Make stdout and stderr UTF-8 on Windows, as they are elsewhere. There Python encodes
+    redirected output (a pipe, a file, an agent reading it) in the ANSI code page
+    (cp1252...), in which most of the world's text and cortex's own `…` and `→` cannot be
+    written; the console itself takes UTF-8 either way. The error handler is kept."""
+    if sys.platform != "win32":
+        return
+    for stream in (sys.stdout, sys.stderr):
+        encoding = (getattr(stream, "encoding", None) or "").lower().replace("-", "")
+        if isinstance(stream, io.TextIOWrapper) and encoding != "utf8":
+            stream.reconfigure(encoding="utf-8", errors=stream.errors)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code (the console script exits with it)."""
+    utf8_console()
     out = sys.stdout
     try:
         args = build_parser().parse_args(argv)

@@ -9,7 +9,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from cortex import recall, validate
+from cortex import documents, lenses, recall, validate
 from cortex._lazy import LazyModule
 from cortex.errors import (
     EmbeddingError,
@@ -31,7 +31,7 @@ from cortex.search.query_cache import QueryCache
 from cortex.search.recorder import Recorder
 from cortex.search.sqlite import KeywordRetriever, SemanticRetriever
 from cortex.semantic import Semantic
-from cortex.store import MemoryInput, Store, content_hash
+from cortex.store import SCHEMA_VERSION, MemoryInput, Store, content_hash
 from cortex.suggest import FEW
 
 if TYPE_CHECKING:
@@ -46,6 +46,8 @@ __all__ = ["CANDIDATE_POOL", "Engine", "Searcher", "open"]
 
 #: The largest daily decay rate a fact may have (1000 / day is gone within minutes).
 MAX_DECAY_RATE = 1000.0
+#: The most documents a search with ``include_documents`` adds to its results.
+DOCUMENTS_WITH_RESULTS = 5
 #: Memories `reindex` embeds per call and writes per transaction.
 REINDEX_WINDOW = 8192
 
@@ -102,6 +104,11 @@ class Engine:
         return self._store.path
 
     @property
+    def read_only(self) -> bool:
+        """Whether the database is open read-only (nothing is recorded or written)."""
+        return self._store.read_only
+
+    @property
     def store(self) -> Store:
         """The database; every search recorded so far is written first (whoever reads
         the store reads this Engine's searches)."""
@@ -132,7 +139,20 @@ class Engine:
         False if `timeout` seconds passed first. Close and interpreter exit flush too."""
         if self._recorder is None or not self._recorder.pending():
             return True
+        if self._store.conn.in_transaction:
+            # This thread holds the write lock the writer thread waits for: waiting here
+            # would stall both until the busy timeout. Its rows follow the transaction.
+            return False
         return self._recorder.flush(timeout)
+
+    def when_recalls_written(self, callback: Callable[[], None]) -> None:
+        """Call `callback` once every search recorded so far is written: at once if it
+        is, else on the recorder's thread (keep it short). For an event loop:
+        ``engine.when_recalls_written(lambda: loop.call_soon_threadsafe(done.set))``."""
+        if self._recorder is None:
+            callback()
+        else:
+            self._recorder.when_written(callback)
 
     def close(self) -> None:
         if self._recorder is not None:
@@ -316,14 +336,17 @@ class Engine:
     def reindex(self, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
         """Embed every live memory that has no vector of the active model (after a model
         change, or memories added while no model was installed), then rebuild the vector
-        index from SQLite, and recount the per-project keyword statistics. Returns what it
-        did."""
+        index from SQLite, the code references (cortex.code) of every memory, the documents
+        of the imported files (cortex.documents) and the per-project keyword statistics.
+        Returns what it did."""
         if self._store.read_only:
             raise StorageError(
                 f"cannot reindex {self.path}: it is open read-only "
                 + ("(this user cannot write it)" if self._store.notice else "")
                 + "; reindex where the database is writable"
             )
+        refs = self._store.rebuild_code()  # first: they need no model
+        docs = self._store.rebuild_documents()
         backlog = self._semantic.backlog()
         by_id = dict(backlog)
         done = 0
@@ -346,8 +369,17 @@ class Engine:
         rows = self._semantic.rebuild()
         # The per-project keyword statistics, recounted from FTS5's own size records.
         self._store.rebuild_keyword_totals()
-        _log.info("reindexed: %d memories embedded, the index holds %d vectors", done, rows)
-        return {"embedded": done, "model_id": self._semantic.model_id, "rows": rows}
+        _log.info(
+            "reindexed: %d memories embedded, the index holds %d vectors, %d code references",
+            done, rows, refs,
+        )  # fmt: skip
+        return {
+            "embedded": done,
+            "model_id": self._semantic.model_id,
+            "rows": rows,
+            "code_refs": refs,
+            "documents": docs,
+        }
 
     def get(self, memory_id: int, *, project: str | None = None) -> Memory:
         """One live memory by id; with `project`, only if it belongs to that project (a
@@ -437,12 +469,86 @@ class Engine:
             raise QueryError(f"a query is a string or None, not {type(query).__name__}")
         if query is not None and not validate.is_encodable(query):
             raise QueryError("the query holds a lone surrogate (not valid Unicode); give UTF-8")
+        wants = [
+            name for name, on in (
+                ("lens", opts.lens is not None),
+                ("code", opts.code is not None),
+                ("include_documents", opts.include_documents),
+            ) if on
+        ]  # fmt: skip
+        if wants:
+            self._upgraded(", ".join(wants))
+        opts = lenses.apply(self._store, opts)
         results = self._pipeline.search(query, opts)
         if query and query.strip() and opts.offset == 0 and not opts.cursor:
             results.suggestions = tuple(
                 self._suggest(query, results, opts, related=len(results) < FEW)
             )
+        if opts.include_documents:
+            # the words searched: without the time words the interpretation took out
+            searched = (results.interpretation or {}).get("searched") or query
+            results.documents = documents.search(
+                self._store, searched, opts, limit=min(opts.limit, DOCUMENTS_WITH_RESULTS)
+            )
         return results
+
+    def search_documents(
+        self,
+        query: str | None = None,
+        *,
+        project: str | Sequence[str] | None = None,
+        source_prefix: str | None = None,
+        limit: int = 10,
+        content: bool = False,
+    ) -> list[documents.Document]:
+        """Search the imported Markdown files as whole documents (seed 000), apart from
+        their chunks: BM25 over each file's whole text and title, best first; without
+        text, the newest files. `project` walls the search like ``Options.project``;
+        `content` adds each file's whole text."""
+        if query is not None and not isinstance(query, str):
+            raise QueryError(f"a query is a string or None, not {type(query).__name__}")
+        if query is not None and not validate.is_encodable(query):
+            raise QueryError("the query holds a lone surrogate (not valid Unicode); give UTF-8")
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
+            raise InvalidOptionError(f"limit must be an integer from 1 to 1000, not {limit!r}")
+        if not isinstance(content, bool):
+            raise InvalidOptionError("content must be True or False")
+        opts = Options(project=project, source_prefix=source_prefix)
+        self._upgraded("search_documents")
+        return documents.search(self._store, query, opts, limit=limit, content=content)
+
+    def _upgraded(self, what: str) -> None:
+        """Refuse `what` on a database of an older cortex opened read-only: its tables
+        (code references, lenses, documents) come with the upgrade a writable open does."""
+        if self._store.read_only and self._store.schema_version() < SCHEMA_VERSION:
+            raise StorageError(
+                f"{self.path} was written by an older cortex and is open read-only: {what}"
+                " needs its upgrade; open it writable once (any cortex command that writes)"
+            )
+
+    # ------------------------------------------------------------------ lenses
+
+    def save_lens(
+        self,
+        name: str,
+        options: Options | None = None,
+        *,
+        description: str | None = None,
+        **fields: Any,
+    ) -> dict[str, Any]:
+        """Save (or replace) a lens (seed 002): a named set of filters and boosts that
+        ``Options(lens=name)`` applies; `fields` are :class:`Options` fields
+        (``engine.save_lens("ops", project=["api", "infra"], order_by="recency")``), or
+        give an Options whose non-default fields are saved. Returns the lens."""
+        return lenses.save(self._store, name, options, description=description, **fields)
+
+    def lenses(self) -> list[dict[str, Any]]:
+        """Every saved lens: {name, options, description, created_at, updated_at}."""
+        return lenses.list_lenses(self._store)
+
+    def delete_lens(self, name: str) -> None:
+        """Delete a saved lens (NotFoundError when there is none)."""
+        lenses.delete(self._store, name)
 
     def _suggest(
         self, query: str, results: Results, opts: Options, *, related: bool = True
@@ -461,7 +567,7 @@ class Engine:
         *,
         max_tokens: int = 2000,
         format: str = "detailed",
-        project: str | None = None,
+        project: str | Sequence[str] | None = None,
         task: str | None = None,
         language: str | None = None,
         options: Options | None = None,
@@ -472,9 +578,9 @@ class Engine:
         packed into `max_tokens` (characters / 4), with a calibrated `confidence` for the
         whole answer and follow-up `suggestions` (see :mod:`cortex.context`).
 
-        `project` is a wall, as in a search; `project`, `task` and `language` make seed
-        004's scope pattern (``project:X:task:Y``, ``project:X*``, ``language:X`` or
-        ``universal``), reported as ``scope`` and preferred among near-equal memories.
+        `project` (one or several) is a wall, as in a search; one `project`, `task` and
+        `language` make seed 004's scope pattern (``project:X:task:Y``, ``project:X*``,
+        ``language:X`` or ``universal``), reported as ``scope`` and preferred among near-equal memories.
         `options` and keyword `changes` are the search's (``now=``, ``mode=``, ...)."""
         from cortex import context as ctx
 
@@ -507,7 +613,7 @@ class Engine:
             fmt=fmt,
             max_tokens=budget,
             scope=ctx.scope_pattern(
-                project if project is not None else _one_project(opts.project), task, language
+                _one_project(project if project is not None else opts.project), task, language
             ),
             suggestions=suggestions,
             prefer_scope=opts.order_by == "relevance",

@@ -11,31 +11,48 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from cortex.code import code_clause
+from cortex.errors import StorageError
 from cortex.options import Options
 from cortex.ranking import RANK_COLUMNS, RankInfo
 
 if TYPE_CHECKING:
     from cortex.store import Store
 
-__all__ = ["NO_PROJECT", "admitted", "narrows", "projects_of", "where"]
+__all__ = [
+    "NO_PROJECT",
+    "admitted",
+    "narrows",
+    "project_ids",
+    "projects_of",
+    "referencing",
+    "where",
+]
 
 #: The key of memories without a project in per-project statistics (a project name never
 #: holds NUL): keyword_totals and the in-memory keyword index.
 NO_PROJECT = "\x00"
 
 
-def projects_of(opts: Any) -> tuple[str, ...] | None:
-    """The projects a search under `opts` covers, sorted and without repeats, or None when
-    it covers every project. The one place that reads the project filter for statistics:
-    BM25's N, avgdl and df and the semantic calibration are those of these projects alone,
-    so that what other projects hold never changes the ranking. `opts.project` may be a
-    name or a list of names."""
+def project_ids(opts: Options) -> tuple[str, ...] | None:
+    """The projects a search of `opts` may see, in the order given; None when it is not
+    walled (every project). The one reading of ``Options.project`` (a name or several):
+    every filter, statistic and scope that depends on the wall asks this."""
     project = getattr(opts, "project", None)
     if project is None:
         return None
     if isinstance(project, str):
         return (project,)
-    return tuple(sorted({str(p) for p in project}))
+    return tuple(str(p) for p in project)
+
+
+def projects_of(opts: Any) -> tuple[str, ...] | None:
+    """The projects a search under `opts` covers, sorted and without repeats, or None when
+    it covers every project (project_ids as a set): BM25's N, avgdl and df and the semantic
+    calibration are those of these projects alone, so that what other projects hold never
+    changes the ranking."""
+    ids = project_ids(opts)
+    return None if ids is None else tuple(sorted(set(ids)))
 
 
 def _prefix(column: str, prefix: str, clauses: list[str], params: list[Any]) -> None:
@@ -55,6 +72,8 @@ def narrows(opts: Options) -> bool:
             opts.scope,
             opts.category,
             opts.source_prefix,
+            opts.code,
+            opts.fact_type,
             opts.min_salience,
             opts.created_since,
             opts.created_until,
@@ -69,9 +88,13 @@ def where(opts: Options, *, alias: str = "m") -> tuple[str, list[Any]]:
     params: list[Any] = []
     if not opts.include_superseded:
         clauses.append(f"{m}.superseded_by IS NULL")
-    if opts.project is not None:
-        clauses.append(f"{m}.project_id = ?")
-        params.append(opts.project)
+    projects = project_ids(opts)
+    if projects is not None:
+        if len(projects) == 1:
+            clauses.append(f"{m}.project_id = ?")
+        else:
+            clauses.append(f"{m}.project_id IN ({','.join('?' * len(projects))})")
+        params.extend(projects)
     for column, value in (
         ("sector", opts.sector),
         ("tier", opts.tier),
@@ -88,6 +111,14 @@ def where(opts: Options, *, alias: str = "m") -> tuple[str, list[Any]]:
             params.append(opts.scope)
     if opts.source_prefix is not None:
         _prefix(f"{m}.source_path", opts.source_prefix, clauses, params)
+    if opts.code is not None:
+        sql, values = code_clause(opts.code, m)
+        clauses.append(sql)
+        params.extend(values)
+    if opts.fact_type is not None:
+        # uncorrelated: SQLite reads the facts of the type once, not once per memory
+        clauses.append(f"{m}.id IN (SELECT memory_id FROM facts WHERE type = ?)")
+        params.append(opts.fact_type)
     if opts.min_salience is not None:
         clauses.append(f"{m}.salience >= ?")
         params.append(opts.min_salience)
@@ -121,3 +152,31 @@ def admitted(store: Store, ids: Sequence[int], opts: Options) -> dict[int, RankI
             [*ids, *params],
         )
     }
+
+
+def referencing(
+    store: Store, keys: Sequence[str], opts: Options, limit: int
+) -> dict[int, RankInfo]:
+    """Up to `limit` memories passing `opts`'s filters that reference one of the code
+    `keys` (cortex.code), newest first, with what ranking needs of them."""
+    if not keys:
+        return {}
+    predicate, params = where(opts)
+    ors: list[str] = []
+    for key in keys:
+        sql, values = code_clause(key, "m")
+        ors.append(sql)
+        params.extend(values)
+    try:
+        rows = store.query(
+            f"SELECT m.id, {RANK_COLUMNS} FROM memories m WHERE {predicate}"
+            f" AND ({' OR '.join(ors)}) ORDER BY m.created_at DESC, m.id DESC LIMIT ?",
+            [*params, limit],
+        )
+    except StorageError:
+        from cortex.store import SCHEMA_VERSION
+
+        if store.schema_version() < SCHEMA_VERSION:  # read-only, not yet upgraded
+            return {}
+        raise
+    return {int(i): RankInfo(*rest) for i, *rest in rows}

@@ -30,7 +30,7 @@ is scored by :class:`Scope` instead: N and the token total from ``keyword_totals
 by triggers), df counted over the projects' memories, and each phrase's frequency in a
 memory read back from FTS5's own per-phrase ``bm25()`` (which it determines exactly);
 the same expression as FTS5's, so a project alone in a store scores exactly as FTS5 does.
-CJK (trigram) queries keep the table's statistics.
+CJK (trigram) queries too, their token counts read off the trigram table's size records.
 """
 
 from __future__ import annotations
@@ -247,13 +247,13 @@ def search(
     scope = Scope(store, projects) if projects is not None and Scope.supported(store) else None
     try:
         if has_cjk(text):
-            result = _cjk(store, text, opts, pool)
+            result = _cjk(store, text, opts, pool, scope)
         else:
             words = "memories_fts" if stemmed else EXACT
             result = _latin(
                 store, text, opts, pool, words, native if stemmed else None, allowed, scope
             )
-            result.scope = scope
+        result.scope = scope
     except sqlite3.OperationalError as exc:
         if "no such module" not in str(exc) and "no such table" not in str(exc):
             raise StorageError(f"{store.path}: {exc}") from None
@@ -316,7 +316,7 @@ def _bound(
             rows, dfs = found
             return sum(_idf(rows, n) for n in dfs)
     if scope is not None and table in _SCOPED_TABLES:
-        rows = scope.totals()[0]
+        rows = scope.totals(table)[0]
         total = 0.0
         for phrase in phrases:
             try:
@@ -336,9 +336,11 @@ def _bound(
     return total
 
 
-#: The FTS5 tables a Scope ranks: both count every token as memories.tokens does (the
-#: Porter stemmer changes tokens, not their number). The trigram table does not.
-_SCOPED_TABLES = frozenset({"memories_fts", EXACT})
+TRIGRAM = "memories_trigram"
+#: The FTS5 tables a Scope ranks. The word tables count every token as memories.tokens
+#: does (the Porter stemmer changes tokens, not their number), so keyword_totals serves
+#: both; the trigram table's counts are read off its own size records.
+_SCOPED_TABLES = frozenset({"memories_fts", EXACT, TRIGRAM})
 #: FTS5's bm25() parameters.
 _K1, _B = 1.2, 0.75
 
@@ -358,11 +360,10 @@ class Scope:
     def __init__(self, store: Store, projects: Sequence[str]) -> None:
         self.store = store
         self.projects: tuple[str, ...] = tuple(projects)
-        self._totals: tuple[int, int] | None = None
-        self._global: dict[str, tuple[int, int]] = {}
-        # (table, phrase) -> {memory id: frequency}; memory id -> token count
+        self._totals: dict[str, tuple[int, int]] = {}
+        # (table, phrase) -> {memory id: frequency}; (table, memory id) -> token count
         self._phrases: dict[tuple[str, str], dict[int, int]] = {}
-        self._lengths: dict[int, int] = {}
+        self._lengths: dict[tuple[str, int], int] = {}
 
     @staticmethod
     def supported(store: Store) -> bool:
@@ -372,23 +373,25 @@ class Scope:
 
         return store.schema_version() >= _KEYWORD_TOTALS_VERSION
 
-    def totals(self) -> tuple[int, int]:
-        """(live memories, their tokens) of the projects."""
-        if self._totals is None:
-            self._totals = self.store.keyword_totals(self.projects)
-        return self._totals
+    def totals(self, table: str = "memories_fts") -> tuple[int, int]:
+        """(live memories, their tokens) of the projects in `table`."""
+        key = TRIGRAM if table == TRIGRAM else "memories_fts"
+        if key not in self._totals:
+            if key == TRIGRAM:
+                marks = ",".join("?" * len(self.projects))
+                row = self.store.conn.execute(
+                    f"SELECT COUNT(*), COALESCE(SUM({_length_sql(TRIGRAM)}), 0) FROM memories m"
+                    f" WHERE m.deleted_at IS NULL AND m.has_cjk AND m.project_id IN ({marks})",
+                    list(self.projects),
+                ).fetchone()
+                self._totals[key] = (int(row[0]), int(row[1]))
+            else:
+                self._totals[key] = self.store.keyword_totals(self.projects)
+        return self._totals[key]
 
     def df(self, table: str, phrase: str) -> int:
         """The projects' memories that `phrase` (one FTS5 phrase) matches in `table`."""
         return len(self._frequencies(table, phrase))
-
-    def _table_totals(self, table: str) -> tuple[int, int]:
-        if table not in self._global:
-            from cortex.keyword_index import _fts5_totals
-
-            row = self.store.conn.execute(f"SELECT block FROM {table}_data WHERE id = 1").fetchone()
-            self._global[table] = _fts5_totals(row[0]) if row else (0, 0)
-        return self._global[table]
 
     def _frequencies(self, table: str, phrase: str) -> dict[int, int]:
         key = (table, phrase)
@@ -396,31 +399,38 @@ class Scope:
         if found is not None:
             return found
         marks = ",".join("?" * len(self.projects))
+        # The table's totals and the phrase's df, which bm25() used, are read in the same
+        # statement (one snapshot: a write landing between two statements cannot skew the
+        # frequencies solved for).
         rows = self.store.conn.execute(
-            f"SELECT m.id, -bm25({table}), m.tokens FROM {table}"
-            f" JOIN memories m ON m.id = {table}.rowid WHERE {table} MATCH ?"
-            f" AND m.deleted_at IS NULL AND m.project_id IN ({marks})",
-            [phrase, *self.projects],
+            f"SELECT m.id, -bm25({table}), {_length_sql(table)},"
+            f" (SELECT block FROM {table}_data WHERE id = 1),"
+            f" (SELECT COUNT(*) FROM {table} WHERE {table} MATCH ?) FROM {table}"
+            f" CROSS JOIN memories m ON m.id = {table}.rowid WHERE {table} MATCH ?"
+            f" AND m.project_id IN ({marks})",
+            [phrase, phrase, *self.projects],
         ).fetchall()
         out: dict[int, int] = {}
         if rows:
-            n_rows, n_tokens = self._table_totals(table)
-            idf = _idf(n_rows, _matches(self.store, table, phrase, n_rows + 1))
+            from cortex.keyword_index import _fts5_totals
+
+            n_rows, n_tokens = _fts5_totals(rows[0][3]) if rows[0][3] else (0, 0)
+            idf = _idf(n_rows, int(rows[0][4]))
             avgdl = n_tokens / n_rows if n_rows else 1.0
-            for memory_id, score, tokens in rows:
+            for memory_id, score, tokens, _, _ in rows:
                 # score = idf * tf (k1 + 1) / (tf + k1 K): solve for tf.
                 r = float(score) / idf
                 k = _K1 * (1 - _B + _B * int(tokens) / avgdl)
                 tf = round(r * k / (_K1 + 1.0 - r)) if r < _K1 + 1.0 else 1
                 out[int(memory_id)] = max(tf, 1)
-                self._lengths[int(memory_id)] = int(tokens)
+                self._lengths[table, int(memory_id)] = int(tokens)
         self._phrases[key] = out
         return out
 
     def scores(self, table: str, phrases: Sequence[str], ids: Sequence[int]) -> dict[int, float]:
         """BM25 (> 0, FTS5's expression over the projects' statistics) of each of `ids`
         holding any of `phrases` (in query order; a repeated phrase counts again)."""
-        n, tokens = self.totals()
+        n, tokens = self.totals(table)
         if n <= 0:
             return {}
         avgdl = tokens / n
@@ -441,24 +451,40 @@ class Scope:
                 tf = freqs.get(memory_id)
                 if tf:
                     held = True
-                    dl = self._lengths[memory_id]
+                    dl = self._lengths[table, memory_id]
                     score += idf * ((tf * (_K1 + 1.0)) / (tf + _K1 * (1 - _B + _B * dl / avgdl)))
             if held:
                 out[memory_id] = score
         return out
 
-    def search(self, table: str, expression: str, opts: Options, pool: int) -> list[Hit]:
-        """The top `pool` of the memories matching `expression` under `opts`'s filters,
-        in `opts`'s order, ranked with the projects' statistics."""
+    def search(
+        self,
+        table: str,
+        expression: str,
+        opts: Options,
+        pool: int,
+        extra: str = "",
+        extra_params: Sequence[str] = (),
+        require_all: bool | None = None,
+    ) -> list[Hit]:
+        """The top `pool` of the memories matching `expression` under `opts`'s filters
+        (and `extra`, a fixed SQL condition on ``m`` with `extra_params`), in `opts`'s
+        order, ranked with the projects' statistics. `require_all`: `expression` is the
+        plain AND (True) or OR (False) of its phrases, whose matches in the projects the
+        scoring reads anyway: the memories to rank are taken from those."""
+        if require_all is not None and not extra and opts.order_by is OrderBy.RELEVANCE:
+            return self._search_plain(table, expression, opts, pool, require_all)
         predicate, params = filters.where(opts)
         rows = self.store.conn.execute(
             f"SELECT m.id, m.created_at, m.confidence FROM {table}"
-            f" JOIN memories m ON m.id = {table}.rowid WHERE {table} MATCH ? AND {predicate}",
-            [expression, *params],
+            f" CROSS JOIN memories m ON m.id = {table}.rowid WHERE {table} MATCH ?"
+            f" AND {predicate}{extra}",
+            [expression, *params, *extra_params],
         ).fetchall()
         if not rows:
             return []
-        scores = self.scores(table, positive_phrases(expression), [int(r[0]) for r in rows])
+        phrases = positive_phrases(expression, initial=True)
+        scores = self.scores(table, phrases, [int(r[0]) for r in rows])
         ranked = [(int(i), scores.get(int(i), 0.0), c, conf) for i, c, conf in rows]
         if opts.order_by is OrderBy.RECENCY:
             ranked.sort(key=lambda x: (-x[2], -x[0]))
@@ -471,6 +497,29 @@ class Scope:
         return [
             Hit(i, bm25_to_score(-score), score, info[i]) for i, score, _, _ in top if i in info
         ]
+
+    def _search_plain(
+        self, table: str, expression: str, opts: Options, pool: int, require_all: bool
+    ) -> list[Hit]:
+        """`search` of a plain AND / OR in relevance order: the union (or intersection)
+        of the phrases' matches in the projects, best first, then the filters over
+        those rows only, a chunk at a time until the pool is full."""
+        phrases = positive_phrases(expression, initial=True)
+        found = [set(self._frequencies(table, p)) for p in dict.fromkeys(phrases)]
+        if not found:
+            return []
+        ids = set.intersection(*found) if require_all else set.union(*found)
+        scores = self.scores(table, phrases, list(ids))
+        ranked = sorted(scores.items(), key=lambda x: (-x[1], x[0]))
+        hits: list[Hit] = []
+        step = max(pool * PREFILTER, 256)
+        for start in range(0, len(ranked), step):
+            part = ranked[start : start + step]
+            info = filters.admitted(self.store, [i for i, _ in part], opts)
+            hits += [Hit(i, bm25_to_score(-r), r, info[i]) for i, r in part if i in info]
+            if len(hits) >= pool:
+                break
+        return hits[:pool]
 
     def rescore(self, table: str, expression: str, ids: Sequence[int]) -> dict[int, float]:
         """BM25 over the projects' statistics of the memories among `ids` that
@@ -486,24 +535,35 @@ class Scope:
                     [expression, *part],
                 )
             ]
-        return self.scores(table, positive_phrases(expression), matched)
+        return self.scores(table, positive_phrases(expression, initial=True), matched)
+
+
+def _length_sql(table: str) -> str:
+    """SQL: the token count of memory ``m`` in `table` (as bm25() reads it)."""
+    if table == TRIGRAM:
+        from cortex.store import _tokens_sql
+
+        return _tokens_sql("m.id", f"{TRIGRAM}_docsize")
+    return "m.tokens"
 
 
 _NOT_CLAUSE = re.compile(r'\bNOT\s+(?:"(?:[^"]|"")*"\*?|\([^)]*\)|\S+)')
 _PHRASE = re.compile(r'"(?:[^"]|"")*"\*?|[^\s()",]+')
 
 
-def positive_phrases(expression: str) -> list[str]:
+def positive_phrases(expression: str, *, initial: bool = False) -> list[str]:
     """The phrases of an FTS5 expression that add to BM25: every phrase and word
-    except operators, column names and what a NOT excludes."""
+    except operators, column names and what a NOT excludes. `initial`: keep a phrase's
+    ``^`` (first token only), which changes what it matches."""
     out: list[str] = []
     for token in _PHRASE.findall(_NOT_CLAUSE.sub(" ", expression)):
         if token in _OPERATORS or token.startswith("NEAR"):
             continue
         if not token.startswith('"') and ":" in token:
             token = token.split(":", 1)[1]
-        token = token.lstrip("^")
-        if token and token not in ("*", "-", "+"):
+        if not initial:
+            token = token.lstrip("^")
+        if token and token not in ("*", "-", "+", "^"):
             out.append(token)
     return out
 
@@ -606,7 +666,10 @@ def _plain(
             _log.debug("keyword %s of %d terms: in-memory index, %d hits", kind, len(terms),
                        len(hits))  # fmt: skip
             return hits
-    hits = _fts(store, words, expression, opts, pool, scope=scope)
+    if scope is not None and words in _SCOPED_TABLES:
+        hits = scope.search(words, expression, opts, pool, require_all=require_all)
+    else:
+        hits = _fts(store, words, expression, opts, pool)
     _log.debug("keyword %s of %d terms: FTS5, %d hits", kind, len(terms), len(hits))
     return hits
 
@@ -705,13 +768,22 @@ def _like_param(term: str) -> str:
     return f"%{escaped}%"
 
 
-def _cjk(store: Store, text: str, opts: Options, pool: int) -> KeywordResult:
+def _cjk(
+    store: Store, text: str, opts: Options, pool: int, scope: Scope | None = None
+) -> KeywordResult:
     terms = _cjk_terms(text, bigrams=False)
     if not terms:
         return KeywordResult(notices=["the query holds no words to search for"])
     long_terms = [t for t in terms if len(t) >= 3]
     short_terms = [t for t in terms if len(t) < 3]
     extra = "".join(" AND m.content LIKE ? ESCAPE '\\'" for _ in short_terms)
+    if long_terms and scope is not None:
+        expression = " AND ".join(quote(t) for t in long_terms)
+        likes = [_like_param(t) for t in short_terms]
+        hits = scope.search(TRIGRAM, expression, opts, pool, extra, likes)
+        ran = " AND ".join([expression, *(f"LIKE {quote('%' + t + '%')}" for t in short_terms)])
+        bound = _bound(store, TRIGRAM, [quote(t) for t in long_terms], scope=scope) if hits else 0.0
+        return KeywordResult(hits, "trigram" if hits else "none", None, ran, [], terms, bound=bound)
     if long_terms:
         expression = " AND ".join(quote(t) for t in long_terms)
         predicate, params = filters.where(opts)

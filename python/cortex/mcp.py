@@ -41,7 +41,7 @@ except ImportError as _missing:  # the `mcp` extra is not installed
     raise
 
 import cortex
-from cortex import validate
+from cortex import lenses, validate
 from cortex.agent import compact_json, lean_search
 from cortex.errors import CortexError, InvalidOptionError, NotFoundError
 from cortex.options import option_specs
@@ -111,6 +111,25 @@ class FactData(TypedDict):
     effective_confidence: float
 
 
+class DocumentData(TypedDict):
+    id: int
+    source_path: str
+    project: str | None
+    title: str
+    chunks: int
+    created_at: str | None
+    updated_at: str | None
+    score: float
+    snippet: str
+    content: NotRequired[str]
+
+
+class DocumentsData(TypedDict):
+    """Imported files as whole documents, best first."""
+
+    documents: list[DocumentData]
+
+
 class ResultData(TypedDict):
     id: int
     score: float
@@ -126,6 +145,7 @@ class ResultData(TypedDict):
     memory: MemoryData
     facts: list[FactData]
     explain: NotRequired[dict[str, float]]
+    related: NotRequired[dict[str, Any]]  # {"code": [{"ref", "kind", "line"?}]}
     context: NotRequired[dict[str, list[dict[str, Any]]]]
     thread: NotRequired[list[dict[str, Any]]]
 
@@ -171,6 +191,10 @@ class SearchData(TypedDict):
     # verbose: each result is Result.to_dict() (ResultData), published as a plain object:
     # its schema would cost every agent ~1,200 tokens in tools/list for an opt-in shape
     results: list[LeanResultData | dict[str, Any]]
+    total_found: NotRequired[int]
+    total_returned: NotRequired[int]
+    token_estimate: NotRequired[int]
+    documents: NotRequired[list[DocumentData]]
 
 
 class ContextAnswerData(TypedDict):
@@ -514,6 +538,18 @@ def build_server(engine: cortex.Engine, *, projects: Sequence[str] | None = None
             )
         return project
 
+    def scope(project: object) -> object:
+        """The projects a search may see: the ones named (each served), else every
+        served one (a search reads; it needs no single project as a write does)."""
+        assert served is not None
+        if project is _OMITTED or project is None:
+            return list(served)
+        if isinstance(project, list | tuple):
+            for name in project:
+                confine(name)
+            return project
+        return confine(project)
+
     def fetch(memory_id: object, project: object) -> cortex.Memory:
         """A memory by id, not found unless it belongs to the project (or the served ones)."""
         wanted = project if project is not _OMITTED else None
@@ -533,7 +569,8 @@ def build_server(engine: cortex.Engine, *, projects: Sequence[str] | None = None
             '(FTS5 syntax works: deploy*, "blue green", a OR b, a NOT b); store a '
             "durable lesson, decision or fact with memory_add (seed 004's memory_learn); "
             "read one memory in full with memory_get, what happened around it with "
-            "memory_timeline, its neighbours by meaning with memory_similar."
+            "memory_timeline, its neighbours by meaning with memory_similar; search "
+            "whole imported files with memory_documents."
         ),
         log_level="WARNING",
     )
@@ -550,7 +587,13 @@ def build_server(engine: cortex.Engine, *, projects: Sequence[str] | None = None
 
         def work() -> dict[str, Any]:
             if served is not None:
-                changes["project"] = confine(changes.get("project", _OMITTED))
+                wanted = changes.get("project", _OMITTED)
+                if (wanted is _OMITTED or wanted is None) and isinstance(changes.get("lens"), str):
+                    # a lens's projects narrow the served ones (and must be served)
+                    wanted = lenses.get(engine.store, changes["lens"])["options"].get(
+                        "project", _OMITTED
+                    )
+                changes["project"] = scope(wanted)
             full = verbose not in (_OMITTED, None)
             if full and not isinstance(verbose, bool):
                 raise InvalidOptionError(f"verbose must be true or false, not {verbose!r}")
@@ -682,6 +725,44 @@ def build_server(engine: cortex.Engine, *, projects: Sequence[str] | None = None
 
         return _run(work)
 
+    def memory_documents(
+        query: Annotated[
+            Text,
+            _doc(
+                "string",
+                "Words to find in whole imported files (their title and all their text);"
+                " leave it out for the newest files.",
+            ),
+        ] = _OPTIONAL,
+        project: Annotated[
+            Items,
+            _doc(
+                ["string", "array"],
+                "Only these projects' files: a name or a list of names.",
+                items={"type": "string"},
+            ),
+        ] = _OPTIONAL,
+        limit: Annotated[
+            Integer,
+            _doc("integer", "How many files at most (default 10).", minimum=1, maximum=1000),
+        ] = _OPTIONAL,
+        content: Annotated[
+            Flag, _doc("boolean", "Add each file's whole text (default false).")
+        ] = _OPTIONAL,
+    ) -> Annotated[CallToolResult, DocumentsData]:
+        """Search the imported Markdown files as whole documents, apart from their
+        chunks: for a question whose words are spread over one long note."""
+        text = None if query is _OMITTED else query
+        given = _given(project=project, limit=limit, content=content)
+
+        def work() -> dict[str, Any]:
+            if served is not None:
+                given["project"] = scope(given.get("project", _OMITTED))
+            found = engine.search_documents(text, **given)
+            return {"documents": [d.to_dict() for d in found]}
+
+        return _run(work)
+
     def memory_similar(
         id: Annotated[Integer, _doc("integer", "The memory to find neighbours of.")],
         k: Annotated[
@@ -738,7 +819,7 @@ def build_server(engine: cortex.Engine, *, projects: Sequence[str] | None = None
             if not isinstance(prompt, str):
                 raise InvalidOptionError("prompt must be a string: the question or the need")
             given = _given(max_tokens=max_tokens, format=format, task=task, language=language)
-            wall = confine(project)
+            wall = scope(project) if served is not None else project
             answer = engine.context(
                 prompt,
                 project=None if wall is _OMITTED else wall,  # type: ignore[arg-type]
@@ -765,6 +846,7 @@ def build_server(engine: cortex.Engine, *, projects: Sequence[str] | None = None
         return _run(work)
 
     reads = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+    server.register(memory_documents, reads)
     server.register(
         memory_search,
         # Not read-only: a search records its recall unless record=false.

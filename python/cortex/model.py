@@ -21,7 +21,8 @@ needs neither torch nor transformers.
 Lookup order at run time (no network): ``$CORTEX_MODEL_DIR`` (any ONNX
 sentence-embedding model with its ``tokenizer.json``), then
 ``<data dir>/models/all-MiniLM-L6-v2`` where the data dir is ``$CORTEX_HOME``,
-else ``$XDG_DATA_HOME/cortex``, else ``~/.local/share/cortex``.
+else ``%LOCALAPPDATA%\\cortex`` on Windows, else ``$XDG_DATA_HOME/cortex``, else
+``~/.local/share/cortex`` (:func:`cortex.paths.data_home`).
 
 The graph is written by :mod:`cortex.onnx_proto`: no ``onnx`` package is needed,
 neither to run cortex nor to install the model. Reading a model folder lives in

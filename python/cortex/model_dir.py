@@ -40,7 +40,8 @@ POOLING_CONFIG = "1_Pooling/config.json"
 
 
 def data_dir() -> Path:
-    """The per-user data dir of cortex (``$CORTEX_HOME``, XDG, or ``~/.local/share``)."""
+    """The per-user data dir of cortex (``$CORTEX_HOME``, ``%LOCALAPPDATA%`` on Windows, XDG,
+    or ``~/.local/share``)."""
     return data_home()
 
 

@@ -186,6 +186,24 @@ def _text(name: str, value: object) -> str | None:
     return validate.check_text(name, value)  # lone surrogates: typed, not UnicodeEncodeError
 
 
+def _projects(value: object) -> str | tuple[str, ...] | None:
+    """`project` as one name (a str) or several (a tuple without repeats, in order)."""
+    if value is None or isinstance(value, str):
+        return _text("project", value)
+    if not isinstance(value, Sequence) or isinstance(value, bytes | bytearray):
+        raise InvalidOptionError(
+            f"project must be a name or a list of names, not {type(value).__name__}"
+        )
+    names = [_text("project", v) if isinstance(v, str) else v for v in value]
+    for name in names:
+        if not isinstance(name, str):
+            raise InvalidOptionError(f"project names must be strings, not {name!r}"[:200])
+    unique = tuple(dict.fromkeys(names))
+    if not unique:
+        raise InvalidOptionError("project is an empty list; leave it out to search every project")
+    return unique[0] if len(unique) == 1 else unique  # type: ignore[return-value]
+
+
 def _when(name: str, value: object) -> datetime | None:
     moment = _moment(name, value)
     if moment is not None:
@@ -217,8 +235,14 @@ class Options:
     """What to search for and how. Build with keywords; every field has its documented default.
 
     Filters narrow the memories a search may return; a `project` filter is a wall: no result
-    ever comes from another project when one is given. `scope` and `source_prefix` match by
-    prefix when `scope` ends with ``*`` (``"project:hydra*"``) and always for `source_prefix`.
+    ever comes from another project when one is given (or several: ``project=["a", "b"]``,
+    every project not named stays walled off; :func:`cortex.filters.project_ids` reads it).
+    `scope` and `source_prefix` match by prefix when `scope` ends with ``*``
+    (``"project:hydra*"``) and always for `source_prefix`. `code` keeps the memories that
+    reference a file or code name (cortex.code), `fact_type` those holding a fact of that
+    type. `lens` applies a saved lens (cortex.lenses): its options, where this object
+    leaves the default. `include_documents` adds the imported files that match as whole
+    documents (``Results.documents``, cortex.documents).
 
     Boosts multiply the retriever's score: recency ``1 + recency_weight / (1 + days)``;
     temporal decay ``exp(-ln2 / half_life_days * age)`` for memories of dated notes
@@ -227,9 +251,11 @@ class Options:
     the effective confidence. `min_score` applies after all of them.
 
     `record` writes, after the ranking is fixed, a recall_log row per result and the access
-    count; later rankings do not change unless `reinforce` (seed 000: 0.02) is given, which
-    adds it to each returned memory's salience (or call ``Engine.reinforce``). A listing
-    without text records nothing; a read-only engine never records. `explain` fills
+    count (on the Engine's writer thread, after the answer: ``Engine.flush_recalls``);
+    later rankings do not change unless `reinforce` (seed 000: 0.02) is given, which
+    adds it to each returned memory's salience before the search returns (or call
+    ``Engine.reinforce``). A listing without text records nothing; a read-only engine
+    never records. `explain` fills
     ``Result.explain`` with every part of each score.
 
     `now` is the clock of the search (default: the time it runs): recency, decay and time
@@ -268,7 +294,17 @@ class Options:
     )
     include_facts: bool = option(True, "attach each memory's facts", mcp=False)
     session_id: str | None = option(None, "the session this search is recorded under")
-    lens: str | None = option(None, "the active lens, recorded with the recall", mcp=False)
+    lens: str | None = option(
+        None,
+        "apply this saved lens (a named set of filters and boosts: cortex lens save);"
+        " options given explicitly win over the lens's",
+    )
+    recorded_as: str | None = option(
+        None,
+        "the name the recall log records this search under (a client, an agent); the"
+        " lens name when not given",
+        mcp=False,
+    )
 
     fusion: FusionArg = option(
         Fusion.EVIDENCE,
@@ -294,7 +330,11 @@ class Options:
         None, "stop adding results once their estimated tokens would pass this", minimum=1
     )
 
-    project: str | None = option(None, "only this project's memories")
+    project: str | Sequence[str] | None = option(
+        None,
+        "only these projects' memories: one name, or several (a list; repeat --project);"
+        " every project not named stays walled off",
+    )
     session: str | None = option(None, "only memories linked to this session")
     sector: str | None = option(None, "only this sector")
     tier: str | None = option(None, "only this tier")
@@ -303,6 +343,14 @@ class Options:
     )
     category: str | None = option(None, "only this category")
     source_prefix: str | None = option(None, "only memories whose source path starts with this")
+    code: str | None = option(
+        None,
+        "only memories that reference this file or code name (auth/middleware.ts,"
+        " verify_token); a trailing * matches a folder or prefix (auth/*)",
+    )
+    fact_type: str | None = option(
+        None, "only memories that hold a fact of this type (decision, preference, ...)"
+    )
     min_salience: float | None = option(
         None, "leave out memories whose salience is lower", minimum=0, maximum=1, mcp=False
     )
@@ -366,6 +414,10 @@ class Options:
         0, "attach up to this many neighbouring chunks before and after each result",
         minimum=0, maximum=MAX_CONTEXT,
     )  # fmt: skip
+    include_documents: bool = option(
+        False,
+        "also search the imported files as whole documents (Results.documents, best first)",
+    )
     thread: bool = option(
         False, "attach to each result its session's other turns, nearest first, within"
         " thread_tokens",
@@ -437,18 +489,23 @@ class Options:
             "min_salience",
             _number("min_salience", self.min_salience, lo=0.0, hi=1.0, optional=True),
         )
+        s(self, "project", _projects(self.project))
         for name in (
             "session_id",
             "lens",
-            "project",
+            "recorded_as",
+            "fact_type",
             "session",
             "sector",
             "tier",
             "scope",
             "category",
             "source_prefix",
+            "code",
         ):
             s(self, name, _text(name, getattr(self, name)))
+        if self.code is not None and not self.code.strip():
+            raise InvalidOptionError("code is empty; name a file or code name, or leave it out")
         s(self, "created_since", _when("created_since", self.created_since))
         s(self, "created_until", _when("created_until", self.created_until))
         s(self, "now", _when("now", self.now))
@@ -468,7 +525,14 @@ class Options:
                     }
                 ),
             )
-        for name in ("include_facts", "include_superseded", "record", "explain", "thread"):
+        for name in (
+            "include_facts",
+            "include_superseded",
+            "record",
+            "explain",
+            "include_documents",
+            "thread",
+        ):
             if not isinstance(getattr(self, name), bool):
                 raise InvalidOptionError(f"{name} must be True or False")
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from pathlib import Path
 
 from cortex.errors import StorageError
@@ -26,9 +27,14 @@ _URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 
 
 def data_home() -> Path:
-    """``$CORTEX_HOME``, else ``$XDG_DATA_HOME/cortex``, else ``~/.local/share/cortex``."""
+    """``$CORTEX_HOME``; else on Windows ``%LOCALAPPDATA%\\cortex`` (per user, not roamed:
+    a database and a model are no settings to copy between machines); else
+    ``$XDG_DATA_HOME/cortex``, else ``~/.local/share/cortex``."""
     if home := os.environ.get("CORTEX_HOME"):
         return Path(home).expanduser()
+    if sys.platform == "win32":
+        local = os.environ.get("LOCALAPPDATA")
+        return (Path(local) if local else Path.home() / "AppData" / "Local") / "cortex"
     if xdg := os.environ.get("XDG_DATA_HOME"):
         return Path(xdg).expanduser() / "cortex"
     return Path.home() / ".local" / "share" / "cortex"

@@ -141,6 +141,7 @@ class Candidate:
     superseded: float = 1.0
     timeframe: float = 1.0  # the boost of a soft time window
     neighbour: float = 0.0  # the best fused score of an adjacent chunk or turn
+    code: float = 0.0  # evidence from a file the query names and the memory references
     facts: tuple[tuple[Any, ...], ...] = ()  # rows of the memory's facts, read once
     recency: float = 1.0
     decay: float = 1.0
@@ -172,5 +173,6 @@ class Candidate:
             "superseded": self.superseded,
             "timeframe": self.timeframe,
             "neighbour": self.neighbour,
+            "code": self.code,
             "score": self.score,
         }

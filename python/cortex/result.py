@@ -7,6 +7,8 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
+from cortex.ranking import estimate_tokens
+
 __all__ = ["Fact", "MatchType", "Memory", "Result", "Results"]
 
 
@@ -126,6 +128,7 @@ class Result:
     related_memory_count: int = 0
     explain: dict[str, float] | None = None
     context: dict[str, list[dict[str, Any]]] | None = None
+    related: dict[str, Any] | None = None  # {"code": [{"ref", "kind", "line"?}, ...]}
     thread: list[dict[str, Any]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -148,6 +151,8 @@ class Result:
             out["explain"] = self.explain
         if self.context is not None:
             out["context"] = self.context
+        if self.related is not None:
+            out["related"] = self.related
         if self.thread is not None:
             out["thread"] = self.thread
         return out
@@ -171,6 +176,7 @@ class Results(list[Result]):
 
     __slots__ = (
         "aggregations",
+        "documents",
         "has_more",
         "hidden",
         "interpretation",
@@ -211,9 +217,26 @@ class Results(list[Result]):
         self.rewritten = rewritten
         self.notices = notices
         self.hidden = hidden
+        self.documents: list[Any] | None = None
+
+    @property
+    def total_found(self) -> int:
+        """Seed 004: the matches that passed the thresholds, before the page was cut."""
+        return self.total
+
+    @property
+    def total_returned(self) -> int:
+        """Seed 004: the results in this page."""
+        return len(self)
+
+    @property
+    def token_estimate(self) -> int:
+        """Seed 004: the estimated tokens of the returned memories' text (1.3 a word plus
+        10 a result, as ``token_budget`` counts them)."""
+        return sum(estimate_tokens(r.memory.content) for r in self)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "query": self.query,
             "mode": self.mode,
             "rewritten": self.rewritten,
@@ -221,9 +244,15 @@ class Results(list[Result]):
             "hidden": self.hidden,
             "interpretation": self.interpretation,
             "total": self.total,
+            "total_found": self.total_found,
+            "total_returned": self.total_returned,
+            "token_estimate": self.token_estimate,
             "has_more": self.has_more,
             "next_cursor": self.next_cursor,
             "aggregations": self.aggregations,
             "suggestions": list(self.suggestions),
             "results": [r.to_dict() for r in self],
         }
+        if self.documents is not None:
+            out["documents"] = [d.to_dict() for d in self.documents]
+        return out

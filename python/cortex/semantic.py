@@ -93,9 +93,12 @@ def _replace(src: Path, dst: Path) -> None:
         try:
             native.replace_file(src, dst)
             return
-        except PermissionError:
+        except PermissionError as exc:
             if os.name != "nt" or attempt == _REPLACE_TRIES - 1:
-                raise
+                raise StorageError(
+                    f"{exc} (is another process using it, or the folder read-only?); the"
+                    " index is rebuilt on the next search that can"
+                ) from None
             time.sleep(0.01 * (attempt + 1))
 
 
@@ -440,10 +443,10 @@ class Semantic:
         """(last embeddings rowid, last deletion time) in SQLite now: two index lookups,
         cheap enough to run before every search. Rows of other models move the first
         too; syncing then appends nothing and only moves the state forward."""
-        seq = self._store.query("SELECT COALESCE(MAX(rowid), 0) FROM embeddings")[0][0]
-        deleted = self._store.query(
-            "SELECT COALESCE(MAX(deleted_at), 0) FROM memories WHERE deleted_at IS NOT NULL"
-        )[0][0]
+        seq, deleted = self._store.query(  # one statement, two index lookups
+            "SELECT (SELECT COALESCE(MAX(rowid), 0) FROM embeddings),"
+            " (SELECT COALESCE(MAX(deleted_at), 0) FROM memories WHERE deleted_at IS NOT NULL)"
+        )[0]
         return int(seq), float(deleted)
 
     def _read_state(self) -> _State | None:
@@ -492,7 +495,8 @@ class Semantic:
             if time.monotonic() < self._recheck_at:
                 return self._index
             with self._lock:  # time for the periodic full check: open afresh, check all
-                self._close_index()
+                if self._index is not None and time.monotonic() >= self._recheck_at:
+                    self._retire_index()
         with self._lock:
             self._index, self._index_state = self._checked_index(wanted)
             return self._index
@@ -524,7 +528,7 @@ class Semantic:
                 except IndexFormatError:
                     if self._wanted() == wanted:
                         break
-            self._close_index()
+            self._retire_index()
             self._sync(wanted, rebuild=True)
             return self._open_in_step(wanted)
 
@@ -552,7 +556,7 @@ class Semantic:
             from_row = index.rows
             index.refresh()  # what another process appended
         else:
-            self._close_index()
+            self._retire_index()
             try:
                 index = VectorIndex.open(self.index_path())
             except (IndexFormatError, StorageError) as exc:
@@ -572,6 +576,14 @@ class Semantic:
             cost = time.monotonic() - started
             self._recheck_at = started + max(RECHECK_SECONDS, cost / RECHECK_SHARE)
         return index, wanted
+
+    def _retire_index(self) -> None:
+        """Stop handing out the open index without closing it: searches of other threads
+        may be scanning it right now (closing it under them failed them with "this vector
+        index is closed" once a minute under load, at the periodic check). Its mappings
+        are released when the last of them lets go of it."""
+        self._index = None
+        self._index_state = None
 
     def _close_index(self) -> None:
         if self._index is not None:

@@ -116,7 +116,16 @@ pub fn open_regular(path: &Path, how: Open) -> io::Result<File> {
         let follow = if how.no_follow { libc::O_NOFOLLOW } else { 0 };
         options.custom_flags(libc::O_NONBLOCK | follow);
     }
-    let f = options.open(path)?;
+    let f = options.open(path).map_err(|e| {
+        // Windows refuses to open a folder as a file with "access denied": say what it is.
+        let folder = e.kind() == io::ErrorKind::PermissionDenied
+            && std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir());
+        if folder {
+            io::Error::new(io::ErrorKind::InvalidInput, "not a regular file (a folder)")
+        } else {
+            e
+        }
+    })?;
     if !f.metadata()?.is_file() {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -143,14 +152,31 @@ pub fn lock(file: &File) -> io::Result<()> {
 
 /// Release the lock of `file` (closing the handle does too).
 pub fn unlock(file: &File) -> io::Result<()> {
-    file.unlock()
+    match file.unlock() {
+        // std unlocks twice on Windows (an exclusive and a shared lock may both be held)
+        // and accepts ERROR_NOT_LOCKED from the second call; Wine answers that call with
+        // ERROR_LOCK_VIOLATION (33) instead, when the lock is already released.
+        #[cfg(windows)]
+        Err(e) if e.raw_os_error() == Some(33) => Ok(()),
+        other => other,
+    }
 }
 
 /// Rename `src` over `dst`, atomically where the platform can (see the module doc).
 pub fn replace_file(src: &Path, dst: &Path) -> io::Result<()> {
     #[cfg(windows)]
     {
-        replace_moving_aside(src, dst)
+        replace_moving_aside(src, dst).map_err(|e| {
+            // ERROR_SHARING_VIOLATION: a handle opened without delete sharing (a Python
+            // reader's `open`) refuses the rename, as ERROR_ACCESS_DENIED does: one kind,
+            // so that a caller can tell "in use, try again" from other failures.
+            const ERROR_SHARING_VIOLATION: i32 = 32;
+            if e.raw_os_error() == Some(ERROR_SHARING_VIOLATION) {
+                io::Error::new(io::ErrorKind::PermissionDenied, e)
+            } else {
+                e
+            }
+        })
     }
     #[cfg(not(windows))]
     {
@@ -264,6 +290,7 @@ mod tests {
         assert_eq!(&buf, b"hello world");
         let err = read_exact_at(&f, &mut [0u8; 4], 9).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof);
+        drop(f); // (Windows removes no folder with an open file in it)
         std::fs::remove_dir_all(d).unwrap();
     }
 
@@ -312,6 +339,7 @@ mod tests {
         assert!(try_lock(&b).unwrap());
         drop(b); // closing releases it
         lock(&a).unwrap();
+        drop(a);
         std::fs::remove_dir_all(d).unwrap();
     }
 
@@ -349,7 +377,10 @@ mod tests {
         assert!(!is_aside_of("other.old1-2", "vectors"));
     }
 
-    #[cfg(unix)]
+    /// The case `replace_file` exists for: a reader has `dst` open and mapped (as a
+    /// `VecFile` has, through std: share modes read, write and delete on Windows).
+    /// On unix the rename replaces the name; on Windows the old file is moved aside and
+    /// swept by the next replace once it is unmapped.
     #[test]
     fn replace_file_keeps_a_reader_mapping_of_the_old_file() {
         let d = dir();
@@ -362,6 +393,44 @@ mod tests {
         replace_file(&src, &dst).unwrap();
         assert!(old.iter().all(|b| *b == 1));
         assert!(std::fs::read(&dst).unwrap().iter().all(|b| *b == 2));
+        assert!(!src.exists());
+        drop(old);
+        drop(f);
+        // once nothing maps the old file, the next replace leaves only the new one
+        std::fs::write(&src, vec![3u8; 4096]).unwrap();
+        replace_file(&src, &dst).unwrap();
+        let left: Vec<_> = std::fs::read_dir(&d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(left, ["index"]);
+        assert!(std::fs::read(&dst).unwrap().iter().all(|b| *b == 3));
+        std::fs::remove_dir_all(d).unwrap();
+    }
+
+    /// A handle without delete sharing (what Python's `open` makes on Windows) refuses
+    /// the replace with PermissionDenied (semantic.py tries again); closed, it does not.
+    #[cfg(windows)]
+    #[test]
+    fn a_handle_without_delete_sharing_refuses_the_replace_until_closed() {
+        use std::os::windows::fs::OpenOptionsExt;
+        const FILE_SHARE_READ: u32 = 1;
+        let d = dir();
+        let (src, dst) = (d.join("new"), d.join("state"));
+        std::fs::write(&dst, b"old").unwrap();
+        std::fs::write(&src, b"new").unwrap();
+        let reader = OpenOptions::new()
+            .read(true)
+            .share_mode(FILE_SHARE_READ)
+            .open(&dst)
+            .unwrap();
+        let err = replace_file(&src, &dst).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::PermissionDenied, "{err}");
+        assert_eq!(std::fs::read(&dst).unwrap(), b"old");
+        assert_eq!(std::fs::read(&src).unwrap(), b"new");
+        drop(reader);
+        replace_file(&src, &dst).unwrap();
+        assert_eq!(std::fs::read(&dst).unwrap(), b"new");
         std::fs::remove_dir_all(d).unwrap();
     }
 }

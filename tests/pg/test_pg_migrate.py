@@ -23,7 +23,8 @@ OPTS = Options(mode=Mode.KEYWORD, record=False)
 def _fill(path: Path) -> None:
     with cortex.open(path, embedder=None) as e:
         ids = [
-            e.add(f"deploy note {i}: the auth service restarts on port {8000 + i}",
+            e.add(f"deploy note {i}: the auth service restarts on port {8000 + i}"
+                  + (" (ops/deploy.sh)" if i % 4 == 0 else ""),
                   project="ops" if i % 3 else None, session="s1" if i % 2 else None)
             for i in range(25)
         ]  # fmt: skip
@@ -82,6 +83,11 @@ def test_round_trip_keeps_every_row_and_id(pg_url: str, tmp_path: Path) -> None:
     copy["embeddings"] = copy["embeddings"]
     for table, _, _ in TABLES:
         assert sorted(copy[table], key=repr) == sorted(original[table], key=repr), table
+    # what SQLite derives from the text (code references, documents) is derived again
+    refs = "SELECT memory_id, ref, key, name, kind, line FROM memory_code ORDER BY 1, 2"
+    with sqlite3.connect(src) as a, sqlite3.connect(back) as b:
+        assert b.execute(refs).fetchall() == a.execute(refs).fetchall()
+        assert len(a.execute(refs).fetchall()) == 7
 
 
 def test_a_stopped_copy_resumes(pg_url: str, tmp_path: Path) -> None:

@@ -10,24 +10,34 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from cortex.errors import InvalidOptionError
+from cortex.filters import project_ids
 from cortex.options import Options
 from cortex.ranking import RANK_COLUMNS, RankInfo
 
-__all__ = ["admitted", "where"]
+__all__ = ["SQLITE_ONLY", "admitted", "where"]
+
+#: Options the PostgreSQL backend does not apply yet: refused, never ignored (a filter
+#: ignored would widen the answer).
+SQLITE_ONLY = ("code", "lens")
 
 
 def where(opts: Options, *, alias: str = "m") -> tuple[str, list[Any]]:
     """The predicate (never empty) and its parameters for `opts`'s filters."""
     from cortex.pg.store import db_project
 
+    for name in SQLITE_ONLY:
+        if getattr(opts, name, None) is not None:
+            raise InvalidOptionError(f"{name} is SQLite-only for now; leave it out on PostgreSQL")
     m = alias
     clauses = [f"{m}.deleted_at IS NULL"]
     params: list[Any] = []
     if not opts.include_superseded:
         clauses.append(f"{m}.superseded_by IS NULL")
-    if opts.project is not None:
-        clauses.append(f"{m}.project_id = %s")
-        params.append(db_project(opts.project))
+    projects = project_ids(opts)
+    if projects is not None:
+        clauses.append(f"{m}.project_id = ANY(%s)")
+        params.append([db_project(p) for p in projects])
     for column, value in (
         ("sector", opts.sector),
         ("tier", opts.tier),
@@ -46,6 +56,12 @@ def where(opts: Options, *, alias: str = "m") -> tuple[str, list[Any]]:
     if opts.source_prefix is not None:
         clauses.append(f"starts_with({m}.source_path, %s)")
         params.append(opts.source_prefix)
+    if opts.fact_type is not None:
+        clauses.append(
+            f"EXISTS (SELECT 1 FROM facts f WHERE f.project_id = {m}.project_id"
+            f" AND f.memory_id = {m}.id AND f.type = %s)"
+        )
+        params.append(opts.fact_type)
     if opts.min_salience is not None:
         clauses.append(f"{m}.salience >= %s")
         params.append(opts.min_salience)

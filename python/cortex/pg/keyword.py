@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cortex.errors import StorageError
+from cortex.filters import project_ids
 from cortex.keyword import (
     STOPWORDS,
     Hit,
@@ -292,11 +293,12 @@ def _order_sql(opts: Options) -> str:
 
 def _collection(conn: Any, opts: Options) -> tuple[int, float]:
     """(N, average length): of the project a walled search sees, else of all."""
-    if opts.project is not None:
+    projects = project_ids(opts)
+    if projects is not None:
         row = conn.execute(
             "SELECT COALESCE(SUM(docs), 0), COALESCE(SUM(total_len), 0) FROM keyword_stats"
-            " WHERE project_id = %s",
-            (db_project(opts.project),),
+            " WHERE project_id = ANY(%s)",
+            ([db_project(p) for p in projects],),
         ).fetchone()
     else:
         row = conn.execute(
@@ -346,8 +348,9 @@ def _bm25(
     scored = terms[:MAX_SCORED]
     operands = [_lit(lexeme) + (":*" if prefix else "") for lexeme, prefix in terms]
     any_term = " | ".join(operands)
-    wall = " AND m.project_id = %s" if opts.project is not None else ""
-    wall_params = [db_project(opts.project)] if opts.project is not None else []
+    projects = project_ids(opts)
+    wall = " AND m.project_id = ANY(%s)" if projects is not None else ""
+    wall_params = [[db_project(p) for p in projects]] if projects is not None else []
     predicate, fparams = filters.where(opts)
     # A word's tf from ts_rank (one C call, see cortex_tf); a prefix's is the positions of
     # every word it starts (ts_rank would blend them), counted over the unnested tsvector.
@@ -536,8 +539,9 @@ def _substring_bm25(
     memories when none is), ranked by the occurrences of `terms`. The trigram index
     answers the LIKEs of terms of three characters or more."""
     n_docs, avgdl = _collection(conn, opts)
-    wall = " AND project_id = %s" if opts.project is not None else ""
-    wall_params = [db_project(opts.project)] if opts.project is not None else []
+    projects = project_ids(opts)
+    wall = " AND project_id = ANY(%s)" if projects is not None else ""
+    wall_params = [[db_project(p) for p in projects]] if projects is not None else []
     counts = ", ".join(
         "(SELECT count(*) FROM memories WHERE has_cjk AND deleted_at IS NULL"
         f" AND content ILIKE %s{wall})"

@@ -23,6 +23,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+from cortex.code import write_refs
 from cortex.errors import InvalidOptionError, StorageError
 from cortex.pg.db import Vector, is_postgres_url, redact
 from cortex.pg.store import PgStore, api_project, db_project
@@ -83,7 +84,10 @@ def migrate(
     with PgStore.open(src, read_only=True) as pg:
         Store.open(dst).close()  # create and migrate the schema the SQLite way
         with closing(_sqlite(dst, writable=True)) as conn:
-            return _to_sqlite(pg, conn, progress, batch)
+            copied = _to_sqlite(pg, conn, progress, batch)
+        with closing(Store.open(dst)) as store:
+            store.rebuild_documents()  # the whole texts of the imported files
+        return copied
 
 
 def _sqlite(path: str, *, writable: bool = False) -> sqlite3.Connection:
@@ -354,7 +358,10 @@ def _sqlite_insert(conn: sqlite3.Connection, table: str, rows: Sequence[tuple[An
         sql = f"INSERT OR IGNORE INTO {table} ({cols}) VALUES ({', '.join(['?'] * len(data[0]))})"
     before = conn.total_changes
     conn.executemany(sql, data)
-    return conn.total_changes - before
+    copied = conn.total_changes - before
+    if table == "memories":  # what SQLite derives from a memory's text when it is written
+        write_refs(conn, [(r[1], r[3]) for r in rows], replace=False)
+    return copied
 
 
 def describe(url_or_path: str) -> str:

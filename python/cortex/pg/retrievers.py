@@ -3,7 +3,9 @@
 
 Scores are calibrated as the SQLite retrievers' are (:mod:`cortex.search.hits`): keyword
 BM25 over the sum of the query's IDFs; semantic cosine as a z-score against the query's
-own similarity distribution over the store (a fixed sample of up to STATS_ROWS rows).
+own similarity distribution over the store (a fixed sample of up to STATS_ROWS rows; of
+the searched projects' rows when the search is walled, so that other projects never move
+its calibration).
 Both apply `opts`'s filters in their own SQL (the project wall in every statement), so
 the `allowed` ids the pipeline may pass are not needed.
 """
@@ -16,10 +18,11 @@ from typing import Any
 import numpy as np
 
 from cortex.errors import EmbeddingError, StorageError
+from cortex.filters import projects_of
 from cortex.options import Options
 from cortex.pg import keyword, vectors
 from cortex.pg.db import Vector
-from cortex.pg.store import PgStore
+from cortex.pg.store import PgStore, db_project
 from cortex.search.hits import Hit, Leg, keyword_score, semantic_score, shrunk_stats
 from cortex.search.plan import Plan
 
@@ -72,20 +75,24 @@ class PgSemanticRetriever:
             raise EmbeddingError("the embedder returned an unusable query vector")
         return query
 
-    def _stats(self, query: np.ndarray) -> tuple[float, float]:
+    def _stats(
+        self, query: np.ndarray, projects: tuple[str, ...] | None = None
+    ) -> tuple[float, float]:
         dim = int(query.shape[0])
+        wall = " AND project_id = ANY(%s)" if projects is not None else ""
+        walled = [[db_project(p) for p in projects]] if projects is not None else []
         rows = self._store.query(
             f"SELECT count(*), avg(s), stddev_pop(s) FROM (SELECT 1 - (vector::vector({dim})"
             f" <=> %s::vector({dim})) AS s FROM embeddings WHERE model_id = %s AND dim = %s"
-            " ORDER BY memory_id LIMIT %s) t",
-            (Vector(query), str(self._embedder.model_id), dim, STATS_ROWS),
+            f"{wall} ORDER BY memory_id LIMIT %s) t",
+            (Vector(query), str(self._embedder.model_id), dim, *walled, STATS_ROWS),
         )
         n, mean, sd = rows[0]
         return shrunk_stats(int(n), float(mean or 0.0), float(sd or 0.0))
 
     def retrieve(self, plan: Plan, opts: Options, allowed: Any = None) -> Leg:
         query = self._query(plan.semantic_text)
-        mean, sd = self._stats(query)
+        mean, sd = self._stats(query, projects_of(opts))
         found = vectors.search(self._store, query, str(self._embedder.model_id), opts, plan.pool)
         hits = [Hit(h.memory_id, semantic_score(h.score, mean, sd), h.score, h.info) for h in found]
         return Leg(hits, state=(query, mean, sd), tier="vector")

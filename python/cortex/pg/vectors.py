@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from cortex.errors import InvalidOptionError, StorageError
+from cortex.filters import project_ids
 from cortex.options import Options
 from cortex.pg import filters
 from cortex.pg.db import Vector
@@ -123,8 +124,9 @@ def search(
     dim = _dim(int(q.shape[0]))
     use_index = (not exact) and has_hnsw(store, model_id, dim)
     predicate, params = filters.where(opts)
-    wall = " AND e.project_id = %s" if opts.project is not None else ""
-    wall_params = [db_project(opts.project)] if opts.project is not None else []
+    projects = project_ids(opts)
+    wall = " AND e.project_id = ANY(%s)" if projects is not None else ""
+    wall_params = [[db_project(p) for p in projects]] if projects is not None else []
     distance = f"(e.vector::vector({dim}) <=> %s::vector({dim}))"
     inner = (
         f"SELECT e.memory_id, {distance} AS d, {RANK_COLUMNS}"

@@ -88,11 +88,13 @@ def _bucket(when: float, unit: str) -> str:
 
 def aggregations(ranked: Sequence[Candidate], sessions: dict[int, str]) -> dict[str, Any]:
     """Counts of the matches (every ranked candidate, not only the page): by project,
-    category and session, and over time in day, week or month buckets chosen from the
-    span so that there are at most ~60 of them."""
+    category, session and fact type (the memories holding a fact of each type), and over
+    time in day, week or month buckets chosen from the span so that there are at most
+    ~60 of them."""
     by_project = Counter(c.info.project if c.info.project is not None else "" for c in ranked)
     by_category = Counter(c.info.category for c in ranked if c.info.category is not None)
     by_session = Counter(sessions[c.memory_id] for c in ranked if c.memory_id in sessions)
+    by_fact_type = Counter(t for c in ranked for t in {f[2] for f in c.facts})
     times = [c.info.created_at for c in ranked]
     unit = "day"
     if times:
@@ -111,6 +113,7 @@ def aggregations(ranked: Sequence[Candidate], sessions: dict[int, str]) -> dict[
         "by_project": dict(by_project.most_common()),
         "by_category": dict(by_category.most_common()),
         "by_session": dict(by_session.most_common(50)),
+        "by_fact_type": dict(by_fact_type.most_common()),
         "over_time": {
             "unit": unit,
             "buckets": [{"start": k, "count": over_time[k]} for k in sorted(over_time)],

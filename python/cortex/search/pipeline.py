@@ -16,7 +16,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from cortex import fusion, keyword, recall, validate
+from cortex import code, filters, fusion, keyword, recall, validate
 from cortex.errors import EmbeddingError, IndexFormatError, StorageError
 from cortex.interpret import interpret
 from cortex.log import get_logger
@@ -58,10 +58,13 @@ NEIGHBOUR_TOP = 30
 #: UNKNOWN_NAME_FACTOR (the model places "who owns the RabbitMQ cluster?" near any note
 #: about clusters, which is no answer to it), and every match's fused relevance
 #: UNKNOWN_NAME_BASE: what it matches is at best part of the question. Chosen on the tune
-#: half of the agent set (eval/README.md): nothing-relevant queries left empty 0.50 ->
-#: 0.83-0.88 per store size, answerable ones answered and nDCG@10 unchanged.
+#: halves: on the agent set nothing-relevant queries left empty 0.50/0.50/0.25 -> 0.83/
+#: 0.67/0.63 (stores 30/300/3,000), answered and nDCG@10 unchanged; SciFact train nDCG@10
+#: 0.7375 -> 0.7363. Lower went further on the agent set (0.5: 0.83/0.83/0.88) but hid
+#: true answers of SciFact claims that name a compound its abstracts spell otherwise
+#: (0.698).
 UNKNOWN_NAME_FACTOR = 0.3
-UNKNOWN_NAME_BASE = 0.5
+UNKNOWN_NAME_BASE = 0.8
 
 #: Seed 002's temporal decay of dated journal notes is bounded below: a note keeps at least
 #: this share of its score however old it is. Unbounded, a 30-day half-life took an exact
@@ -69,6 +72,11 @@ UNKNOWN_NAME_BASE = 0.5
 #: by meaning alone. On the tune halves a floor of 0.7 lifted temporal Recall@10 from 0.901
 #: to 0.945 and the agent set's nDCG@10 slightly; freshness still orders near-equals.
 DECAY_FLOOR = 0.7
+
+#: A memory that references a file the query names ("why does auth/middleware.ts reject
+#: tokens?") gains this much evidence of relevance: ``1 - (1 - base) * (1 - w)``. See
+#: eval/README.md (the agent set's scores are unchanged: its questions name no files).
+CODE_WEIGHT = 0.5
 
 #: Seed 000: a superseded memory shown on request (`include_superseded`) ranks at half
 #: its score, below what replaced it.
@@ -232,7 +240,13 @@ class Pipeline:
         # The ids the filters admit, read once for both legs; only a leg that ranks outside
         # SQLite needs them (the vector index, the in-memory keyword index when built).
         needs = p.use_semantic or (p.use_keyword and getattr(self._keyword, "in_memory", False))
-        allowed = self._store.allowed_ids(opts) if needs else None
+        # A code or fact-type filter is selective: read what it admits first, and when
+        # that is nothing, answer at once (the keyword tiers would otherwise try each of
+        # their fallbacks, down to a substring scan, before finding nothing).
+        selective = opts.code is not None or opts.fact_type is not None
+        allowed = self._store.allowed_ids(opts) if needs or selective else None
+        if allowed is not None and len(allowed) == 0 and selective:
+            return p, None, None, p.mode, [], notices
         kw, sem, mode = self._legs(p, opts, allowed, notices)
         unknown: list[str] = []
         if p.named and mode is Mode.HYBRID and UNKNOWN_NAME_FACTOR < 1.0:
@@ -245,7 +259,57 @@ class Pipeline:
                 shown = ", ".join(unknown[:3]) + (" ..." if len(unknown) > 3 else "")
                 notices.append(f"no memory holds {shown}: matches count for less")
         candidates = self._fuse(p, opts, kw, sem, mode, discount=bool(unknown))
+        if CODE_WEIGHT and not p.constrained and opts.fusion is not Fusion.RRF:
+            candidates = self._code_named(p, opts, kw, sem, mode, candidates)
         return p, kw, sem, mode, candidates, notices
+
+    def _code_named(
+        self,
+        p: Plan,
+        opts: Options,
+        kw: Leg | None,
+        sem: Leg | None,
+        mode: Mode,
+        candidates: list[Candidate],
+    ) -> list[Candidate]:
+        """A query that names a file ("what broke in auth/middleware.ts?") finds the
+        memories that reference it (cortex.code): they join the candidates, scored on
+        both legs, and referencing it counts as evidence of relevance
+        (``1 - (1 - base) * (1 - CODE_WEIGHT)``)."""
+        keys = code.named_in_query(p.text)
+        if not keys:
+            return candidates
+        found = filters.referencing(self._store, keys, opts, p.pool)
+        if not found:
+            return candidates
+        by_id = {c.memory_id: c for c in candidates}
+        fresh = [i for i in found if i not in by_id]
+        for i in fresh:
+            by_id[i] = Candidate(i, found[i], match_type=MatchType.BM25)
+        if fresh and kw is not None and mode is not Mode.SEMANTIC:
+            for i, (score, raw) in self._keyword.rescore(p, opts, kw, fresh).items():
+                by_id[i].bm25, by_id[i].bm25_raw = score, raw
+        if fresh and sem is not None and mode is not Mode.KEYWORD:
+            for i, (score, raw) in self._semantic.rescore(p, opts, sem, fresh).items():
+                by_id[i].semantic, by_id[i].cosine = score, raw
+        for i in fresh:
+            c = by_id[i]
+            if mode is Mode.KEYWORD:
+                c.base = c.bm25
+            elif mode is Mode.SEMANTIC:
+                c.base, c.match_type = c.semantic, MatchType.SEMANTIC
+            else:
+                c.base = combine(c.bm25, c.semantic, p.alpha, opts.fusion)
+                c.match_type = (
+                    MatchType.HYBRID
+                    if c.bm25 and c.semantic
+                    else (MatchType.BM25 if c.bm25 else MatchType.SEMANTIC)
+                )
+        for i in found:
+            c = by_id[i]
+            c.code = CODE_WEIGHT
+            c.base = 1.0 - (1.0 - c.base) * (1.0 - CODE_WEIGHT)
+        return list(by_id.values())
 
     def _legs(
         self, p: Plan, opts: Options, allowed: Any, notices: list[str]
@@ -557,6 +621,7 @@ class Pipeline:
         snippets = {i: keyword.text_snippet(memories[i].content, marker) for i in ids}
         extra = recall.enrichment(self._store, [memories[i] for i in ids])
         context = {i: self._context(memories[i], opts.context) for i in ids} if opts.context else {}
+        refs = self._store.code_refs(ids)
         threads = (
             {i: self._thread(memories[i], opts.thread_tokens) for i in ids} if opts.thread else {}
         )
@@ -592,6 +657,7 @@ class Pipeline:
                     related_memory_count=extra.related.get(c.memory_id, 0),
                     explain=c.explain() if opts.explain else None,
                     context=context.get(c.memory_id),
+                    related={"code": [r.to_dict() for r in refs.get(c.memory_id, ())]},
                     thread=threads.get(c.memory_id),
                 )
             )
@@ -632,9 +698,11 @@ class Pipeline:
         if not opts.record or self._store.read_only or not results:
             return
         rows = tuple((r.memory.id, r.facts[0].id if r.facts else None, r.score) for r in results)
+        # the log's `lens` column: the client that asked (the HTTP server's label), else the lens
+        label = opts.recorded_as if opts.recorded_as is not None else opts.lens
         if self._recorder is not None:
             if not opts.reinforce:  # written by the recorder's thread, after the answer
-                entry = Recall(rows, results.query, opts.session_id, opts.lens, 0.0, time.time())
+                entry = Recall(rows, results.query, opts.session_id, label, 0.0, time.time())
                 self._recorder.submit(entry)
                 return
             # Reinforcement changes the next search's ranking: written now, after what
@@ -646,7 +714,7 @@ class Pipeline:
                 rows,
                 query=results.query,
                 session_id=opts.session_id,
-                lens=opts.lens,
+                lens=label,
                 reinforce=opts.reinforce,
             )
         except StorageError as exc:  # the answer stands; say that it was not recorded

@@ -33,7 +33,7 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,6 +78,7 @@ class Recorder:
         self._busy = False  # the worker holds a batch it has not finished
         self._thread: threading.Thread | None = None
         self._closed = False
+        self._waiters: list[tuple[int, Callable[[], None]]] = []  # (target, callback)
         self.written = 0
         self.batches = 0
         self.retries = 0
@@ -92,7 +93,7 @@ class Recorder:
             if not self._closed:
                 self._queue.append(entry)
                 self._submitted += 1
-                if self._thread is None:
+                if self._thread is None or not self._thread.is_alive():  # (or a fork's)
                     self._thread = threading.Thread(
                         target=self._run, name="cortex-recorder", daemon=True
                     )
@@ -118,6 +119,34 @@ class Recorder:
                 return self._cond.wait_for(lambda: self._done >= target, timeout)
         self._drain()
         return True
+
+    def when_written(self, callback: Callable[[], None]) -> None:
+        """Call `callback` once every search queued before this call is written (at once,
+        in this thread, if it already is; else on the writer thread: keep it short, e.g.
+        ``loop.call_soon_threadsafe(...)``). What an event loop waits on without a
+        thread of its own."""
+        with self._cond:
+            target = self._submitted
+            if self._done < target:
+                self._waiters.append((target, callback))
+                return
+        callback()
+
+    def _wake(self) -> list[Callable[[], None]]:
+        """The callbacks whose searches are all written now (called under the lock)."""
+        if not self._waiters:
+            return []
+        ready = [cb for target, cb in self._waiters if target <= self._done]
+        if ready:
+            self._waiters = [(t, cb) for t, cb in self._waiters if t > self._done]
+        return ready
+
+    def _notify(self, ready: list[Callable[[], None]]) -> None:
+        for callback in ready:
+            try:
+                callback()
+            except Exception as exc:  # a waiter's failure is its own
+                log.warning("a recall waiter failed: %s", exc)
 
     def close(self) -> None:
         """Flush, stop the worker and fsync the WAL (called by Engine.close and at exit).
@@ -173,6 +202,8 @@ class Recorder:
                     self._busy = False
                     self._done += len(batch)
                     self._cond.notify_all()
+                    ready = self._wake()
+                self._notify(ready)
 
     def _drain(self) -> None:
         """Write what is queued in the calling thread (close, or no live worker)."""
@@ -189,6 +220,8 @@ class Recorder:
                 with self._cond:
                     self._done += len(batch)
                     self._cond.notify_all()
+                    ready = self._wake()
+                self._notify(ready)
 
     def _write(self, batch: Sequence[Recall]) -> None:
         """One transaction for the batch; retried, then search by search."""

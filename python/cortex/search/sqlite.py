@@ -105,7 +105,8 @@ class SemanticRetriever:
         embedder = self._semantic.embedder()
 
         def embed(text: str) -> np.ndarray:
-            query = np.asarray(embedder.embed(text), dtype=np.float32)
+            # a copy: the cache shares it read-only, and the embedder's array stays its own
+            query = np.array(embedder.embed(text), dtype=np.float32, copy=True)
             if query.shape != (embedder.dim,) or not np.isfinite(query).all():
                 raise EmbeddingError("the embedder returned an unusable query vector")
             return query

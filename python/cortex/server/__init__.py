@@ -24,7 +24,8 @@ Secure by default:
 - bodies over 1 MB are refused (413), each client (address, or address and token) has a
   token bucket (50 requests/s by default, 429 beyond), CORS is off unless origins are
   given;
-- every search is recorded in the recall log with its client: ``lens = "http:<address>"``
+- every search is recorded in the recall log with its client (``Options.recorded_as``,
+  stored in its `lens` column): ``"http:<address>"``
   or ``"http:<address>:token-<first 8 hex of the token's SHA-256>"``; the token itself
   is never written anywhere;
 - the access log holds method, path, status and milliseconds: no query string, no body,

@@ -182,7 +182,7 @@ def _admits_sequence(hint: Any) -> bool:
 #: (the audit trail of seed 003's security section) under the client's name.
 SERVER_OWNED = {
     "record": "the server records every search (the audit log); record cannot be turned off",
-    "lens": "the server records each search under the client's name (lens)",
+    "recorded_as": "the server records each search under the client's name",
     "project": "name projects in filters.projects",
     "projects": "name projects in filters.projects",
 }
@@ -213,6 +213,8 @@ FILTER_FIELDS = (
     "minSalience",
     "includeSuperseded",
     "hasCode",
+    "code",
+    "factType",
     "patterns",
 )
 CONTEXT_FIELDS = ("expandChunks", "chunks", "thread", "includeRelated", "maxContextSize")
@@ -230,6 +232,7 @@ _SIMPLE_FILTERS = {
     "minConfidence": "min_confidence",
     "minSalience": "min_salience",
     "includeSuperseded": "include_superseded",
+    "factType": "fact_type",
 }
 DEFAULT_PAGE = 20
 
@@ -301,10 +304,17 @@ def plan_search(
         if filters.get(name) is not None:
             put(field, filters[name], f"filters.{name}")
     if filters.get("hasCode") is not None:
-        _bool(filters["hasCode"], "filters.hasCode")
-        if not caps.has("has_code"):
-            raise not_supported("filters.hasCode")
-        put("has_code", filters["hasCode"], "filters.hasCode")
+        has_code = _bool(filters["hasCode"], "filters.hasCode")
+        if caps.has("has_code"):
+            put("has_code", has_code, "filters.hasCode")
+        elif caps.has("code") and has_code:
+            put("code", "*", "filters.hasCode")  # any code reference (cortex.code)
+        else:
+            raise not_supported("filters.hasCode" + ("" if has_code else " false"))
+    if filters.get("code") is not None:
+        if not caps.has("code"):
+            raise not_supported("filters.code")
+        put("code", _str(filters["code"], "filters.code"), "filters.code")
     if filters.get("patterns"):
         raise not_supported("filters.patterns")
     dates = _object(filters.get("dateRange") or {}, "filters.dateRange")

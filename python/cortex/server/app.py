@@ -7,6 +7,7 @@ connection per thread; the model and the vector scan release the GIL), and answe
 
 from __future__ import annotations
 
+import asyncio
 import html
 import json
 import logging
@@ -67,9 +68,34 @@ def error(status: int, message: str, headers: Mapping[str, str] | None = None) -
     return JSONResponse({"error": line}, status_code=status, headers=dict(headers or {}))
 
 
+def _encode_json(data: Any) -> bytes:
+    """The UTF-8 JSON of an answer (the standard library's; orjson's when installed)."""
+    return json.dumps(data, ensure_ascii=False, allow_nan=False, default=str).encode()
+
+
+try:  # orjson writes a search's answer in ~1/6 of json's time (0.04 vs 0.25 ms for 17 kB)
+    import orjson
+
+    # Same output as json.dumps above, parsed: dates and dataclasses through `str` as
+    # there, integer keys as strings. (A NaN would be null rather than a refusal.)
+    _ORJSON_OPTIONS = (
+        orjson.OPT_NON_STR_KEYS | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
+    )
+
+    def _encode_json(data: Any) -> bytes:
+        try:
+            return orjson.dumps(data, default=str, option=_ORJSON_OPTIONS)
+        except (TypeError, orjson.JSONEncodeError):  # e.g. an integer beyond 64 bits
+            return json.dumps(data, ensure_ascii=False, allow_nan=False, default=str).encode()
+
+except ImportError:  # pragma: no cover - orjson is optional
+    pass
+
+
 def _json(data: Any, status: int = 200, background: BackgroundTask | None = None) -> Response:
-    body = json.dumps(data, ensure_ascii=False, allow_nan=False, default=str)
-    return Response(body, status_code=status, media_type="application/json", background=background)
+    return Response(
+        _encode_json(data), status_code=status, media_type="application/json", background=background
+    )
 
 
 class _Gate:
@@ -236,13 +262,17 @@ class Server:
     async def settle(self) -> None:
         """After the answer is sent: wait for its recall rows to be written (the Engine's
         recorder writes them on its own thread; a request completes when they are in the
-        log, and the next one reads them). No wait when they already are."""
-        flush = getattr(self.engine, "flush_recalls", None)
-        if flush is not None and not flush(0):
-            await run_in_threadpool(flush)
+        log). The recorder wakes the loop: no thread of the pool waits for it."""
+        when = getattr(self.engine, "when_recalls_written", None)
+        if when is None:
+            return
+        loop = asyncio.get_running_loop()
+        written = asyncio.Event()
+        when(lambda: loop.call_soon_threadsafe(written.set))
+        await written.wait()
 
     def _search(self, plan: api.SearchPlan, who: Access) -> dict[str, Any]:
-        kw = {**plan.options, "lens": self.lens(who), "record": True}
+        kw = {**plan.options, "recorded_as": self.lens(who), "record": True}
         if not plan.emulate_offset:
             results = self.engine.search(plan.query, api.build_options(kw))
             data = results.to_dict()
@@ -300,7 +330,7 @@ class Server:
                 rows,
                 query=query,
                 session_id=opts.session_id,
-                lens=opts.lens if opts.lens else None,
+                lens=opts.recorded_as if opts.recorded_as else opts.lens,
                 reinforce=opts.reinforce,
             )
         except StorageError as exc:
@@ -331,7 +361,7 @@ class Server:
             {
                 "token_budget": plan.max_tokens,
                 "project": plan.project,
-                "lens": self.lens(who),
+                "recorded_as": self.lens(who),
                 "limit": 50,
             }
         )
@@ -402,7 +432,8 @@ class Server:
                 "status": "ok",
                 "version": cortex.__version__,
                 "uptime_s": round(time.time() - self.started, 1),
-                "read_only": self.engine.store.read_only,
+                # not `engine.store`: it waits for queued recall rows (on the event loop)
+                "read_only": self.engine.read_only,
                 "projects": sorted(who.projects) if who.projects is not None else None,
                 "capabilities": self.caps.to_dict(),
             }

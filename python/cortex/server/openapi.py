@@ -88,7 +88,7 @@ def _options_schema() -> dict[str, Any]:
         "type": "object",
         "additionalProperties": False,
         "description": "Any cortex.Options field, as the Python API takes it (see the "
-        "README); record, lens and project are set by the server.",
+        "README); record, recorded_as and project are set by the server.",
         "properties": props,
     }
 
@@ -130,6 +130,8 @@ def openapi_document() -> dict[str, Any]:
                     "minSalience": {"type": "number"},
                     "includeSuperseded": {"type": "boolean"},
                     "hasCode": {"type": "boolean"},
+                    "code": {"type": "string"},
+                    "factType": {"type": "string"},
                     "patterns": {"type": "array", "items": {"type": "string"}},
                 },
             },
