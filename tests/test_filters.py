@@ -129,9 +129,9 @@ def test_mcp_server_of_several_projects_searches_all_of_them(engine: cortex.Engi
         engine.add(f"rollback plan of {project}", project=project)
     server = build_server(engine, projects=["a", "b"])
     error, found = _call(server, "memory_search", {"query": "rollback"})
-    assert not error and {r["memory"]["project"] for r in found["results"]} == {"a", "b"}
+    assert not error and {r["project"] for r in found["results"]} == {"a", "b"}
     error, found = _call(server, "memory_search", {"query": "rollback", "project": ["b"]})
-    assert not error and {r["memory"]["project"] for r in found["results"]} == {"b"}
+    assert not error and {r["project"] for r in found["results"]} == {"b"}
     error, text = _call(server, "memory_search", {"query": "rollback", "project": ["a", "c"]})
     assert error and "not served" in text
 
@@ -543,7 +543,7 @@ def test_mcp_lens_narrows_the_served_projects(engine: cortex.Engine) -> None:
     engine.save_lens("only-c", project="c")
     server = build_server(engine, projects=["a", "b"])
     error, found = _call(server, "memory_search", {"query": "rollback", "lens": "only-b"})
-    assert not error and {r["memory"]["project"] for r in found["results"]} == {"b"}
+    assert not error and {r["project"] for r in found["results"]} == {"b"}
     error, text = _call(server, "memory_search", {"query": "rollback", "lens": "only-c"})
     assert error and "not served" in text
     error, text = _call(server, "memory_search", {"query": "rollback", "lens": "nope"})
