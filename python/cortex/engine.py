@@ -580,7 +580,8 @@ class Engine:
 
         `project` (one or several) is a wall, as in a search; one `project`, `task` and
         `language` make seed 004's scope pattern (``project:X:task:Y``, ``project:X*``,
-        ``language:X`` or ``universal``), reported as ``scope`` and preferred among near-equal memories.
+        ``language:X`` or ``universal``), reported as ``scope`` and preferred among
+        near-equal memories.
         `options` and keyword `changes` are the search's (``now=``, ``mode=``, ...)."""
         from cortex import context as ctx
 
