@@ -144,6 +144,7 @@
       $("results").replaceChildren();
       $("timeline").hidden = true;
       $("pager").hidden = true;
+      $("suggestions").hidden = true;
       showError("Search failed: " + e.message);
     } finally {
       $("results").removeAttribute("aria-busy");
