@@ -222,6 +222,31 @@ def search_fts(store: Store, query: str, opts: Options | None = None, pool: int 
     return search(store, query, opts or Options(mode=Mode.KEYWORD), pool).hits
 
 
+def holds(
+    store: Store,
+    word: str,
+    opts: Options,
+    *,
+    native: KeywordIndexer | None = None,
+    allowed: Sequence[int] | None = None,
+) -> bool:
+    """Whether a memory under `opts`'s filters holds `word` as a word or a word's prefix
+    (the index tiers of a search, never its substring scan: this runs on the hot path of
+    a hybrid search, and LIKE '%word%' reads every row). CJK text asks the whole search."""
+    text = clean(word)
+    if not text:
+        return False
+    if has_cjk(text):
+        return bool(search(store, text, opts, 1, native=native, allowed=allowed).hits)
+    projects = projects_of(opts)
+    scope = Scope(store, projects) if projects is not None and Scope.supported(store) else None
+    try:
+        found = _latin(store, text, opts, 1, "memories_fts", native, allowed, scope)
+    except sqlite3.Error:
+        return True  # not an answer either way: never discount on a failed check
+    return bool(found.hits)
+
+
 def search(
     store: Store,
     query: str,

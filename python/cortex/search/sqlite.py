@@ -65,14 +65,12 @@ class KeywordRetriever:
         return Leg(hits, list(found.notices), found.rewritten, list(found.terms), found.tier, found)
 
     def absent(self, words: Sequence[str], opts: Options, allowed: Any = None) -> list[str]:
-        """The `words` that no memory under `opts`'s filters holds (as a word, a prefix or
-        a substring: every tier of a keyword search)."""
+        """The `words` that no memory under `opts`'s filters holds as a word or a word's
+        prefix (keyword.holds: the index tiers, not the substring scan)."""
         return [
             w
             for w in words
-            if not keyword.search(
-                self._store, w, opts, 1, native=self._native, allowed=allowed
-            ).hits
+            if not keyword.holds(self._store, w, opts, native=self._native, allowed=allowed)
         ]
 
     def rescore(
