@@ -141,8 +141,17 @@ def _candidates(vocab: Vocabulary, word: str, limit: int) -> list[tuple[str, int
     return out
 
 
+def _holds(store: Store, word: str, opts: Options) -> bool:
+    """Whether a memory within `opts`'s filters holds `word` (or a word it begins): the
+    index tiers only, never the substring scan of every row (keyword.holds)."""
+    quoted = '"' + word.replace('"', '""') + '"'
+    return keyword.holds(store, quoted, opts)
+
+
 def _count(store: Store, word: str, opts: Options, cap: int = 50) -> int:
     """How many memories within `opts`'s filters hold `word` (up to `cap`)."""
+    if not _holds(store, word, opts):  # absent: never let the search reach its LIKE scan
+        return 0
     quoted = '"' + word.replace('"', '""') + '"'
     return len(keyword.search(store, quoted, opts, cap).hits)
 
@@ -150,7 +159,7 @@ def _count(store: Store, word: str, opts: Options, cap: int = 50) -> int:
 def corrections(store: Store, words: Sequence[str], opts: Options) -> dict[str, str]:
     """The best correction of each of `words` that no memory within the filters holds."""
     wanted = [w for w in words if len(w) >= MIN_WORD and not has_cjk(w) and not w.isdigit()]
-    missing = [w for w in wanted if _count(store, w, opts, 1) == 0]
+    missing = [w for w in wanted if not _holds(store, w, opts)]
     if not missing:
         return {}
     vocab = vocabulary(store)
@@ -218,12 +227,12 @@ def _together(
     often a plain word no note happens to use ("charges", "sure"); its nearest word
     ("changes", "sre") is a better query only if it meets the query's other words."""
     kept = [
-        c for w, c in zip(words, corrected, strict=True) if w in fixed or _count(store, w, opts, 1)
+        c for w, c in zip(words, corrected, strict=True) if w in fixed or _holds(store, w, opts)
     ]
     if not kept:
         return False
     expression = " AND ".join('"' + w.replace('"', '""') + '"' for w in kept)
-    return bool(keyword.search(store, expression, opts, 1).hits)
+    return keyword.holds(store, expression, opts)
 
 
 def suggest(
