@@ -90,6 +90,7 @@ class Vocabulary:
 
     by_first: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
     docs: dict[str, int] = field(default_factory=dict)
+    total: int = 0  # live memories
 
 
 #: Vocabularies kept, one per database (a process rarely opens more).
@@ -113,9 +114,10 @@ def vocabulary(store: Store) -> Vocabulary:
             " USING fts5vocab(main, 'memories_exact', 'row')"
         )
         rows = store.query(f"SELECT term, doc FROM {_VOCAB}")
+        total = int(store.query("SELECT COUNT(*) FROM memories WHERE deleted_at IS NULL")[0][0])
     except (sqlite3.Error, StorageError):  # no FTS5 vocabulary: no corrections
         return Vocabulary()
-    vocab = Vocabulary()
+    vocab = Vocabulary(total=total)
     for term, doc in rows:
         word, n = str(term), int(doc)
         vocab.docs[word] = n
@@ -208,8 +210,8 @@ def related_terms(
     ]
     if not pool:
         return []
-    total = max(1, int(store.query("SELECT COUNT(*) FROM memories WHERE deleted_at IS NULL")[0][0]))
-    docs = vocabulary(store).docs
+    vocab = vocabulary(store)
+    total, docs = max(1, vocab.total), vocab.docs
     scored = [(df[w] * math.log(1 + total / max(1, docs.get(w, 1))), w) for w in pool]
     scored.sort(key=lambda s: (-s[0], s[1]))
     return [w for _, w in scored[:k]]
