@@ -567,7 +567,7 @@ class Engine:
         *,
         max_tokens: int = 2000,
         format: str = "detailed",
-        project: str | None = None,
+        project: str | Sequence[str] | None = None,
         task: str | None = None,
         language: str | None = None,
         options: Options | None = None,
@@ -578,9 +578,10 @@ class Engine:
         packed into `max_tokens` (characters / 4), with a calibrated `confidence` for the
         whole answer and follow-up `suggestions` (see :mod:`cortex.context`).
 
-        `project` is a wall, as in a search; `project`, `task` and `language` make seed
-        004's scope pattern (``project:X:task:Y``, ``project:X*``, ``language:X`` or
-        ``universal``), reported as ``scope`` and preferred among near-equal memories.
+        `project` (one or several) is a wall, as in a search; one `project`, `task` and
+        `language` make seed 004's scope pattern (``project:X:task:Y``, ``project:X*``,
+        ``language:X`` or ``universal``), reported as ``scope`` and preferred among
+        near-equal memories.
         `options` and keyword `changes` are the search's (``now=``, ``mode=``, ...)."""
         from cortex import context as ctx
 
