@@ -22,6 +22,9 @@ use std::sync::Mutex;
 
 use super::tokenize::Tokenizer;
 
+#[path = "persist.rs"]
+mod persist;
+
 /// BM25 parameters of FTS5's built-in `bm25()`.
 pub const K1: f64 = 1.2;
 pub const B: f64 = 0.75;
