@@ -347,3 +347,28 @@ def test_cli_import_saves_the_index(tmp_path, monkeypatch):
     with contextlib.redirect_stdout(io.StringIO()) as out:
         assert cli.main(["--db", str(db), "search", "deploy server", "--mode", "keyword"]) == 0
     assert "deploy" in out.getvalue() or "server" in out.getvalue()
+
+
+def test_an_index_far_past_its_file_is_saved_again_at_close(tmp_path, monkeypatch):
+    _small_thresholds(monkeypatch)
+    monkeypatch.setattr(keyword_index, "RESAVE_AFTER", 30)
+    rng = random.Random(15)
+    path = tmp_path / "kw.db"
+    with cortex.open(path, embedder=None, keyword_index="on") as native:
+        native.add_many([{"content": _text(rng)} for _ in range(100)])
+        native.search("deploy", mode="keyword")  # built and saved
+        first = native.keyword_index.file.read_bytes()
+        native.add_many([{"content": _text(rng)} for _ in range(10)])
+        native.search("deploy", mode="keyword")  # 10 changes replayed: not worth a write
+    assert native.keyword_index.file.read_bytes() == first
+    with cortex.open(path, embedder=None, keyword_index="on") as native:
+        native.add_many([{"content": "zyzzyva " + _text(rng)} for _ in range(40)])
+        native.search("deploy", mode="keyword")  # loaded, then 40 changes replayed
+    second = native.keyword_index.file.read_bytes()
+    assert second != first
+    _no_builds(monkeypatch)
+    native, fts = _pair(tmp_path)
+    with native, fts:
+        for q in ["zyzzyva", *_queries(rng, 8)]:
+            _same(native, fts, q)
+        assert native.keyword_index.ready()
