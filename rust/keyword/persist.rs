@@ -4,8 +4,8 @@
 //! Layout (little-endian): magic `CXKWIX01`, a caller's tag (u64: cortex stores the
 //! change-log position the index reflects), then the sections below, then a 64-bit
 //! checksum of everything before it. Loading checks the checksum first, then every
-//! count and every cross-reference (document numbers, term numbers, project numbers,
-//! forward offsets) against the sizes read, so that no damaged or foreign file can make
+//! count and every cross-reference (document numbers, term numbers, project numbers)
+//! against the sizes read, so that no damaged or foreign file can make
 //! a later search index out of bounds; a file that fails any check is an error, and the
 //! caller rebuilds from SQLite.
 use std::sync::Mutex;
@@ -128,8 +128,8 @@ impl Index {
         w.u32s(&self.lens);
         w.bytes(&self.live.iter().map(|&l| u8::from(l)).collect::<Vec<u8>>());
         w.u32s(&self.proj);
-        w.u64s(self.fwd_start.iter().map(|&x| x as u64));
-        w.u32s(&self.fwd);
+        // The forward lists (each document's terms) are not written: rebuilt from the
+        // postings at load, they would be a third of the file.
         // projects, by number
         let mut names: Vec<&str> = vec![""; self.project_docs.len()];
         for (name, &p) in &self.projects {
@@ -183,21 +183,8 @@ impl Index {
         let lens = r.u32s()?;
         let live: Vec<bool> = r.bytes()?.iter().map(|&b| b != 0).collect();
         let proj = r.u32s()?;
-        let fwd_start = r
-            .u64s()?
-            .into_iter()
-            .map(usize::try_from)
-            .collect::<Result<Vec<usize>, _>>()
-            .map_err(|_| "an offset out of range")?;
-        let fwd = r.u32s()?;
-        if lens.len() != n || live.len() != n || proj.len() != n || fwd_start.len() != n + 1 {
+        if lens.len() != n || live.len() != n || proj.len() != n {
             return Err("per-document arrays of different lengths".into());
-        }
-        if fwd_start[0] != 0
-            || fwd_start[n] != fwd.len()
-            || !fwd_start.windows(2).all(|w| w[0] <= w[1])
-        {
-            return Err("forward offsets out of order".into());
         }
         let np = r.len(8)?;
         let mut projects: FxMap<Box<str>, u32> = FxMap::default();
@@ -250,8 +237,23 @@ impl Index {
                 by_project,
             });
         }
-        if fwd.iter().any(|&t| t as usize >= nt) {
-            return Err("a document holding an unknown term".into());
+        // Each document's terms, rebuilt from the postings (a counting sort by document).
+        let mut fwd_start = vec![0usize; n + 1];
+        for p in &terms {
+            for &d in &p.docs {
+                fwd_start[d as usize + 1] += 1;
+            }
+        }
+        for d in 0..n {
+            fwd_start[d + 1] += fwd_start[d];
+        }
+        let mut fwd = vec![0u32; fwd_start[n]];
+        let mut fill = fwd_start.clone();
+        for (t, p) in terms.iter().enumerate() {
+            for &d in &p.docs {
+                fwd[fill[d as usize]] = t as u32;
+                fill[d as usize] += 1;
+            }
         }
         let n_live = usize::try_from(r.u64()?).map_err(|_| "a count out of range")?;
         let total_tokens = r.u64()?;
@@ -327,6 +329,14 @@ mod tests {
         for id in [1, 2, 3, 4, 5] {
             assert_eq!(back.contains(id), ix.contains(id));
         }
+        // the rebuilt forward lists let removal keep every count exact
+        let (mut a, mut b) = (ix, back);
+        a.remove(&[1, 2]);
+        b.remove(&[1, 2]);
+        b.check().expect("consistent after removals");
+        assert_eq!(a.len(), b.len());
+        assert_eq!(a.total_tokens(), b.total_tokens());
+        assert_eq!(a.to_bytes(1), b.to_bytes(1));
     }
 
     #[test]
