@@ -344,9 +344,19 @@ def test_cli_import_saves_the_index(tmp_path, monkeypatch):
         assert cli.main(["--db", str(db), "import", str(records)]) == 0
     assert (tmp_path / "cli.db-index" / keyword_index.FILE_NAME).is_file()
     _no_builds(monkeypatch)
+    loaded = []
+    real_load = keyword_index.KeywordIndexer._load
+
+    def spy(self, **kw):
+        got = real_load(self, **kw)
+        loaded.append(got is not None)
+        return got
+
+    monkeypatch.setattr(keyword_index.KeywordIndexer, "_load", spy)
     with contextlib.redirect_stdout(io.StringIO()) as out:
         assert cli.main(["--db", str(db), "search", "deploy server", "--mode", "keyword"]) == 0
     assert "deploy" in out.getvalue() or "server" in out.getvalue()
+    assert loaded == [True]  # the CLI's search answered from the saved file
 
 
 def test_an_index_far_past_its_file_is_saved_again_at_close(tmp_path, monkeypatch):
