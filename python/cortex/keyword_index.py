@@ -35,9 +35,9 @@ Policies (``cortex.open(..., keyword_index=...)``):
 - ``"on"``: build at the first search that needs it, and wait for it (benchmarks, tests).
 - ``"saved"``: the saved file when it is valid and the store holds :data:`SAVED_MIN`
   memories or more, never a build: FTS5 answers otherwise (the CLI's searches: one query
-  in a fresh process; loading costs ~1 µs of CPU a memory, which one FTS5 query beats
-  at 100k memories, 0.01-0.03 s against 0.08-0.1 s, but not where its OR path takes a
-  second or more).
+  in a fresh process: at 100k memories one FTS5 query, 0.01-0.03 s, beats loading, ~0.05
+  s plus numpy's import; at 1M loading takes ~0.45 s and FTS5's OR path a second or more;
+  benches/bench_keyword_load.py).
 - ``"off"``: FTS5 only (the CLI's other one-shot commands).
 
 Each memory is indexed in its project (``cortex.filters.NO_PROJECT`` when it has none): a
