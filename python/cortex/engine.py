@@ -771,8 +771,9 @@ def open(
 
     `keyword_index`: "auto" (an in-memory twin of the FTS5 index answers plain-text
     keyword queries once built in the background, for databases of 5,000 memories or
-    more), "on" (built at the first search, which waits for it) or "off" (FTS5 only).
-    Results are the same either way; see :mod:`cortex.keyword_index`.
+    more), "on" (built at the first search, which waits for it), "saved" (only the index
+    file a build saved beside the database, when valid) or "off" (FTS5 only). Results are
+    the same either way; see :mod:`cortex.keyword_index`.
     """
     where = db_location(path)
     if isinstance(where, str):  # a URL of a supported scheme: no backend is routed yet
