@@ -451,17 +451,21 @@ def build_parser() -> argparse.ArgumentParser:
 # --------------------------------------------------------------------------- commands
 
 
-def _db_path(args: argparse.Namespace) -> Path:
-    """The database of this command: --db (never a URL, never empty), else the default,
-    whose per-user folder is cortex's own to create (a folder of --db never is)."""
+def _db_path(args: argparse.Namespace) -> Path | str:
+    """The database of this command: --db (a file or a ``postgresql://`` URL, never
+    empty), else the default, whose per-user folder is cortex's own to create (a folder of
+    --db never is)."""
     if args.db is not None:
-        where = db_location(args.db)
-        if isinstance(where, str):  # a URL of a supported scheme: no backend is routed yet
-            raise CortexError(f"{where.split(':', 1)[0]}:// databases are not supported yet")
-        return where
+        return db_location(args.db)
     if not os.environ.get("CORTEX_DB"):
         data_home().mkdir(parents=True, exist_ok=True)
     return default_db()
+
+
+def _exists(db: Path | str) -> bool:
+    """Whether the database is there to read: a file that exists; a server's database
+    (a URL) always is (opening it says otherwise)."""
+    return isinstance(db, str) or db.exists()
 
 
 def _cmd_add(args: argparse.Namespace, out: TextIO) -> int:
@@ -561,7 +565,7 @@ def _search_options(args: argparse.Namespace) -> Options:
 def _cmd_search(args: argparse.Namespace, out: TextIO) -> int:
     options = _search_options(args)
     with cortex.open(
-        _db_path(args), read_only=not _db_path(args).exists(), keyword_index="off"
+        _db_path(args), read_only=not _exists(_db_path(args)), keyword_index="off"
     ) as engine:
         results = engine.search(args.query, options)
     for notice in results.notices:
@@ -578,7 +582,7 @@ def _cmd_lens(args: argparse.Namespace, out: TextIO) -> int:
         raise UsageError("cortex lens needs an action: save, list or delete")
     if args.lens_command == "list":
         db = _db_path(args)
-        if not db.exists():
+        if not _exists(db):
             found: list[dict[str, Any]] = []
         else:
             with cortex.open(db, read_only=True, embedder=None, keyword_index="off") as engine:
@@ -608,7 +612,7 @@ def _cmd_lens(args: argparse.Namespace, out: TextIO) -> int:
 
 def _cmd_documents(args: argparse.Namespace, out: TextIO) -> int:
     db = _db_path(args)
-    with cortex.open(db, read_only=not db.exists(), embedder=None, keyword_index="off") as e:
+    with cortex.open(db, read_only=not _exists(db), embedder=None, keyword_index="off") as e:
         found = e.search_documents(args.query, project=args.project, limit=args.limit)
     if args.json:
         _dump([d.to_dict() for d in found], out)

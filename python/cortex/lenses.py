@@ -110,6 +110,8 @@ def _row(row: tuple[Any, ...]) -> dict[str, Any]:
 
 def get(store: Any, name: str) -> dict[str, Any]:
     """The lens `name`: {name, options, description, created_at, updated_at}."""
+    if getattr(store, "backend", "sqlite") == "postgres":
+        raise InvalidOptionError("lenses are SQLite-only for now: not available on PostgreSQL")
     rows = store.query(
         "SELECT name, options, description, created_at, updated_at FROM lenses WHERE name = ?",
         (name,),

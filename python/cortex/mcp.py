@@ -706,7 +706,9 @@ def build_server(engine: cortex.Engine, *, projects: Sequence[str] | None = None
     return server
 
 
-def serve(db_path: Path, *, embedder: Any = "auto", projects: Sequence[str] | None = None) -> None:
+def serve(
+    db_path: Path | str, *, embedder: Any = "auto", projects: Sequence[str] | None = None
+) -> None:
     """Open the database at `db_path` (creating it) and serve it over stdio until the
     client closes stdin. One Engine serves every call: the model loads once. With
     `projects`, every tool is confined to those projects' memories."""
@@ -732,8 +734,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         where = db_location(args.db) if args.db is not None else default_db()
-        if isinstance(where, str):  # a URL of a supported scheme: no backend is routed yet
-            raise CortexError(f"{where.split(':', 1)[0]}:// databases are not supported yet")
     except CortexError as exc:
         print(f"cortex: error: {exc}", file=sys.stderr)
         return 1

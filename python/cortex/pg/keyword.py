@@ -48,9 +48,9 @@ from cortex.keyword import (
 )
 from cortex.options import Options, OrderBy
 from cortex.pg import filters
-from cortex.pg.store import PgStore, db_project
+from cortex.pg.store import PgStore, db_project, rank_info
 from cortex.pg.text import exact_tokens, stemmed_tokens
-from cortex.ranking import RANK_COLUMNS, RankInfo
+from cortex.ranking import RANK_COLUMNS
 from cortex.search.plan import DROPPED
 from cortex.store import has_cjk
 
@@ -386,12 +386,14 @@ def _bm25(
     if match is None:
         order = f"every DESC, {order}"
     sql = (
-        f"WITH c AS MATERIALIZED (SELECT m.id, m.doc_len, {RANK_COLUMNS}, ({predicate}) AS ok,"
+        f"WITH c AS MATERIALIZED (SELECT m.id, m.doc_len, {RANK_COLUMNS}, m.superseded_by,"
+        f" ({predicate}) AS ok,"
         f" {'m.' + column + ' @@ %s::tsquery' if match is not None else 'true'} AS matched,"
         f" {tfs} FROM memories m WHERE m.{column} @@ %s::tsquery AND m.deleted_at IS NULL"
         f"{wall}), d AS (SELECT {dfs} FROM c)"
         f" SELECT c.id, {score} AS score, ({every}) AS every, {bound} AS bound,"
-        " c.created_at, c.confidence, c.salience, c.sector, c.source_path"
+        " c.created_at, c.confidence, c.salience, c.sector, c.source_path,"
+        " c.superseded_by IS NOT NULL, c.project_id, c.category"
         f" FROM c, d WHERE c.ok AND {narrow} ORDER BY {order} LIMIT %s"
     )
     params = [
@@ -410,7 +412,7 @@ def _bm25(
         sink.column, sink.match, sink.terms = column, match, terms
         sink.bound = float(rows[0][3]) if rows else sink.bound
     return [
-        (Hit(int(i), bm25_to_score(-float(s)), float(s), RankInfo(*rest)), bool(every))
+        (Hit(int(i), bm25_to_score(-float(s)), float(s), rank_info(rest)), bool(every))
         for i, s, every, _, *rest in rows
     ]
 
@@ -569,7 +571,7 @@ def _substring_bm25(
         [K1, K1, B, B, avgdl, terms, idf, *fparams, *(_like_param(t) for t in required), pool],
     ).fetchall()
     hits = [
-        Hit(int(i), bm25_to_score(-float(score or 0.0)), float(score or 0.0), RankInfo(*rest))
+        Hit(int(i), bm25_to_score(-float(score or 0.0)), float(score or 0.0), rank_info(rest))
         for i, score, *rest in rows
     ]
     return hits, sum(idf)
@@ -606,7 +608,7 @@ def _like(conn: Any, text: str, opts: Options, pool: int) -> KeywordResult:
     likes = [_like_param(t) for t in terms]
     rows = conn.execute(sql, [*likes, *likes, *params, pool]).fetchall()
     total = len(terms)
-    hits = [Hit(int(i), n / (total + 1), float(n), RankInfo(*rest)) for i, n, *rest in rows]
+    hits = [Hit(int(i), n / (total + 1), float(n), rank_info(rest)) for i, n, *rest in rows]
     return KeywordResult(
         hits, "like" if hits else "none", None, None, [], terms, bound=float(total)
     )

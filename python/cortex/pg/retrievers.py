@@ -25,6 +25,7 @@ from cortex.pg.db import Vector
 from cortex.pg.store import PgStore, db_project
 from cortex.search.hits import Hit, Leg, keyword_score, semantic_score, shrunk_stats
 from cortex.search.plan import Plan
+from cortex.search.query_cache import QueryCache
 
 __all__ = ["PgKeywordRetriever", "PgSemanticRetriever"]
 
@@ -63,17 +64,31 @@ class PgKeywordRetriever:
 class PgSemanticRetriever:
     """Cosine top-k over the active model's vectors in pgvector."""
 
-    def __init__(self, store: PgStore, embedder: Any) -> None:
+    def __init__(self, store: PgStore, embedder: Any, cache: QueryCache | None = None) -> None:
         self._store = store
-        self._embedder = embedder
+        # An embedder, or what loads one when first needed (cortex.pg.embedding.PgSemantic)
+        self._source = embedder
+        self._cache = cache if cache is not None else QueryCache(0)
+
+    @property
+    def _embedder(self) -> Any:
+        source = self._source
+        if source is not None and callable(getattr(source, "embedder", None)):
+            return source.embedder()  # raises EmbeddingError when there is none
+        return source
 
     def _query(self, text: str) -> np.ndarray:
-        if self._embedder is None:
+        embedder = self._embedder
+        if embedder is None:
             raise EmbeddingError("semantic search is off")
-        query = np.asarray(self._embedder.embed(text), dtype=np.float32)
-        if query.shape != (self._embedder.dim,) or not np.isfinite(query).all():
-            raise EmbeddingError("the embedder returned an unusable query vector")
-        return query
+
+        def embed(text: str) -> np.ndarray:
+            query = np.asarray(embedder.embed(text), dtype=np.float32)
+            if query.shape != (embedder.dim,) or not np.isfinite(query).all():
+                raise EmbeddingError("the embedder returned an unusable query vector")
+            return query
+
+        return self._cache.get(str(embedder.model_id), text, embed)  # type: ignore[no-any-return]
 
     def _stats(
         self, query: np.ndarray, projects: tuple[str, ...] | None = None
