@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -40,6 +42,42 @@ def embedder():
 def engine(db_path: Path, embedder) -> Iterator[cortex.Engine]:
     with cortex.open(db_path, embedder=embedder) as e:
         yield e
+
+
+_pg_databases = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[Any]:
+    """A throwaway PostgreSQL server (tests/pg_server.py), started once per session by the
+    first test that needs it."""
+    from tests.pg_server import running_server
+
+    with running_server() as server:
+        yield server
+
+
+def new_pg_database(server: Any) -> str:
+    """The URL of a new, empty database on `server`."""
+    return str(server.create_database(f"cortex_test_{os.getpid()}_{next(_pg_databases)}"))
+
+
+@pytest.fixture
+def pg_engine(request: pytest.FixtureRequest, embedder) -> Iterator[cortex.Engine]:
+    """The Engine on a new PostgreSQL database (`cortex.open("postgresql://...")`)."""
+    url = new_pg_database(request.getfixturevalue("pg_server"))
+    with cortex.open(url, embedder=embedder) as e:
+        yield e
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def any_engine(request: pytest.FixtureRequest, db_path: Path, embedder) -> Iterator[cortex.Engine]:
+    """The Engine on each backend: the behavioural tests that use it run on both."""
+    if request.param == "sqlite":
+        with cortex.open(db_path, embedder=embedder) as e:
+            yield e
+    else:
+        yield request.getfixturevalue("pg_engine")
 
 
 @pytest.fixture
