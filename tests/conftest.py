@@ -44,6 +44,14 @@ def engine(db_path: Path, embedder) -> Iterator[cortex.Engine]:
         yield e
 
 
+@pytest.fixture
+def sqlite_engine(db_path: Path, embedder) -> Iterator[cortex.Engine]:
+    """The Engine on SQLite, for a test of SQLite's own files in a module whose `engine`
+    runs on both backends."""
+    with cortex.open(db_path, embedder=embedder) as e:
+        yield e
+
+
 _pg_databases = itertools.count()
 
 

@@ -334,3 +334,9 @@ def test_no_leak_through_mcp(store, mcp_client) -> None:
         assert not _leaks(answer.structured_content, opts["project"], owner), (n, args)
         found += bool(answer.structured_content["results"])
     assert found >= MCP_CASES // 5
+
+
+@pytest.fixture
+def engine(any_engine: cortex.Engine) -> cortex.Engine:
+    """This module's behaviour on both backends (SQLite and PostgreSQL)."""
+    return any_engine
