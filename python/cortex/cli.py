@@ -722,7 +722,8 @@ def _cmd_eval(args: argparse.Namespace, out: TextIO) -> int:
     configs = {c: ev.CONFIGS[c] for c in args.config} if args.config else ev.CONFIGS
     dataset = ev.load_beir(args.dataset, args.split)
     with tempfile.TemporaryDirectory() as tmp:
-        db = Path(args.eval_db) if args.eval_db else Path(tmp) / "eval.db"
+        # --eval-db: a file, or a postgresql:// URL (the evaluation on that backend)
+        db = db_location(args.eval_db) if args.eval_db else Path(tmp) / "eval.db"
         with cortex.open(db) as engine:
             results = ev.run(engine, dataset, configs, progress=lambda label: Progress(label))
     if args.plot:

@@ -706,6 +706,15 @@ def build_server(engine: cortex.Engine, *, projects: Sequence[str] | None = None
     return server
 
 
+def _shown(db: Path | str) -> str:
+    """The database as messages show it: a URL without its password."""
+    if isinstance(db, str):
+        from cortex.pg.db import redact
+
+        return redact(db)
+    return str(db)
+
+
 def serve(
     db_path: Path | str, *, embedder: Any = "auto", projects: Sequence[str] | None = None
 ) -> None:
@@ -740,7 +749,7 @@ def main(argv: list[str] | None = None) -> int:
     db = where
     if sys.stdin.isatty():  # a person ran it: say what it waits for (stdout is the protocol's)
         print(
-            f"cortex mcp: serving {db} over stdio; an MCP client starts this command "
+            f"cortex mcp: serving {_shown(db)} over stdio; an MCP client starts this command "
             "(see the README's MCP section). Ctrl-C stops it.",
             file=sys.stderr,
         )

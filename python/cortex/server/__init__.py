@@ -81,6 +81,7 @@ def serve(
     path: Path | str = where
     if isinstance(where, str):  # a server's database (postgresql://): its grants decide
         engine = cortex.open(where)
+        path = engine.store.path  # the URL without its password: what the log shows
     else:
         engine = cortex.open(where, read_only=where.exists() and not os.access(where, os.W_OK))
     try:
