@@ -681,9 +681,11 @@ class Pipeline:
         if not opts.record or self._store.read_only or not results:
             return
         rows = tuple((r.memory.id, r.facts[0].id if r.facts else None, r.score) for r in results)
+        # the log's `lens` column: the client that asked (the HTTP server's label), else the lens
+        label = opts.recorded_as if opts.recorded_as is not None else opts.lens
         if self._recorder is not None:
             if not opts.reinforce:  # written by the recorder's thread, after the answer
-                entry = Recall(rows, results.query, opts.session_id, opts.lens, 0.0, time.time())
+                entry = Recall(rows, results.query, opts.session_id, label, 0.0, time.time())
                 self._recorder.submit(entry)
                 return
             # Reinforcement changes the next search's ranking: written now, after what
@@ -695,7 +697,7 @@ class Pipeline:
                 rows,
                 query=results.query,
                 session_id=opts.session_id,
-                lens=opts.recorded_as if opts.recorded_as is not None else opts.lens,
+                lens=label,
                 reinforce=opts.reinforce,
             )
         except StorageError as exc:  # the answer stands; say that it was not recorded
