@@ -54,7 +54,7 @@ def test_mcp_server_on_a_url(pg_url: str) -> None:
             )
             assert not answer.is_error, answer
             hits = answer.structured_content["results"]
-            assert hits and "Rollback drill" in hits[0]["content"]
+            assert hits and "Rollback drill" in json.dumps(hits[0])
             added: Any = portal.call(
                 client.call_tool, "memory_add", {"content": "the drill runs monthly"}
             )
