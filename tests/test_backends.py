@@ -20,6 +20,11 @@ from tests.conftest import SAMPLE, new_pg_database
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
 def _notes(engine: cortex.Engine) -> dict[str, int]:
     ids = engine.add_many(
         [
@@ -223,3 +228,27 @@ def test_same_answers_on_both_backends(tmp_path: Path, embedder, pg_server) -> N
             differ[:20]
         )
         (tmp_path / "same.json").write_text(json.dumps({"share": share, "differ": differ}))
+
+
+def test_reindex_embeds_what_was_added_without_a_model(
+    request: pytest.FixtureRequest, tmp_path: Path, embedder, backend: str
+) -> None:
+    where: str | Path = tmp_path / "later.db"
+    if backend == "postgres":
+        where = new_pg_database(request.getfixturevalue("pg_server"))
+    with cortex.open(where, embedder=None) as e:
+        first = e.add("the staging cluster runs on spot instances", metadata={"doc_id": "d1"})
+        assert e.search("staging cluster").mode == "keyword"
+        assert e.store.metadata_values("doc_id") == {first: "d1"}
+    with cortex.open(where, embedder=embedder) as e:
+        assert e.search("cheap preemptible machines", mode="semantic", min_score=0.0) == []
+        done = e.reindex()
+        assert done["embedded"] == 1 and done["rows"] == 1
+        found = e.search("cheap preemptible machines", mode="semantic", min_score=0.0)
+        assert [r.memory.id for r in found] == [first]
+    with cortex.open(where, read_only=True, embedder=embedder) as ro:
+        seen = ro.get(first).access_count
+        assert ro.search("staging cluster")[0].memory.id == first
+        with pytest.raises(cortex.StorageError):
+            ro.add("no writes here")
+        assert ro.get(first).access_count == seen  # a read-only search records nothing
