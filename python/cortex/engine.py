@@ -488,7 +488,9 @@ class Engine:
             ) if on
         ]  # fmt: skip
         if wants:
-            self._sqlite_only(", ".join(wants))
+            sqlite_only = [w for w in wants if w != "lens"]
+            if sqlite_only:
+                self._sqlite_only(", ".join(sqlite_only))
             self._upgraded(", ".join(wants))
         opts = lenses.apply(self._store, opts)
         results = self._pipeline.search(query, opts)
@@ -547,18 +549,14 @@ class Engine:
         ``Options(lens=name)`` applies; `fields` are :class:`Options` fields
         (``engine.save_lens("ops", project=["api", "infra"], order_by="recency")``), or
         give an Options whose non-default fields are saved. Returns the lens."""
-        self._sqlite_only("lenses")
         return lenses.save(self._store, name, options, description=description, **fields)
 
     def lenses(self) -> list[dict[str, Any]]:
         """Every saved lens: {name, options, description, created_at, updated_at}."""
-        if self._pg:
-            return []  # lenses are SQLite-only for now: none saved
         return lenses.list_lenses(self._store)
 
     def delete_lens(self, name: str) -> None:
         """Delete a saved lens (NotFoundError when there is none)."""
-        self._sqlite_only("lenses")
         lenses.delete(self._store, name)
 
     def reinforce(self, ids: Sequence[int], amount: float = 0.02) -> None:

@@ -1806,6 +1806,30 @@ class Store:
 
         return referencing(self, keys, opts, limit)
 
+    def save_lens(self, name: str, options: str, description: str | None, now: float) -> None:
+        """Save or replace a lens (cortex.lenses): its options as JSON."""
+        with self.transaction() as tx:
+            tx.execute(
+                "INSERT INTO lenses (name, options, description, created_at, updated_at)"
+                " VALUES (?, ?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET"
+                " options = excluded.options, description = excluded.description,"
+                " updated_at = excluded.updated_at",
+                (name, options, description, now, now),
+            )
+
+    def lens_rows(self, name: str | None = None) -> list[tuple[Any, ...]]:
+        """(name, options, description, created_at, updated_at) of the lens `name`, or of
+        every lens by name."""
+        cols = "SELECT name, options, description, created_at, updated_at FROM lenses"
+        if name is None:
+            return self.query(f"{cols} ORDER BY name")
+        return self.query(f"{cols} WHERE name = ?", (name,))
+
+    def delete_lens(self, name: str) -> bool:
+        """Delete a lens; False when there was none."""
+        with self.transaction() as tx:
+            return bool(tx.execute("DELETE FROM lenses WHERE name = ?", (name,)).rowcount)
+
     def metadata_values(self, key: str) -> dict[int, str]:
         """memory id -> the metadata value of `key` of every live memory that has one."""
         path = "$." + key

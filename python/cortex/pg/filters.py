@@ -19,7 +19,7 @@ __all__ = ["SQLITE_ONLY", "admitted", "where"]
 
 #: Options the PostgreSQL backend does not apply yet: refused, never ignored (a filter
 #: ignored would widen the answer).
-SQLITE_ONLY = ("code", "lens")
+SQLITE_ONLY = ("code",)
 
 
 def where(opts: Options, *, alias: str = "m") -> tuple[str, list[Any]]:

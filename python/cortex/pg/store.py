@@ -890,6 +890,28 @@ class PgStore:
             out.setdefault(row[1], []).append(row)
         return out
 
+    def save_lens(self, name: str, options: str, description: str | None, now: float) -> None:
+        """Save or replace a lens (cortex.lenses): its options as JSON."""
+        with self.transaction() as tx:
+            tx.execute(
+                "INSERT INTO lenses (name, options, description, created_at, updated_at)"
+                " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (name) DO UPDATE SET"
+                " options = excluded.options, description = excluded.description,"
+                " updated_at = excluded.updated_at",
+                (name, options, description, now, now),
+            )
+
+    def lens_rows(self, name: str | None = None) -> list[tuple[Any, ...]]:
+        cols = "SELECT name, options, description, created_at, updated_at FROM lenses"
+        if name is None:
+            return self.query(f"{cols} ORDER BY name")
+        return self.query(f"{cols} WHERE name = %s", (name,))
+
+    def delete_lens(self, name: str) -> bool:
+        with self.transaction() as tx:
+            cur = tx.execute("DELETE FROM lenses WHERE name = %s", (name,))
+            return bool(cur.rowcount)
+
     def metadata_values(self, key: str) -> dict[int, str]:
         """memory id -> the metadata value of `key` of every live memory that has one."""
         return {
