@@ -34,6 +34,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--store", default="3000")
     ap.add_argument("--repeat", type=int, default=3, help="runs of each query (median kept)")
+    ap.add_argument("--differences", action="store_true", help="list the queries that differ")
     args = ap.parse_args()
     agent = load_set("agent")
     records = [record_of(m) for m in agent.members(args.store)]
@@ -74,9 +75,13 @@ def main() -> None:
                     times[name].append(statistics.median(runs))
                     tops[name].append([keys[name][r.memory.id] for r in found])
             equal = total = 0
-            for a, b in zip(tops["sqlite"], tops["postgres"], strict=True):
-                equal += sum(1 for x, y in zip(a, b, strict=False) if x == y)
+            differ = []
+            for q, a, b in zip(queries, tops["sqlite"], tops["postgres"], strict=True):
+                same = sum(1 for x, y in zip(a, b, strict=False) if x == y)
+                equal += same
                 total += max(len(a), len(b))
+                if same < max(len(a), len(b)):
+                    differ.append(f"  {mode} {q['id']} {q['query']!r}: {a} / {b}")
 
             def ms(values: list[float], q: float) -> str:
                 return f"{1e3 * float(np.quantile(values, q)):.1f}"
@@ -86,6 +91,8 @@ def main() -> None:
                 f" | {ms(times['postgres'], 0.5)} / {ms(times['postgres'], 0.95)} ms"
                 f" | {equal} / {total} ({100 * equal / max(total, 1):.1f} %) |"
             )
+            if args.differences:
+                print("\n".join(differ))
         for e in engines.values():
             e.close()
 
