@@ -6,7 +6,6 @@ import hashlib
 import itertools
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +14,8 @@ from typing import Any
 import pytest
 
 import cortex
+
+from .procs import cortex_command
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "examples" / "sample"
@@ -118,8 +119,7 @@ class CliRun:
 
 def run_cli(*args: str, env: dict[str, str] | None = None, stdin: str | None = None) -> CliRun:
     """Run the installed `cortex` console script in a subprocess, as a user would."""
-    exe = Path(sys.executable).with_name("cortex")
-    command = [str(exe)] if exe.exists() else [sys.executable, "-m", "cortex.cli"]
+    command = cortex_command()
     full_env = {**os.environ, "CORTEX_NO_PROGRESS": "1", **(env or {})}
     proc = subprocess.run(
         [*command, *args],

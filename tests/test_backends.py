@@ -269,3 +269,14 @@ def test_reindex_embeds_what_was_added_without_a_model(
         with pytest.raises(cortex.StorageError):
             ro.add("no writes here")
         assert ro.get(first).access_count == seen  # a read-only search records nothing
+
+
+def test_similar_and_context_on_both_backends(any_engine: cortex.Engine) -> None:
+    e = any_engine
+    n = _notes(e)
+    near = e.similar(n["deploy"], 3)
+    assert near and n["deploy"] not in _ids(near)
+    assert {r.memory.project for r in near} == {"billing"}  # a project is a wall
+    answer = e.context("how do we deploy the billing api?", project="billing", max_tokens=300)
+    assert answer.memories and answer.memories[0]["id"] == n["deploy"]
+    assert "Fly.io" in answer.text

@@ -58,11 +58,17 @@ def _leaks(answer: dict[str, Any], allowed: set[str], owner: dict[str, str | Non
     return found
 
 
-def test_the_wall_holds_for_every_project_not_listed(engine: cortex.Engine) -> None:
+def test_the_wall_holds_for_every_project_not_listed(engine: cortex.Engine, tmp_path: Path) -> None:
     """A property over seeded random queries and options: with `project` a list, no
     result, text, session or count of a project not in it ever shows."""
     rng = random.Random(20_261_126)
     owner = _build(engine, rng)
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "shared.md").write_text("# Shared\n\ndeploy release rollback notes\n")
+    for project in ["alpha", "beta", "", None]:
+        engine.import_path(folder, project=project)
+    engine.save_lens("everything", project=[p for p in FILTERS])
     names = [f for f in FILTERS]
     checked = 0
     for _ in range(120):
@@ -71,7 +77,16 @@ def test_the_wall_holds_for_every_project_not_listed(engine: cortex.Engine) -> N
         kw = _options(rng, chosen[0])
         kw["project"] = chosen
         kw["context"] = rng.choice([0, 0, 2])
+        if rng.random() < 0.2:
+            kw["fact_type"] = "note"
+        if rng.random() < 0.2:
+            kw["code"] = rng.choice(["*", "notes/*", "shared.md"])
+        if rng.random() < 0.2:
+            kw["lens"] = "everything"  # a lens naming every project: the explicit list wins
+        kw["include_documents"] = rng.random() < 0.3
         answer = engine.search(query, Options(**kw)).to_dict()
+        for doc in answer.get("documents") or []:
+            assert doc["project"] in chosen, (query, kw, doc)
         leaks = _leaks(answer, set(chosen), owner)
         assert not leaks, (query, kw, leaks[:3])
         checked += len(answer["results"])
@@ -114,9 +129,9 @@ def test_mcp_server_of_several_projects_searches_all_of_them(engine: cortex.Engi
         engine.add(f"rollback plan of {project}", project=project)
     server = build_server(engine, projects=["a", "b"])
     error, found = _call(server, "memory_search", {"query": "rollback"})
-    assert not error and {r["memory"]["project"] for r in found["results"]} == {"a", "b"}
+    assert not error and {r["project"] for r in found["results"]} == {"a", "b"}
     error, found = _call(server, "memory_search", {"query": "rollback", "project": ["b"]})
-    assert not error and {r["memory"]["project"] for r in found["results"]} == {"b"}
+    assert not error and {r["project"] for r in found["results"]} == {"b"}
     error, text = _call(server, "memory_search", {"query": "rollback", "project": ["a", "c"]})
     assert error and "not served" in text
 
@@ -134,6 +149,10 @@ def test_cli_repeats_project(tmp_path: Path) -> None:
     assert run.code == 0, run.err
     data = json.loads(run.out)
     assert {r["memory"]["project"] for r in data["results"]} == {"a", "c"}
+    listed = run_cli("--db", db, "search", "", "--project", "b", "--json")
+    assert listed.code == 0, listed.err
+    data = json.loads(listed.out)
+    assert data["mode"] == "filter" and [r["memory"]["project"] for r in data["results"]] == ["b"]
 
 
 # --------------------------------------------------------------------------- code references
@@ -524,7 +543,7 @@ def test_mcp_lens_narrows_the_served_projects(engine: cortex.Engine) -> None:
     engine.save_lens("only-c", project="c")
     server = build_server(engine, projects=["a", "b"])
     error, found = _call(server, "memory_search", {"query": "rollback", "lens": "only-b"})
-    assert not error and {r["memory"]["project"] for r in found["results"]} == {"b"}
+    assert not error and {r["project"] for r in found["results"]} == {"b"}
     error, text = _call(server, "memory_search", {"query": "rollback", "lens": "only-c"})
     assert error and "not served" in text
     error, text = _call(server, "memory_search", {"query": "rollback", "lens": "nope"})
@@ -536,6 +555,7 @@ def test_an_old_database_opened_read_only_still_searches(db_path: Path) -> None:
     with cortex.open(db_path, read_only=True, embedder=None) as engine:
         [found] = engine.search("server")
         assert found.related == {"code": []}  # none until it is opened writable once
+        assert engine.search("what about web/server.go", mode="keyword")  # names a file
         with pytest.raises(cortex.StorageError, match="open it writable once"):
             engine.search("server", code="server.go")
         with pytest.raises(cortex.StorageError, match="search_documents"):

@@ -21,12 +21,12 @@ from cortex.errors import ImportFileError, InvalidOptionError, StorageError
 from cortex.options import DEFAULT_MIN_SCORE, Options, option_specs
 
 from .conftest import SAMPLE, CliRun, run_cli
+from .procs import cortex_command
 
 
 def _cli_in(cwd: Path, *args: str) -> CliRun:
     """The real entry point, run from `cwd` (for what a relative path would create)."""
-    exe = Path(sys.executable).with_name("cortex")
-    command = [str(exe)] if exe.exists() else [sys.executable, "-m", "cortex.cli"]
+    command = cortex_command()
     env = {**os.environ, "CORTEX_NO_PROGRESS": "1"}
     proc = subprocess.run(
         [*command, *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=120

@@ -187,16 +187,25 @@ def _cases(owner: dict[str, str | None], n: int, seed: int) -> list[tuple[Any, d
     return [(_query(rng, owner), _options(rng, rng.choice(FILTERS))) for _ in range(n)]
 
 
-def _leaks(answer: dict[str, Any], project: str, owner: dict[str, str | None]) -> list[str]:
-    """Every trace of another project in one serialised answer."""
+def _leaks(
+    answer: dict[str, Any], project: str, owner: dict[str, str | None], query: Any = None
+) -> list[str]:
+    """Every trace of another project in one serialised answer (the full record or the
+    lean MCP shape, which names no project of a memory without one)."""
     found = []
     for r in answer["results"]:
-        if r["memory"]["project"] != project:
-            found.append(f"result {r['id']} of project {r['memory']['project']!r}")
+        got = r["memory"]["project"] if "memory" in r else r.get("project")
+        if got != project:
+            found.append(f"result {r['id']} of project {got!r}")
     # The results only: `query`, `rewritten` and `notices` echo what the caller sent.
     for token in TOKEN.findall(json.dumps(answer["results"], ensure_ascii=False)):
         if owner.get(token, project) != project:
             found.append(f"text of {token} (project {owner[token]!r})")
+    # Suggestions repeat the query's words; any other token must be the project's own.
+    asked = set(TOKEN.findall(str(query or "").lower()))
+    for token in TOKEN.findall(json.dumps(answer.get("suggestions", []))):
+        if token not in asked and owner.get(token, project) != project:
+            found.append(f"suggestion of {token} (project {owner[token]!r})")
     return found
 
 
@@ -216,7 +225,7 @@ def test_no_option_or_query_crosses_a_project_api(store, embedder) -> None:
     with cortex.open(db, embedder=embedder) as engine:
         for n, (query, opts) in enumerate(_cases(owner, API_CASES, SEED)):
             answer = engine.search(query, **opts).to_dict()  # every combination is valid
-            leaks = _leaks(answer, opts["project"], owner)
+            leaks = _leaks(answer, opts["project"], owner, query)
             assert not leaks, f"case {n}: {query!r} {opts}: {leaks}"
             found_any += bool(answer["results"])
             modes.add(answer["mode"])
@@ -302,7 +311,7 @@ def test_no_leak_through_the_cli(store) -> None:
         out, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, (query, opts, err)
         answer = json.loads(out)
-        assert not _leaks(answer, opts["project"], owner), (query, opts)
+        assert not _leaks(answer, opts["project"], owner, query), (query, opts)
         found += bool(answer["results"])
     assert found >= 1
 
@@ -331,9 +340,35 @@ def test_no_leak_through_mcp(store, mcp_client) -> None:
         answer = portal.call(client.call_tool, "memory_search", args)
         text = "".join(c.text for c in answer.content if c.type == "text")
         assert not answer.is_error, (n, args, text)
-        assert not _leaks(answer.structured_content, opts["project"], owner), (n, args)
+        assert not _leaks(answer.structured_content, opts["project"], owner, query), (n, args)
         found += bool(answer.structured_content["results"])
     assert found >= MCP_CASES // 5
+
+
+@pytest.mark.timeout(120)
+def test_no_leak_through_context_or_similar(store, embedder) -> None:
+    """Engine.context and Engine.similar hold the same wall: every memory, every token of
+    the packed text and every suggestion is the project's own."""
+    db, owner = store
+    found = 0
+    with cortex.open(db, embedder=embedder) as engine:
+        for n, (query, opts) in enumerate(_cases(owner, API_CASES // 4, SEED + 3)):
+            if not isinstance(query, str):
+                continue
+            project = opts.pop("project")
+            opts.pop("limit", None)
+            fmt = ("detailed", "summary", "checklist")[n % 3]
+            answer = engine.context(query, project=project, format=fmt, max_tokens=400, **opts)
+            data = answer.to_dict()
+            leaks = _leaks({"results": data["memories"], "suggestions": data["suggestions"]},
+                           project, owner, query)  # fmt: skip
+            leaks += [t for t in TOKEN.findall(answer.text) if owner.get(t, project) != project]
+            assert not leaks, f"case {n}: {query!r} {project!r} {opts}: {leaks}"
+            found += bool(answer.memories)
+            for m in data["memories"][:2]:
+                near = engine.similar(m["id"], 20)
+                assert {r.memory.project for r in near} <= {project}, (n, m["id"])
+    assert found >= 10, found
 
 
 @pytest.fixture

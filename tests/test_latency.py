@@ -187,7 +187,7 @@ def test_every_recorded_search_is_in_the_log_after_close(filled: Path, embedder:
     with cortex.open(filled, embedder=embedder) as e:
         for j in range(30):
             q = WORDS[j % len(WORDS)]
-            results = e.search(q, mode="keyword", lens=f"run-{j}")
+            results = e.search(q, mode="keyword", recorded_as=f"run-{j}")
             expected.extend((r.memory.id, q, f"run-{j}") for r in results)
     assert len(expected) >= 30
     assert logged(filled) == expected  # every row, in the order of the searches
@@ -210,7 +210,7 @@ def test_every_search_of_many_threads_is_recorded(filled: Path, embedder: Any) -
                 for j in range(per_thread):
                     q = WORDS[(k + j) % len(WORDS)]
                     mode = "hybrid" if j % 3 == 0 else "keyword"
-                    ids = [r.memory.id for r in e.search(q, mode=mode, lens=f"t{k}")]
+                    ids = [r.memory.id for r in e.search(q, mode=mode, recorded_as=f"t{k}")]
                     with lock:
                         found.extend(ids)
             except BaseException as exc:  # pragma: no cover - reported below
@@ -234,7 +234,7 @@ def test_an_engine_never_closed_is_flushed_at_exit(filled: Path) -> None:
         "e = cortex.open(sys.argv[1], embedder=None)\n"
         "n = 0\n"
         "for q in ['deploy', 'snapshot', 'rollback', 'latency', 'backups']:\n"
-        "    n += len(e.search(q, mode='keyword', lens='exit'))\n"
+        "    n += len(e.search(q, mode='keyword', recorded_as='exit'))\n"
         "print(n)\n"  # no close: the interpreter's exit flushes
     )
     env = {**os.environ, "PYTHONPATH": str(Path(cortex.__file__).parents[1])}
@@ -259,7 +259,7 @@ def test_a_search_does_not_wait_for_the_write_lock(filled: Path, embedder: Any) 
         other = sqlite3.connect(filled, isolation_level=None)
         other.execute("BEGIN IMMEDIATE")
         try:
-            results = e.search("canary pipeline", mode="keyword", lens="held")
+            results = e.search("canary pipeline", mode="keyword", recorded_as="held")
             assert results and not any("not recorded" in n for n in results.notices)
             assert not e.flush_recalls(timeout=0.2)  # still queued behind the lock
             assert [r for r in logged(filled) if r[2] == "held"] == []
@@ -343,7 +343,7 @@ def test_a_waiter_is_called_once_the_rows_are_written(filled: Path, embedder: An
         other = sqlite3.connect(filled, isolation_level=None)
         other.execute("BEGIN IMMEDIATE")  # hold the rows back until the waiter is set
         try:
-            results = e.search("release", mode="keyword", lens="waiter")
+            results = e.search("release", mode="keyword", recorded_as="waiter")
             e.when_recalls_written(
                 lambda: (
                     seen.append(len([r for r in logged(filled) if r[2] == "waiter"])),
@@ -393,3 +393,30 @@ def test_the_periodic_index_check_does_not_fail_searches_in_flight(
         poker.join()
         assert not errors, errors[0]
         assert len(same) == 100 and all(same)
+
+
+def test_a_read_inside_a_transaction_does_not_wait_for_the_writer(
+    filled: Path, embedder: Any
+) -> None:
+    with cortex.open(filled, embedder=embedder) as e:
+        results = e.search("canary", mode="keyword", lens="tx")
+        with e._store.transaction():  # this thread holds the write lock
+            assert e.get(results[0].memory.id).id == results[0].memory.id  # no stall
+        assert e.flush_recalls()
+        assert len([r for r in logged(filled) if r[2] == "tx"]) == len(results)
+
+
+def test_the_embedders_own_array_is_left_alone(filled: Path, embedder: Any) -> None:
+    """The cache keeps a read-only copy: an embedder that hands out its own arrays (a
+    table of precomputed vectors) can still change them."""
+    table = {q: np.asarray(embedder.embed(q), dtype=np.float32) for q in QUERIES}
+
+    class Table(Counting):
+        def embed(self, text: str) -> Any:
+            return table[text]
+
+    with cortex.open(filled, embedder=Table(embedder)) as e:
+        first = answer(e, QUERIES[0], mode="semantic")
+        assert table[QUERIES[0]].flags.writeable
+        table[QUERIES[0]][:] = 0.0  # the caller's array, changed after the search
+        assert answer(e, QUERIES[0], mode="semantic") == first  # the cached copy answers

@@ -19,6 +19,7 @@ from mcp import Client, StdioServerParameters
 from mcp.types import CallToolResult, Tool
 
 import cortex
+from cortex.agent import lean_search
 from cortex.errors import CortexError
 
 from .conftest import db_digest
@@ -30,6 +31,8 @@ TOOLS = {
     "memory_get",
     "memory_reinforce",
     "memory_documents",
+    "memory_similar",
+    "memory_context",
 }
 #: Seconds any one exchange with the server may take (the first search loads the model).
 TIMEOUT = 60
@@ -195,7 +198,8 @@ def _text(result: Any) -> str:
 @pytest.mark.timeout(120)
 def test_tools_over_stdio(shared_db: Path, tools: Tools) -> None:
     with cortex.open(shared_db) as engine:
-        expected = engine.search("rollback", mode="keyword", **SAME).to_dict()
+        expected_results = engine.search("rollback", mode="keyword", **SAME)
+        expected = expected_results.to_dict()
         default_mode = engine.search("rollback drill", **SAME).mode
 
     listed = {t.name: t for t in tools.list()}
@@ -211,10 +215,17 @@ def test_tools_over_stdio(shared_db: Path, tools: Tools) -> None:
     assert all(t.output_schema and t.description for t in listed.values())
     assert listed["memory_get"].annotations.read_only_hint is True
 
-    keyword = tools.call("memory_search", {"query": "rollback", "mode": "keyword", **SAME})
+    keyword = tools.call(
+        "memory_search", {"query": "rollback", "mode": "keyword", "verbose": True, **SAME}
+    )
     assert not keyword.is_error
-    _same(keyword.structured_content, expected, 0.0)
+    full = dict(keyword.structured_content)
+    assert full.pop("status") == "ok" and full.pop("total_results") == expected["total"]
+    _same(full, expected, 0.0)
     assert json.loads(_text(keyword)) == keyword.structured_content  # text for text-only clients
+    lean = tools.call("memory_search", {"query": "rollback", "mode": "keyword", **SAME})
+    assert lean.structured_content == lean_search(expected_results)
+    assert json.loads(_text(lean)) == lean.structured_content
 
     added = tools.call(
         "memory_add",
@@ -234,9 +245,12 @@ def test_tools_over_stdio(shared_db: Path, tools: Tools) -> None:
         "memory_search", {"query": "canary releases", "mode": "keyword", "project": "hydra"}
     ).structured_content
     assert [r["id"] for r in canary["results"]] == [memory["id"]]
-    assert canary["results"][0]["source_session"]["id"] == "s-agent"
+    assert canary["results"][0]["source"] == "session s-agent"
+    assert canary["results"][0]["text"] == memory["content"]
 
-    default = tools.call("memory_search", {"query": "rollback drill", **SAME}).structured_content
+    default = tools.call(
+        "memory_search", {"query": "rollback drill", "verbose": True, **SAME}
+    ).structured_content
     assert default["mode"] == default_mode  # hybrid when the model is installed, as in the API
     assert default["results"], default
 
@@ -268,9 +282,6 @@ BAD: list[tuple[str, dict[str, Any], Callable[[cortex.Engine], Any] | tuple[str,
      lambda e: e.search("deploy", limit=10**9)),
     ("memory_search", {"query": "deploy", "limit": "ten"},
      lambda e: e.search("deploy", limit="ten")),
-    # JSON has no NaN: the client sends null, which is refused, never read as "default".
-    ("memory_search", {"query": "deploy", "alpha": float("nan")},
-     lambda e: e.search("deploy", alpha=None)),
     ("memory_search", {"query": "deploy", "alpha": 2}, lambda e: e.search("deploy", alpha=2)),
     ("memory_search", {"query": "deploy", "recency_weight": -1},
      lambda e: e.search("deploy", recency_weight=-1)),
@@ -338,7 +349,10 @@ def test_one_answer_everywhere(shared_db: Path, tools: Tools) -> None:
     cli = [_cli_search(shared_db, q, options) for q, options in runs]
 
     mcp_answers = [
-        tools.call("memory_search", {**({"query": q} if q is not None else {}), **options})
+        tools.call(
+            "memory_search",
+            {**({"query": q} if q is not None else {}), **options, "verbose": True},
+        )
         for q, options in runs
     ]
     with cortex.open(shared_db) as engine:
@@ -353,7 +367,10 @@ def test_one_answer_everywhere(shared_db: Path, tools: Tools) -> None:
         assert not tool.is_error, (q, _text(tool))
         tolerance = 1e-9 if options.get("recency_weight") == 0 else 1e-6
         where = f"case {n} {q!r} {options}"
-        for name, answer in (("cli", json.loads(out)), ("mcp", tool.structured_content)):
+        verbose = dict(tool.structured_content)
+        assert verbose.pop("status") == ("ok" if api["results"] else "no_match"), where
+        assert verbose.pop("total_results") == api["total"], where
+        for name, answer in (("cli", json.loads(out)), ("mcp", verbose)):
             ids = [r["id"] for r in answer["results"]]
             assert ids == [r["id"] for r in api["results"]], f"{name} {where}"
             _same(answer, api, tolerance, f"{name} {where}")

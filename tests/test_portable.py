@@ -28,6 +28,7 @@ import pytest
 
 import cortex
 from cortex import _native, cli, paths, semantic
+from cortex.errors import StorageError
 from cortex.model_dir import default_model_dir
 from cortex.vectors import VectorIndex
 
@@ -238,9 +239,56 @@ def test_a_windows_sharing_refusal_of_a_replace_is_tried_again(
     assert (tmp_path / "state").read_text() == "new" and len(calls) == 3
     calls.clear()
     (tmp_path / "state.tmp").write_text("newer")
-    with pytest.raises(PermissionError):  # elsewhere a refusal is an error at once
-        semantic._replace(tmp_path / "state.tmp", tmp_path / "state")
+    with pytest.raises(StorageError, match="in use by another process"):
+        semantic._replace(tmp_path / "state.tmp", tmp_path / "state")  # elsewhere: at once
     assert len(calls) == 1
+
+
+class _NoPlainReads:
+    """A file whose read() fails: what a plain read of the main vector file meets on
+    Windows while a writer holds it (LockFileEx is mandatory there)."""
+
+    def __init__(self, path: str, mode: str = "rb") -> None:
+        assert mode == "rb", mode
+        self._f = open(path, mode)  # noqa: SIM115 - closed by __exit__ / close
+
+    def fileno(self) -> int:
+        return self._f.fileno()
+
+    def read(self, *args: object) -> bytes:
+        raise AssertionError("a plain read of a vector file")
+
+    def close(self) -> None:
+        self._f.close()
+
+    def __enter__(self) -> _NoPlainReads:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._f.close()
+
+
+def test_python_reads_of_a_locked_index_go_through_mappings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """VectorIndex.sample (hybrid search's score statistics past 2,048 rows) and the numpy
+    and python backends read the files while another handle is the writer: only through
+    mappings, which a Windows writer's lock does not refuse."""
+    rng = np.random.default_rng(5)
+    rows = rng.standard_normal((3000, 8)).astype(np.float32)
+    path = tmp_path / "v.cvx"
+    writer = VectorIndex.create(path, 8, "m")  # holds the writer lock from here on
+    writer.append(np.arange(3000), rows)
+    reader = VectorIndex.open(path)
+    monkeypatch.setattr("cortex.vectors.open", _NoPlainReads, raising=False)
+    ids, sample = reader.sample(100)
+    unit = rows[ids] / np.linalg.norm(rows[ids], axis=1)[:, None]
+    assert len(ids) == 100 and np.allclose(sample, unit, atol=1e-6)
+    for backend in ("numpy", "python"):
+        found, _ = reader.search(rows[42], 1, backend=backend)
+        assert found.tolist() == [42], backend
+    reader.close()
+    writer.close()
 
 
 # ------------------------------------------------------------------ paths

@@ -109,6 +109,32 @@ def test_other_projects_do_not_change_a_projects_keyword_scores(
     assert after == before
 
 
+@pytest.mark.parametrize("policy", ["off", "on"])
+def test_several_projects_rank_with_their_statistics_together(tmp_path: Path, policy: str) -> None:
+    c_texts = ["a ferry quokka on the island", "selfie island noon"]
+    with _open(tmp_path / "alone.db", policy) as alone:
+        for text in A_TEXTS:
+            alone.add(text, project="A", created_at=CREATED)
+        for text in c_texts:
+            alone.add(text, project="C", created_at=CREATED)
+        want = {q: _seen(alone, q, mode="keyword", project=["C", "A"]) for q in ("quokka", "isl*")}
+    with _open(tmp_path / "mixed.db", policy) as mixed:
+        for text in A_TEXTS:
+            mixed.add(text, project="A", created_at=CREATED)
+        _add_b(mixed, 100)
+        for text in c_texts:
+            mixed.add(text, project="C", created_at=CREATED)
+        got = {q: _seen(mixed, q, mode="keyword", project=["A", "C", "A"]) for q in want}
+        one = _seen(mixed, "quokka", mode="keyword", project="A")
+    assert got == want
+    assert {c for c, _, _ in want["quokka"]} == {A_TEXTS[0], A_TEXTS[2], c_texts[0]}
+    # A alone has other statistics than A and C together.
+    assert (
+        dict((c, s) for c, s, _ in one)[A_TEXTS[0]]
+        != dict((c, s) for c, s, _ in want["quokka"])[A_TEXTS[0]]
+    )
+
+
 def test_the_fts5_path_and_the_in_memory_index_score_a_project_alike(tmp_path: Path) -> None:
     got = {}
     for policy in ("off", "on"):
@@ -213,6 +239,43 @@ def test_a_project_filtered_search_ranks_the_same_whatever_other_projects_hold(
         mixed.add_many(records)
         got = _seen(mixed, query, mode="keyword", project="A")
         _check_totals(mixed)
+    assert got == want
+
+
+@settings(
+    max_examples=6,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    a=st.lists(texts, min_size=1, max_size=6),
+    others=st.lists(st.tuples(texts, st.integers(0, 6)), min_size=1, max_size=12),
+    query=st.lists(st.sampled_from(WORDS), min_size=1, max_size=3).map(" ".join),
+)
+def test_a_project_filtered_hybrid_search_ranks_the_same_whatever_other_projects_hold(
+    tmp_path_factory: pytest.TempPathFactory,
+    embedder: object,
+    a: list[str],
+    others: list[tuple[str, int]],
+    query: str,
+) -> None:
+    base = tmp_path_factory.mktemp("hybrid")
+    mine = [f"{text} a{i}" for i, text in enumerate(a)]
+    records: list[dict[str, object]] = [
+        {"content": t, "project": "A", "created_at": CREATED} for t in mine
+    ]
+    # One add each: a text embedded in a batch of other lengths (padding) differs in the
+    # last bits, which is not what this property is about.
+    with _open(base / "alone.db", "off", embedder) as alone:
+        for record in records:
+            alone.add(**record)  # type: ignore[arg-type]
+        want = _seen(alone, query, mode="hybrid", project="A")
+    for text, at in sorted(others, key=lambda o: -o[1]):
+        records.insert(min(at, len(records)), {"content": text, "project": "B"})
+    with _open(base / "mixed.db", "off", embedder) as mixed:
+        for record in records:
+            mixed.add(**record)  # type: ignore[arg-type]
+        got = _seen(mixed, query, mode="hybrid", project="A")
     assert got == want
 
 

@@ -23,6 +23,7 @@ from cortex.server import create_app
 from cortex.server.api import Capabilities, decode_cursor, encode_cursor
 from cortex.server.security import RateLimiter, is_loopback, parse_rate
 from tests.conftest import SAMPLE, db_digest, run_cli
+from tests.procs import cortex_command, free_port, wait_until_serving
 
 TOKEN = "s3cret-token-for-tests-0123456789"
 OTHER_TOKEN = "alpha-only-token-abcdefghijklmnop"
@@ -256,9 +257,9 @@ def test_llm_search_packs_into_max_tokens(api: TestClient) -> None:
     data = r.json()
     assert set(data) >= {"answer", "memories", "suggestions", "confidence"}
     assert 0.0 <= data["confidence"] <= 1.0
-    if data.get("basis") == "search":  # the fallback until Engine.context lands
-        assert data["memories"]
-        assert sum(len(m["content"]) for m in data["memories"]) / 4 <= 120 * 1.5
+    assert data["basis"] == "context"  # Engine.context answers it
+    assert data["memories"] and data["token_estimate"] <= 120
+    assert len(data["text"]) <= 4 * 120 and data["scope"] == "universal"
     nothing = api.post("/api/memories/llm-search", json={"prompt": "qwxzv plorg"}).json()
     assert nothing["confidence"] <= data["confidence"]
 
@@ -540,22 +541,15 @@ def test_cortex_serve_flags(shared: cortex.Engine) -> None:
     """`cortex serve` as a user starts it: the token from $CORTEX_TOKEN, a project wall
     and the rate limit from the flags, then SIGTERM ends it cleanly."""
     import os
-    import socket
     import subprocess
-    import sys
-    import time
     import urllib.error
     import urllib.request
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    exe = Path(sys.executable).with_name("cortex")
-    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "cortex.cli"]
+    port = free_port()
     args = ["--db", str(shared.path), "serve", "--port", str(port), "--project", "alpha",
             "--rate-limit", "1000/min"]  # fmt: skip
     env = {**os.environ, "CORTEX_TOKEN": TOKEN}
-    proc = subprocess.Popen([*cmd, *args], env=env, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([*cortex_command(), *args], env=env, stderr=subprocess.PIPE, text=True)
     base = f"http://127.0.0.1:{port}"
 
     def get(path: str, token: str | None) -> tuple[int, Any]:
@@ -570,15 +564,8 @@ def test_cortex_serve_flags(shared: cortex.Engine) -> None:
                 return exc.code, json.load(exc)
 
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                status, _ = get("/api/health", None)
-                break
-            except OSError:
-                assert proc.poll() is None and time.monotonic() < deadline, "did not start"
-                time.sleep(0.2)
-        assert status == 401
+        wait_until_serving(proc, base + "/api/health")
+        assert get("/api/health", None)[0] == 401
         status, health = get("/api/health", TOKEN)
         assert status == 200 and health["projects"] == ["alpha"]
         beta = ids_of("beta", shared)[0]

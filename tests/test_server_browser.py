@@ -13,10 +13,7 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
-import sys
-import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -27,6 +24,7 @@ import pytest
 
 import cortex
 from tests.conftest import SAMPLE
+from tests.procs import cortex_command, free_port, wait_until_serving
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
@@ -42,12 +40,6 @@ from selenium.webdriver.common.keys import Keys  # noqa: E402
 from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
 from selenium.webdriver.remote.webelement import WebElement  # noqa: E402
 from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
@@ -68,29 +60,23 @@ def served(tmp_path_factory: pytest.TempPathFactory, embedder: Any) -> Iterator[
                     source_path=f"notes/2026-10-{day + 10:02d}.md",
                 )
         engine.add(f"Untrusted text {XSS} about the deploy", project="alpha")
-    port = _free_port()
-    exe = Path(sys.executable).with_name("cortex")
-    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "cortex.cli"]
+    port = free_port()
     log = db.with_name("serve.log")
     with log.open("w") as err:
         proc = subprocess.Popen(
-            [*cmd, "--db", str(db), "serve", "--port", str(port)],
+            [*cortex_command(), "--db", str(db), "serve", "--port", str(port)],
             stdout=subprocess.DEVNULL,
             stderr=err,
         )
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                with urllib.request.urlopen(base + "/api/health", timeout=2) as r:
-                    assert json.load(r)["status"] == "ok"
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    proc.kill()
-                    pytest.fail(f"cortex serve did not start: {log.read_text()[-2000:]}")
-                time.sleep(0.2)
+        try:
+            wait_until_serving(proc, base + "/api/health")
+        except RuntimeError as exc:
+            proc.kill()
+            pytest.fail(f"cortex serve did not start ({exc}): {log.read_text()[-2000:]}")
+        with urllib.request.urlopen(base + "/api/health", timeout=10) as r:
+            assert json.load(r)["status"] == "ok"
         yield base
     finally:
         proc.terminate()

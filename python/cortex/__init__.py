@@ -27,6 +27,7 @@ from cortex.result import Fact, MatchType, Memory, Result, Results
 
 if TYPE_CHECKING:
     from cortex._native import __version__
+    from cortex.context import ContextAnswer
     from cortex.engine import Engine, Searcher, open
     from cortex.ingest import ImportReport
 
@@ -38,6 +39,7 @@ _LAZY = {
     "Searcher": "cortex.engine",
     "open": "cortex.engine",
     "ImportReport": "cortex.ingest",
+    "ContextAnswer": "cortex.context",
     "__version__": "cortex._native",
 }
 
@@ -52,6 +54,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "ContextAnswer",
     "CortexError",
     "EmbeddingError",
     "Engine",

@@ -169,6 +169,7 @@ def print_results(results: cortex.Results, out: TextIO) -> None:
             f" ({results.hidden} below the minimum score or confidence)" if results.hidden else ""
         )
         out.write(f"no results{hidden}\n")
+        _print_suggestions(results, out)
         return
     rows = [
         (
@@ -203,6 +204,12 @@ def print_results(results: cortex.Results, out: TextIO) -> None:
         out.write("\ndocuments:\n")
         for n, d in enumerate(results.documents, 1):
             out.write(f"{n:>3}. {d.score:.3f}  {d.title}  ({d.source_path})\n")
+    _print_suggestions(results, out)
+
+
+def _print_suggestions(results: cortex.Results, out: TextIO) -> None:
+    if results.suggestions:
+        out.write("try: " + " | ".join(results.suggestions) + "\n")
 
 
 def _json_default(value: object) -> object:
@@ -367,6 +374,32 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("id", type=int, help="the memory's id")
     p.add_argument("--project", help="only if it belongs to this project (default: any)")
     p.add_argument("--json", action="store_true", help="print it as JSON")
+
+    p = sub.add_parser(
+        "context", help="what an agent should read for a prompt, packed into a token budget"
+    )
+    p.add_argument("prompt", help="the question or the need, in plain words")
+    p.add_argument(
+        "--max-tokens", type=int, default=2000, help="budget of the text (default: 2000)"
+    )
+    p.add_argument(
+        "--format",
+        choices=["detailed", "summary", "checklist"],
+        default="detailed",
+        help="detailed (whole, with neighbouring chunks), summary or checklist (default: detailed)",
+    )
+    p.add_argument("--project", help="the current project: a wall (default: every project)")
+    p.add_argument("--task", help="the current task, for the scope pattern (default: none)")
+    p.add_argument("--language", help="the current language, for the scope (default: none)")
+    p.add_argument("--mode", choices=["keyword", "semantic", "hybrid"], help=argparse.SUPPRESS)
+    p.add_argument("--now", help="the clock, ISO 8601 (default: the time it runs)")
+    p.add_argument("--json", action="store_true", help="print the answer as JSON")
+
+    p = sub.add_parser("similar", help="the memories nearest to one memory by meaning")
+    p.add_argument("id", type=int, help="the memory's id")
+    p.add_argument("-k", type=int, default=10, help="how many (default: 10)")
+    p.add_argument("--project", help="only if it belongs to this project (default: any)")
+    p.add_argument("--json", action="store_true", help="print results as JSON")
 
     p = sub.add_parser("stats", help="what the database holds")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
@@ -643,6 +676,48 @@ def _cmd_show(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def _cmd_context(args: argparse.Namespace, out: TextIO) -> int:
+    changes = {k: getattr(args, k) for k in ("mode", "now") if getattr(args, k) is not None}
+    with cortex.open(
+        _db_path(args), read_only=not _exists(_db_path(args)), keyword_index="off"
+    ) as engine:
+        answer = engine.context(
+            args.prompt,
+            max_tokens=args.max_tokens,
+            format=args.format,
+            project=args.project,
+            task=args.task,
+            language=args.language,
+            options=Options(**changes),
+        )
+    for notice in answer.notices:
+        print(f"cortex: {notice}", file=sys.stderr)
+    if args.json:
+        _dump(answer.to_dict(), out)
+        return 0
+    out.write((answer.text or "(no memory on this)") + "\n\n")
+    out.write(
+        f"confidence {answer.confidence:.2f} · {len(answer.memories)} of"
+        f" {answer.total_found} found · ~{answer.tokens} of {answer.max_tokens} tokens"
+        f" · scope {answer.scope}\n"
+    )
+    if answer.suggestions:
+        out.write("try: " + " | ".join(answer.suggestions) + "\n")
+    return 0
+
+
+def _cmd_similar(args: argparse.Namespace, out: TextIO) -> int:
+    with cortex.open(
+        _db_path(args), read_only=not _exists(_db_path(args)), keyword_index="off"
+    ) as engine:
+        results = engine.similar(args.id, args.k, project=args.project)
+    if args.json:
+        _dump(results.to_dict(), out)
+    else:
+        print_results(results, out)
+    return 0
+
+
 def _cmd_stats(args: argparse.Namespace, out: TextIO) -> int:
     with cortex.open(_db_path(args), read_only=True, embedder=None, keyword_index="off") as engine:
         stats = engine.stats()
@@ -833,7 +908,9 @@ _COMMANDS = {
     "search": _cmd_search,
     "lens": _cmd_lens,
     "documents": _cmd_documents,
+    "context": _cmd_context,
     "show": _cmd_show,
+    "similar": _cmd_similar,
     "stats": _cmd_stats,
     "timeline": _cmd_timeline,
     "reindex": _cmd_reindex,

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from cortex import documents, lenses, recall, validate
 from cortex._lazy import LazyModule
 from cortex.errors import (
+    EmbeddingError,
     ImportFileError,
     InvalidOptionError,
     NotFoundError,
@@ -20,10 +21,10 @@ from cortex.errors import (
 )
 from cortex.keyword_index import KeywordIndexer
 from cortex.log import get_logger
-from cortex.options import Options
+from cortex.options import MAX_LIMIT, Options
 from cortex.paths import db_location, url_scheme
 from cortex.ranking import DEFAULT_FACT_DECAY, FACT_DECAY_RATES
-from cortex.result import Memory, Result, Results
+from cortex.result import MatchType, Memory, Result, Results
 from cortex.search.pipeline import Pipeline
 from cortex.search.plan import CANDIDATE_POOL
 from cortex.search.query_cache import QueryCache
@@ -31,10 +32,12 @@ from cortex.search.recorder import Recorder
 from cortex.search.sqlite import KeywordRetriever, SemanticRetriever
 from cortex.semantic import Semantic
 from cortex.store import SCHEMA_VERSION, MemoryInput, Store, content_hash
+from cortex.suggest import FEW
 
 if TYPE_CHECKING:
     import numpy as np
 
+    from cortex.context import ContextAnswer
     from cortex.ingest import ImportReport
 else:  # imported when a vector is first touched (start-up of keyword-only commands)
     np = LazyModule("numpy")
@@ -56,6 +59,15 @@ class Searcher(Protocol):
     """Anything that answers a query with ranked results (the Go engine's `Searcher`)."""
 
     def search(self, query: str | None, options: Options | None = None) -> list[Result]: ...
+
+
+def _one_project(value: object) -> str | None:
+    """The project a search is confined to, when it is exactly one."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list | tuple) and len(value) == 1 and isinstance(value[0], str):
+        return value[0]
+    return None
 
 
 def _epoch(value: datetime | float | str | None, field: str = "created_at") -> float | None:
@@ -120,6 +132,11 @@ class Engine:
         return self._store.path  # type: ignore[no-any-return]
 
     @property
+    def read_only(self) -> bool:
+        """Whether the database is open read-only (nothing is recorded or written)."""
+        return self._store.read_only  # type: ignore[no-any-return]
+
+    @property
     def store(self) -> Store:
         """The database (a :class:`cortex.pg.store.PgStore` on PostgreSQL); every search
         recorded so far is written first (whoever reads the store reads this Engine's
@@ -151,6 +168,10 @@ class Engine:
         False if `timeout` seconds passed first. Close and interpreter exit flush too."""
         if self._recorder is None or not self._recorder.pending():
             return True
+        if self._store.in_transaction():
+            # This thread holds the write lock the writer thread waits for: waiting here
+            # would stall both until the busy timeout. Its rows follow the transaction.
+            return False
         return self._recorder.flush(timeout)
 
     def when_recalls_written(self, callback: Callable[[], None]) -> None:
@@ -494,9 +515,15 @@ class Engine:
             self._upgraded(", ".join(wants))
         opts = lenses.apply(self._store, opts)
         results = self._pipeline.search(query, opts)
+        if query and query.strip() and opts.offset == 0 and not opts.cursor:
+            results.suggestions = tuple(
+                self._suggest(query, results, opts, related=len(results) < FEW)
+            )
         if opts.include_documents:
+            # the words searched: without the time words the interpretation took out
+            searched = (results.interpretation or {}).get("searched") or query
             results.documents = documents.search(
-                self._store, query, opts, limit=min(opts.limit, DOCUMENTS_WITH_RESULTS)
+                self._store, searched, opts, limit=min(opts.limit, DOCUMENTS_WITH_RESULTS)
             )
         return results
 
@@ -558,6 +585,142 @@ class Engine:
     def delete_lens(self, name: str) -> None:
         """Delete a saved lens (NotFoundError when there is none)."""
         lenses.delete(self._store, name)
+
+    def _suggest(
+        self, query: str, results: Results, opts: Options, *, related: bool = True
+    ) -> list[str]:
+        """Follow-up queries (cortex.suggest) within the search's filters: its words
+        corrected when a memory lacks them, related terms when it found little (`related`).
+        The words are those searched, after the time words."""
+        if self._pg:
+            return []  # suggestions read FTS5's vocabulary: SQLite-only for now
+        from cortex.suggest import suggest
+
+        searched = (results.interpretation or {}).get("searched") or query
+        return suggest(self._store, str(searched), opts, results, related=related)
+
+    def context(
+        self,
+        prompt: str,
+        *,
+        max_tokens: int = 2000,
+        format: str = "detailed",
+        project: str | None = None,
+        task: str | None = None,
+        language: str | None = None,
+        options: Options | None = None,
+        **changes: Any,
+    ) -> ContextAnswer:
+        """What an agent should read before it answers `prompt` (seed 003's LLM endpoint):
+        the best memories, in the `detailed` format each with the chunks around it,
+        packed into `max_tokens` (characters / 4), with a calibrated `confidence` for the
+        whole answer and follow-up `suggestions` (see :mod:`cortex.context`).
+
+        `project` is a wall, as in a search; `project`, `task` and `language` make seed
+        004's scope pattern (``project:X:task:Y``, ``project:X*``, ``language:X`` or
+        ``universal``), reported as ``scope`` and preferred among near-equal memories.
+        `options` and keyword `changes` are the search's (``now=``, ``mode=``, ...)."""
+        from cortex import context as ctx
+
+        if not isinstance(prompt, str):
+            raise QueryError(f"a prompt is a string, not {type(prompt).__name__}")
+        fmt = ctx.check_format(format)
+        budget = ctx.check_budget(max_tokens)
+        for name, value in (("task", task), ("language", language)):
+            if value is not None and (not isinstance(value, str) or not value.strip()):
+                raise InvalidOptionError(f"{name} must be a non-empty string or None")
+        opts = options if options is not None else Options()
+        if not isinstance(opts, Options):
+            raise InvalidOptionError(f"options must be cortex.Options, not {type(opts).__name__}")
+        wanted: dict[str, Any] = {"explain": True, "limit": min(opts.limit, ctx.CANDIDATES)}
+        if project is not None:
+            wanted["project"] = project
+        if fmt == "detailed" and opts.context == 0:
+            wanted["context"] = 1
+        try:
+            opts = opts.replace(**{**wanted, **changes})
+        except TypeError as exc:
+            raise InvalidOptionError(str(exc)) from None
+        results = self.search(prompt, opts)
+        suggestions = list(results.suggestions)
+        if not suggestions and prompt.strip():
+            suggestions = self._suggest(prompt, results, opts)
+        return ctx.build(
+            prompt,
+            results,
+            fmt=fmt,
+            max_tokens=budget,
+            scope=ctx.scope_pattern(
+                _one_project(project if project is not None else opts.project), task, language
+            ),
+            suggestions=suggestions,
+            prefer_scope=opts.order_by == "relevance",
+        )
+
+    def similar(self, memory_id: int, k: int = 10, *, project: str | None = None) -> Results:
+        """The `k` memories nearest to `memory_id` by meaning (cosine of their embeddings),
+        best first, without itself, superseded and deleted ones.
+
+        Only memories of the same project (or, for a memory without one, without one): a
+        project is a wall. With `project`, a memory of another project is not found.
+        Needs the embedding model (EmbeddingError otherwise) and the memory's embedding
+        (`cortex reindex` makes it).
+        """
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_LIMIT:
+            raise InvalidOptionError(f"k must be an integer from 1 to {MAX_LIMIT}, not {k!r}")
+        anchor = self._store.get(memory_id, project=project)
+        reason = self._semantic.unavailable()
+        if reason is not None:
+            raise EmbeddingError(f"similar memories are found by meaning: {reason}")
+        model = self._semantic.model_id
+        vector = self._store.vector_of(anchor.id, model)
+        if vector is None:
+            raise NotFoundError(
+                f"memory {anchor.id} has no embedding of {model}; run `cortex reindex`"
+            )
+        opts = Options(project=anchor.project, limit=k, record=False)
+        if self._pg:  # pgvector, the wall and the filters in its SQL
+            from cortex.pg import vectors as pg_vectors
+
+            hits = pg_vectors.search(self._store, vector, model, opts, k + 1 + CANDIDATE_POOL)
+            found = [(h.memory_id, h.score) for h in hits]
+        else:
+            allowed = self._store.allowed_ids(opts)
+            if allowed is not None:
+                allowed = allowed[allowed != anchor.id]
+                if len(allowed) == 0:
+                    return Results(query=None, mode="similar")
+            index = self._semantic.index()
+            want = min(len(index), k + 1 + CANDIDATE_POOL)
+            if allowed is not None:
+                want = min(want, len(allowed))
+            ids, scores = self._semantic.verified_search(vector, want, allowed=allowed)
+            found = [(int(i), float(c)) for i, c in zip(ids.tolist(), scores.tolist(), strict=True)]
+        memories = self._store.get_many([i for i, _ in found])
+        kept = [
+            (memories[i], c)
+            for i, c in found
+            if i != anchor.id
+            and i in memories
+            and memories[i].deleted_at is None
+            and memories[i].superseded_by is None
+            and memories[i].project == anchor.project
+        ][:k]
+        extra = recall.enrichment(self._store, [m for m, _ in kept])
+        out = [
+            Result(
+                memory=m,
+                score=c,
+                semantic_score=c,
+                effective_confidence=m.confidence,
+                snippet=m.content[:200] + ("…" if len(m.content) > 200 else ""),
+                match_type=MatchType.SEMANTIC,
+                source_session=extra.source_session.get(m.id),
+                related_memory_count=extra.related.get(m.id, 0),
+            )
+            for m, c in kept
+        ]
+        return Results(out, query=None, mode="similar")
 
     def reinforce(self, ids: Sequence[int], amount: float = 0.02) -> None:
         """Raise the salience of memories that proved useful (seed 000: +0.02 a time, up to

@@ -222,6 +222,31 @@ def search_fts(store: Store, query: str, opts: Options | None = None, pool: int 
     return search(store, query, opts or Options(mode=Mode.KEYWORD), pool).hits
 
 
+def holds(
+    store: Store,
+    word: str,
+    opts: Options,
+    *,
+    native: KeywordIndexer | None = None,
+    allowed: Sequence[int] | None = None,
+) -> bool:
+    """Whether a memory under `opts`'s filters holds `word` as a word or a word's prefix
+    (the index tiers of a search, never its substring scan: this runs on the hot path of
+    a hybrid search, and LIKE '%word%' reads every row). CJK text asks the whole search."""
+    text = clean(word)
+    if not text:
+        return False
+    if has_cjk(text):
+        return bool(search(store, text, opts, 1, native=native, allowed=allowed).hits)
+    projects = projects_of(opts)
+    scope = Scope(store, projects) if projects is not None and Scope.supported(store) else None
+    try:
+        found = _latin(store, text, opts, 1, "memories_fts", native, allowed, scope)
+    except sqlite3.Error:
+        return True  # not an answer either way: never discount on a failed check
+    return bool(found.hits)
+
+
 def search(
     store: Store,
     query: str,
@@ -361,7 +386,6 @@ class Scope:
         self.store = store
         self.projects: tuple[str, ...] = tuple(projects)
         self._totals: dict[str, tuple[int, int]] = {}
-        self._global: dict[str, tuple[int, int]] = {}
         # (table, phrase) -> {memory id: frequency}; (table, memory id) -> token count
         self._phrases: dict[tuple[str, str], dict[int, int]] = {}
         self._lengths: dict[tuple[str, int], int] = {}
@@ -394,32 +418,31 @@ class Scope:
         """The projects' memories that `phrase` (one FTS5 phrase) matches in `table`."""
         return len(self._frequencies(table, phrase))
 
-    def _table_totals(self, table: str) -> tuple[int, int]:
-        if table not in self._global:
-            from cortex.keyword_index import _fts5_totals
-
-            row = self.store.conn.execute(f"SELECT block FROM {table}_data WHERE id = 1").fetchone()
-            self._global[table] = _fts5_totals(row[0]) if row else (0, 0)
-        return self._global[table]
-
     def _frequencies(self, table: str, phrase: str) -> dict[int, int]:
         key = (table, phrase)
         found = self._phrases.get(key)
         if found is not None:
             return found
         marks = ",".join("?" * len(self.projects))
+        # The table's totals and the phrase's df, which bm25() used, are read in the same
+        # statement (one snapshot: a write landing between two statements cannot skew the
+        # frequencies solved for).
         rows = self.store.conn.execute(
-            f"SELECT m.id, -bm25({table}), {_length_sql(table)} FROM {table}"
+            f"SELECT m.id, -bm25({table}), {_length_sql(table)},"
+            f" (SELECT block FROM {table}_data WHERE id = 1),"
+            f" (SELECT COUNT(*) FROM {table} WHERE {table} MATCH ?) FROM {table}"
             f" CROSS JOIN memories m ON m.id = {table}.rowid WHERE {table} MATCH ?"
-            f" AND m.deleted_at IS NULL AND m.project_id IN ({marks})",
-            [phrase, *self.projects],
+            f" AND m.project_id IN ({marks})",
+            [phrase, phrase, *self.projects],
         ).fetchall()
         out: dict[int, int] = {}
         if rows:
-            n_rows, n_tokens = self._table_totals(table)
-            idf = _idf(n_rows, _matches(self.store, table, phrase, n_rows + 1))
+            from cortex.keyword_index import _fts5_totals
+
+            n_rows, n_tokens = _fts5_totals(rows[0][3]) if rows[0][3] else (0, 0)
+            idf = _idf(n_rows, int(rows[0][4]))
             avgdl = n_tokens / n_rows if n_rows else 1.0
-            for memory_id, score, tokens in rows:
+            for memory_id, score, tokens, _, _ in rows:
                 # score = idf * tf (k1 + 1) / (tf + k1 K): solve for tf.
                 r = float(score) / idf
                 k = _K1 * (1 - _B + _B * int(tokens) / avgdl)
@@ -467,10 +490,15 @@ class Scope:
         pool: int,
         extra: str = "",
         extra_params: Sequence[str] = (),
+        require_all: bool | None = None,
     ) -> list[Hit]:
         """The top `pool` of the memories matching `expression` under `opts`'s filters
         (and `extra`, a fixed SQL condition on ``m`` with `extra_params`), in `opts`'s
-        order, ranked with the projects' statistics."""
+        order, ranked with the projects' statistics. `require_all`: `expression` is the
+        plain AND (True) or OR (False) of its phrases, whose matches in the projects the
+        scoring reads anyway: the memories to rank are taken from those."""
+        if require_all is not None and not extra and opts.order_by is OrderBy.RELEVANCE:
+            return self._search_plain(table, expression, opts, pool, require_all)
         predicate, params = filters.where(opts)
         rows = self.store.conn.execute(
             f"SELECT m.id, m.created_at, m.confidence FROM {table}"
@@ -494,6 +522,29 @@ class Scope:
         return [
             Hit(i, bm25_to_score(-score), score, info[i]) for i, score, _, _ in top if i in info
         ]
+
+    def _search_plain(
+        self, table: str, expression: str, opts: Options, pool: int, require_all: bool
+    ) -> list[Hit]:
+        """`search` of a plain AND / OR in relevance order: the union (or intersection)
+        of the phrases' matches in the projects, best first, then the filters over
+        those rows only, a chunk at a time until the pool is full."""
+        phrases = positive_phrases(expression, initial=True)
+        found = [set(self._frequencies(table, p)) for p in dict.fromkeys(phrases)]
+        if not found:
+            return []
+        ids = set.intersection(*found) if require_all else set.union(*found)
+        scores = self.scores(table, phrases, list(ids))
+        ranked = sorted(scores.items(), key=lambda x: (-x[1], x[0]))
+        hits: list[Hit] = []
+        step = max(pool * PREFILTER, 256)
+        for start in range(0, len(ranked), step):
+            part = ranked[start : start + step]
+            info = filters.admitted(self.store, [i for i, _ in part], opts)
+            hits += [Hit(i, bm25_to_score(-r), r, info[i]) for i, r in part if i in info]
+            if len(hits) >= pool:
+                break
+        return hits[:pool]
 
     def rescore(self, table: str, expression: str, ids: Sequence[int]) -> dict[int, float]:
         """BM25 over the projects' statistics of the memories among `ids` that
@@ -640,7 +691,10 @@ def _plain(
             _log.debug("keyword %s of %d terms: in-memory index, %d hits", kind, len(terms),
                        len(hits))  # fmt: skip
             return hits
-    hits = _fts(store, words, expression, opts, pool, scope=scope)
+    if scope is not None and words in _SCOPED_TABLES:
+        hits = scope.search(words, expression, opts, pool, require_all=require_all)
+    else:
+        hits = _fts(store, words, expression, opts, pool)
     _log.debug("keyword %s of %d terms: FTS5, %d hits", kind, len(terms), len(hits))
     return hits
 

@@ -42,6 +42,7 @@ except ImportError as _missing:  # the `mcp` extra is not installed
 
 import cortex
 from cortex import lenses, validate
+from cortex.agent import compact_json, lean_search
 from cortex.errors import CortexError, InvalidOptionError, NotFoundError
 from cortex.options import option_specs
 from cortex.paths import db_location, default_db
@@ -145,21 +146,69 @@ class ResultData(TypedDict):
     facts: list[FactData]
     explain: NotRequired[dict[str, float]]
     related: NotRequired[dict[str, Any]]  # {"code": [{"ref", "kind", "line"?}]}
+    context: NotRequired[dict[str, list[dict[str, Any]]]]
+    thread: NotRequired[list[dict[str, Any]]]
+
+
+class ContextData(TypedDict):
+    id: int
+    text: str
+
+
+class LeanResultData(TypedDict):
+    """One result as an agent reads it (cortex.agent.lean_result)."""
+
+    id: int
+    text: NotRequired[str]
+    snippet: NotRequired[str]
+    date: NotRequired[str]
+    project: NotRequired[str]
+    source: NotRequired[str]
+    score: float
+    why: str
+    context: NotRequired[dict[str, list[ContextData]]]
+    thread: NotRequired[list[ContextData]]
+    explain: NotRequired[dict[str, float]]
 
 
 class SearchData(TypedDict):
-    """Results, best first, and how the search ran (mode, notices, rewritten query)."""
+    """Results, best first: lean by default (cortex.agent.lean_search), the full record of
+    the search with verbose (mode, hidden, aggregations, every score part)."""
 
-    query: str | None
-    mode: str
-    rewritten: str | None
-    notices: list[str]
-    hidden: int
-    results: list[ResultData]
+    status: str
+    total_results: int
+    has_more: NotRequired[bool]
+    next_cursor: NotRequired[str | None]
+    notices: NotRequired[list[str]]
+    interpretation: NotRequired[dict[str, Any] | None]
+    suggestions: NotRequired[list[str]]
+    query: NotRequired[str | None]
+    mode: NotRequired[str]
+    rewritten: NotRequired[str | None]
+    hidden: NotRequired[int]
+    total: NotRequired[int]
+    aggregations: NotRequired[dict[str, Any] | None]
+    results: list[LeanResultData | ResultData]
     total_found: NotRequired[int]
     total_returned: NotRequired[int]
     token_estimate: NotRequired[int]
     documents: NotRequired[list[DocumentData]]
+
+
+class ContextAnswerData(TypedDict):
+    """Engine.context for an agent: the memories to read as one text within the budget."""
+
+    status: str
+    confidence: float
+    scope: str
+    total_found: int
+    total_returned: int
+    token_estimate: int
+    text: str
+    ids: list[int]
+    suggestions: NotRequired[list[str]]
+    notices: NotRequired[list[str]]
+    memories: NotRequired[list[dict[str, Any]]]
 
 
 class TimelineData(TypedDict):
@@ -236,6 +285,22 @@ _QUERY = inspect.Parameter(
     ],
 )
 
+#: memory_search's one argument that is not an Options field: the answer's shape.
+_VERBOSE = inspect.Parameter(
+    "verbose",
+    inspect.Parameter.KEYWORD_ONLY,
+    default=_OPTIONAL,
+    annotation=Annotated[
+        Flag,
+        _doc(
+            "boolean",
+            "Return the full record of each result and of the search (every score part, "
+            "all memory fields, session, facts, aggregations) instead of the lean answer "
+            "(default false).",
+        ),
+    ],
+)
+
 #: The run-time type of an argument by its JSON kind: it decides whether the SDK JSON-decodes
 #: a string argument first (never for a text argument, see Text above).
 _BASE: dict[str, Any] = {
@@ -270,11 +335,17 @@ def _option_parameters() -> list[inspect.Parameter]:
 def _given(**values: Any) -> dict[str, Any]:
     """The arguments the client sent, as the API's keyword arguments.
 
-    A JSON null is passed on as None, which is what the API makes of None: no filter for
-    `project`, an error for `limit`, so a NaN that a client's JSON encoder turned into
-    null is refused rather than quietly replaced by the default.
+    A JSON null means the argument's default, as if it were left out: models fill every
+    optional argument of a schema with null when they have nothing to say about it.
     """
-    return {name: value for name, value in values.items() if value is not _OMITTED}
+    return {
+        name: value for name, value in values.items() if value is not _OMITTED and value is not None
+    }
+
+
+def results_explained(changes: Mapping[str, Any]) -> bool:
+    """Whether the search was asked to explain its scores (then the lean answer shows them)."""
+    return changes.get("explain") is True
 
 
 def _when(name: str, value: object) -> object:
@@ -293,8 +364,9 @@ def _when(name: str, value: object) -> object:
 
 
 def _answer(data: Mapping[str, Any]) -> CallToolResult:
-    """Structured content, and the same JSON as text for clients that read only text."""
-    text = json.dumps(data, ensure_ascii=False)
+    """Structured content, and the same JSON as text for clients that read only text
+    (compact: the spaces of the default separators are tokens the agent pays for)."""
+    text = compact_json(data)
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
 
 
@@ -490,18 +562,24 @@ def build_server(engine: cortex.Engine, *, projects: Sequence[str] | None = None
         "cortex",
         version=cortex.__version__,
         instructions=(
-            "Long-term memory. Call memory_search before answering from recollection "
+            "Long-term memory. Call memory_context for what to read before a task (packed "
+            "into a token budget, with a confidence), memory_search to look something up "
             '(FTS5 syntax works: deploy*, "blue green", a OR b, a NOT b); store a '
-            "durable lesson, decision or fact with memory_add; read one memory in full "
-            "with memory_get and what happened around it with memory_timeline."
+            "durable lesson, decision or fact with memory_add (seed 004's memory_learn); "
+            "read one memory in full with memory_get, what happened around it with "
+            "memory_timeline, its neighbours by meaning with memory_similar; search "
+            "whole imported files with memory_documents."
         ),
         log_level="WARNING",
     )
 
     def memory_search(**arguments: Any) -> CallToolResult:
-        """Search the memories by keyword, meaning or both; best first, each with its
-        content, snippet, every part of its score, source session and superseded status."""
+        """Search the memories by keyword, meaning or both; best first, each with its id,
+        text (or the snippet around the match of a long one; memory_get reads it whole),
+        date, project, source, score and why it matched, with total_results and status.
+        explain adds every score part, verbose the full record."""
         query = arguments.pop("query", _OMITTED)
+        verbose = arguments.pop("verbose", _OMITTED)
         changes = _given(**arguments)
         text = None if query is _OMITTED else query
 
@@ -514,14 +592,18 @@ def build_server(engine: cortex.Engine, *, projects: Sequence[str] | None = None
                         "project", _OMITTED
                     )
                 changes["project"] = scope(wanted)
-            return engine.search(text, **changes).to_dict()
+            full = verbose not in (_OMITTED, None)
+            if full and not isinstance(verbose, bool):
+                raise InvalidOptionError(f"verbose must be true or false, not {verbose!r}")
+            results = engine.search(text, **changes)
+            return lean_search(results, explain=results_explained(changes), verbose=full)
 
         return _run(work)
 
     # Its arguments are the query and the fields of Options, described where they are
     # declared (options.option): a field added there is an argument here, no edit needed.
     memory_search.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        [_QUERY, *_option_parameters()],
+        [_QUERY, *_option_parameters(), _VERBOSE],
         return_annotation=Annotated[CallToolResult, SearchData],
     )
 
@@ -553,7 +635,10 @@ def build_server(engine: cortex.Engine, *, projects: Sequence[str] | None = None
         metadata: Annotated[Object, _doc("object", "Any JSON object kept with it.")] = _OPTIONAL,
         source_path: Annotated[Text, _doc("string", "The file it came from.")] = _OPTIONAL,
     ) -> Annotated[CallToolResult, MemoryData]:
-        """Store one memory (embedded when a model is installed) and return it as stored."""
+        """Store one memory (embedded when a model is installed) and return it as stored.
+        This is seed 004's memory_learn: a lesson, decision, preference or correction is
+        a memory with a category and a scope (universal, language:X, project:X,
+        project:X:task:Y)."""
 
         def work() -> dict[str, Any]:
             fields = _given(
@@ -676,6 +761,88 @@ def build_server(engine: cortex.Engine, *, projects: Sequence[str] | None = None
 
         return _run(work)
 
+    def memory_similar(
+        id: Annotated[Integer, _doc("integer", "The memory to find neighbours of.")],
+        k: Annotated[
+            Integer, _doc("integer", "How many (default 10).", minimum=1, maximum=100)
+        ] = _OPTIONAL,
+        project: Annotated[
+            Text, _doc("string", "Only if the memory belongs to this project.")
+        ] = _OPTIONAL,
+        verbose: Annotated[
+            Flag, _doc("boolean", "The full record of each result (default false).")
+        ] = _OPTIONAL,
+    ) -> Annotated[CallToolResult, SearchData]:
+        """The memories nearest to one memory by meaning, best first, from its own project
+        only: related notes, earlier decisions on the same subject, duplicates."""
+
+        def work() -> dict[str, Any]:
+            anchor = fetch(id, project)
+            results = engine.similar(anchor.id, **_given(k=k), project=anchor.project)
+            return lean_search(results, verbose=verbose is True)
+
+        return _run(work)
+
+    def memory_context(
+        prompt: Annotated[
+            Text, _doc("string", "The question or the need, in plain words (time words work).")
+        ],
+        max_tokens: Annotated[
+            Integer,
+            _doc("integer", "Budget of the memories' text (default 2000).", minimum=1),
+        ] = _OPTIONAL,
+        format: Annotated[
+            Text,
+            _doc(
+                "string",
+                "detailed (each memory whole, with the chunks around it), summary (each as "
+                "its snippet) or checklist (one line each); default detailed.",
+                enum=["detailed", "summary", "checklist"],
+            ),
+        ] = _OPTIONAL,
+        project: Annotated[Text, _doc("string", "The current project (a wall).")] = _OPTIONAL,
+        task: Annotated[Text, _doc("string", "The current task, for the scope.")] = _OPTIONAL,
+        language: Annotated[
+            Text, _doc("string", "The current language, for the scope.")
+        ] = _OPTIONAL,
+        verbose: Annotated[
+            Flag, _doc("boolean", "Also each memory as a record (default false).")
+        ] = _OPTIONAL,
+    ) -> Annotated[CallToolResult, ContextAnswerData]:
+        """What to read before answering: the best memories for the prompt packed into
+        max_tokens as one text, with a calibrated confidence (0-1: low means memory holds
+        nothing on it), follow-up suggestions and the scope pattern."""
+
+        def work() -> dict[str, Any]:
+            if not isinstance(prompt, str):
+                raise InvalidOptionError("prompt must be a string: the question or the need")
+            given = _given(max_tokens=max_tokens, format=format, task=task, language=language)
+            wall = scope(project) if served is not None else project
+            answer = engine.context(
+                prompt,
+                project=None if wall is _OMITTED else wall,  # type: ignore[arg-type]
+                **given,
+            )
+            data = answer.to_dict()
+            lean: dict[str, Any] = {
+                "status": "ok" if answer.memories else "no_match",
+                "confidence": data["confidence"],
+                "scope": data["scope"],
+                "total_found": data["total_found"],
+                "total_returned": data["total_returned"],
+                "token_estimate": data["token_estimate"],
+                "text": data["text"],
+                "ids": [m["id"] for m in answer.memories],
+            }
+            for key in ("suggestions", "notices"):
+                if data[key]:
+                    lean[key] = data[key]
+            if verbose is True:
+                lean["memories"] = data["memories"]
+            return lean
+
+        return _run(work)
+
     reads = ToolAnnotations(read_only_hint=True, open_world_hint=False)
     server.register(memory_documents, reads)
     server.register(
@@ -694,6 +861,12 @@ def build_server(engine: cortex.Engine, *, projects: Sequence[str] | None = None
     )
     server.register(memory_timeline, reads)
     server.register(memory_get, reads)
+    server.register(memory_similar, reads)
+    server.register(
+        memory_context,
+        # Not read-only: its search records the recall, as memory_search does.
+        ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False),
+    )
     server.register(
         memory_reinforce,
         ToolAnnotations(

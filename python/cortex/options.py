@@ -46,6 +46,8 @@ MAX_LIMIT = 10_000
 MAX_OFFSET = 100_000
 #: The most neighbouring chunks a result carries on each side.
 MAX_CONTEXT = 20
+#: The largest token budget of one result's session thread.
+MAX_THREAD_TOKENS = 100_000
 
 #: The default minimum final score in every mode. Scores are calibrated (cortex.search.hits:
 #: the same number means the same in every query, mode and store size), so one floor
@@ -233,8 +235,14 @@ class Options:
     """What to search for and how. Build with keywords; every field has its documented default.
 
     Filters narrow the memories a search may return; a `project` filter is a wall: no result
-    ever comes from another project when one is given. `scope` and `source_prefix` match by
-    prefix when `scope` ends with ``*`` (``"project:hydra*"``) and always for `source_prefix`.
+    ever comes from another project when one is given (or several: ``project=["a", "b"]``,
+    every project not named stays walled off; :func:`cortex.filters.project_ids` reads it).
+    `scope` and `source_prefix` match by prefix when `scope` ends with ``*``
+    (``"project:hydra*"``) and always for `source_prefix`. `code` keeps the memories that
+    reference a file or code name (cortex.code), `fact_type` those holding a fact of that
+    type. `lens` applies a saved lens (cortex.lenses): its options, where this object
+    leaves the default. `include_documents` adds the imported files that match as whole
+    documents (``Results.documents``, cortex.documents).
 
     Boosts multiply the retriever's score: recency ``1 + recency_weight / (1 + days)``;
     temporal decay ``exp(-ln2 / half_life_days * age)`` for memories of dated notes
@@ -243,9 +251,11 @@ class Options:
     the effective confidence. `min_score` applies after all of them.
 
     `record` writes, after the ranking is fixed, a recall_log row per result and the access
-    count; later rankings do not change unless `reinforce` (seed 000: 0.02) is given, which
-    adds it to each returned memory's salience (or call ``Engine.reinforce``). A listing
-    without text records nothing; a read-only engine never records. `explain` fills
+    count (on the Engine's writer thread, after the answer: ``Engine.flush_recalls``);
+    later rankings do not change unless `reinforce` (seed 000: 0.02) is given, which
+    adds it to each returned memory's salience before the search returns (or call
+    ``Engine.reinforce``). A listing without text records nothing; a read-only engine
+    never records. `explain` fills
     ``Result.explain`` with every part of each score.
 
     `now` is the clock of the search (default: the time it runs): recency, decay and time
@@ -258,7 +268,9 @@ class Options:
     so that following cursors returns every match exactly once while nothing is written.
     `order` reverses `order_by` ("asc": oldest / least relevant first). `context` attaches
     to each result up to that many neighbouring chunks before and after it (its file's
-    chunks, or its session's memories in time order).
+    chunks, or its session's memories in time order). `thread` attaches each result's
+    session thread: the other turns of the session it was created in, the nearest in time
+    first while they fit `thread_tokens`, in time order.
     """
 
     mode: ModeArg = option(
@@ -406,6 +418,14 @@ class Options:
         False,
         "also search the imported files as whole documents (Results.documents, best first)",
     )
+    thread: bool = option(
+        False, "attach to each result its session's other turns, nearest first, within"
+        " thread_tokens",
+    )  # fmt: skip
+    thread_tokens: int = option(
+        500, "the token budget of each result's thread (characters / 4)",
+        minimum=1, maximum=MAX_THREAD_TOKENS,
+    )  # fmt: skip
 
     if not TYPE_CHECKING:  # hidden from type checkers, which check the generated __init__
 
@@ -424,11 +444,15 @@ class Options:
         s(self, "order_by", _enum(OrderBy, "order_by", self.order_by))
         s(self, "time_filter", _enum(TimeFilter, "time_filter", self.time_filter))
         s(self, "order", _enum(Order, "order", self.order))
-        for name, top in (("offset", MAX_OFFSET), ("context", MAX_CONTEXT)):
+        for name, bottom, top in (
+            ("offset", 0, MAX_OFFSET),
+            ("context", 0, MAX_CONTEXT),
+            ("thread_tokens", 1, MAX_THREAD_TOKENS),
+        ):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= top:
+            if isinstance(value, bool) or not isinstance(value, int) or not bottom <= value <= top:
                 raise InvalidOptionError(
-                    f"{name} must be an integer from 0 to {top}, not {value!r}"
+                    f"{name} must be an integer from {bottom} to {top}, not {value!r}"
                 )
         if self.cursor is not None and (
             not isinstance(self.cursor, str) or not 0 < len(self.cursor) <= 1000
@@ -507,6 +531,7 @@ class Options:
             "record",
             "explain",
             "include_documents",
+            "thread",
         ):
             if not isinstance(getattr(self, name), bool):
                 raise InvalidOptionError(f"{name} must be True or False")

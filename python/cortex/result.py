@@ -129,6 +129,7 @@ class Result:
     explain: dict[str, float] | None = None
     context: dict[str, list[dict[str, Any]]] | None = None
     related: dict[str, Any] | None = None  # {"code": [{"ref", "kind", "line"?}, ...]}
+    thread: list[dict[str, Any]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -152,6 +153,8 @@ class Result:
             out["context"] = self.context
         if self.related is not None:
             out["related"] = self.related
+        if self.thread is not None:
+            out["thread"] = self.thread
         return out
 
 
@@ -166,7 +169,9 @@ class Results(list[Result]):
     was applied, the text searched, intent, topics; see cortex.interpret). `total` counts
     the matches that passed the thresholds (before the page was cut); `has_more` and
     `next_cursor` lead to the next page; `aggregations` count the matches by project,
-    category, session and over time.
+    category, session and over time. `suggestions` are follow-up queries offered when the
+    search found little (a word corrected from the store's vocabulary, a related term;
+    see cortex.suggest).
     """
 
     __slots__ = (
@@ -180,6 +185,7 @@ class Results(list[Result]):
         "notices",
         "query",
         "rewritten",
+        "suggestions",
         "total",
     )
 
@@ -197,8 +203,10 @@ class Results(list[Result]):
         has_more: bool = False,
         next_cursor: str | None = None,
         aggregations: dict[str, Any] | None = None,
+        suggestions: tuple[str, ...] = (),
     ) -> None:
         super().__init__(results)
+        self.suggestions = suggestions
         self.interpretation = interpretation
         self.total = len(results) if total is None else total
         self.has_more = has_more
@@ -242,6 +250,7 @@ class Results(list[Result]):
             "has_more": self.has_more,
             "next_cursor": self.next_cursor,
             "aggregations": self.aggregations,
+            "suggestions": list(self.suggestions),
             "results": [r.to_dict() for r in self],
         }
         if self.documents is not None:

@@ -93,9 +93,12 @@ def _replace(src: Path, dst: Path) -> None:
         try:
             native.replace_file(src, dst)
             return
-        except PermissionError:
+        except PermissionError as exc:
             if os.name != "nt" or attempt == _REPLACE_TRIES - 1:
-                raise
+                raise StorageError(
+                    f"{exc} (is another process using it, or the folder read-only?); the"
+                    " index is rebuilt on the next search that can"
+                ) from None
             time.sleep(0.01 * (attempt + 1))
 
 
@@ -440,10 +443,10 @@ class Semantic:
         """(last embeddings rowid, last deletion time) in SQLite now: two index lookups,
         cheap enough to run before every search. Rows of other models move the first
         too; syncing then appends nothing and only moves the state forward."""
-        seq = self._store.query("SELECT COALESCE(MAX(rowid), 0) FROM embeddings")[0][0]
-        deleted = self._store.query(
-            "SELECT COALESCE(MAX(deleted_at), 0) FROM memories WHERE deleted_at IS NOT NULL"
-        )[0][0]
+        seq, deleted = self._store.query(  # one statement, two index lookups
+            "SELECT (SELECT COALESCE(MAX(rowid), 0) FROM embeddings),"
+            " (SELECT COALESCE(MAX(deleted_at), 0) FROM memories WHERE deleted_at IS NOT NULL)"
+        )[0]
         return int(seq), float(deleted)
 
     def _read_state(self) -> _State | None:

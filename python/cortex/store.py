@@ -1554,6 +1554,24 @@ class Store:
             row_to_memory(r) for r in after_rows
         ]
 
+    def session_thread(self, memory: Memory, limit: int = 200) -> list[tuple[int, str, float]]:
+        """(id, content, created_at) of the other live memories of the session `memory` was
+        created in, within its project: up to `limit`, the nearest in time first. Empty
+        for a memory created in no session."""
+        session = self.sessions_of([memory.id]).get(memory.id)
+        if session is None:
+            return []
+        when = memory.created_at.timestamp() if memory.created_at is not None else 0.0
+        rows = self.query(
+            "SELECT m.id, m.content, m.created_at FROM memories m"
+            " JOIN session_memories sm ON sm.memory_id = m.id"
+            " WHERE sm.session_id = ? AND sm.usage = 'created' AND m.project_id IS ?"
+            " AND m.deleted_at IS NULL AND m.id != ?"
+            " ORDER BY abs(m.created_at - ?), m.id LIMIT ?",
+            (session, memory.project, memory.id, when, limit),
+        )
+        return [(int(i), str(c), float(t)) for i, c, t in rows]
+
     def facts_for(
         self, ids: Sequence[int], damaged: list[str] | None = None
     ) -> dict[int, list[tuple[Any, ...]]]:
@@ -1829,6 +1847,23 @@ class Store:
         """Delete a lens; False when there was none."""
         with self.transaction() as tx:
             return bool(tx.execute("DELETE FROM lenses WHERE name = ?", (name,)).rowcount)
+
+    def in_transaction(self) -> bool:
+        """Whether this thread's connection is inside a transaction (holds the write lock
+        once it has written)."""
+        return self.conn.in_transaction
+
+    def vector_of(self, memory_id: int, model_id: str) -> Any:
+        """The memory's embedding of `model_id` (float32 array), or None."""
+        import numpy as np
+
+        rows = self.query(
+            "SELECT vector FROM embeddings WHERE memory_id = ? AND model_id = ?",
+            (memory_id, model_id),
+        )
+        if not rows or not rows[0][0]:
+            return None
+        return np.frombuffer(rows[0][0], dtype="<f4").astype(np.float32)
 
     def metadata_values(self, key: str) -> dict[int, str]:
         """memory id -> the metadata value of `key` of every live memory that has one."""

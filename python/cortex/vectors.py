@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import array
 import math
+import mmap
 import os
 import struct
 import sys
@@ -83,15 +84,28 @@ def _fnv1a(data: bytes) -> int:
     return h
 
 
+def _read_mapped(path: str, offset: int, length: int) -> bytes:
+    """Up to `length` bytes of `path` from `offset` (fewer past its end), read through a
+    read-only mapping, never ``read()``: on Windows the writer's lock of the main file
+    (LockFileEx) is mandatory and refuses plain reads by every other handle, not a
+    mapping's page-ins (the native reader maps it too)."""
+    with open(path, "rb") as f:
+        end = min(os.fstat(f.fileno()).st_size, offset + length)
+        if end <= offset:
+            return b""
+        with mmap.mmap(f.fileno(), end, access=mmap.ACCESS_READ) as m:
+            return m[offset:end]
+
+
 class _FileView:
-    """The file read by Python alone (for the numpy and python backends)."""
+    """The file read by Python alone (for the numpy and python backends, and for
+    :meth:`VectorIndex.sample`). Reads go through mappings (see `_read_mapped`)."""
 
     def __init__(self, path: str) -> None:
         self.path = path
         fix = "delete it and rebuild the index (`cortex reindex`)"
         try:
-            with open(path, "rb") as f:
-                head = f.read(_HEADER_LEN)
+            head = _read_mapped(path, 0, _HEADER_LEN)
         except FileNotFoundError:
             raise CortexError(
                 f"no vector index at {path}; create it with VectorIndex.create(path, dim, model_id)"
@@ -116,9 +130,10 @@ class _FileView:
         self.refresh()
 
     def refresh(self) -> None:
-        with open(self.path, "rb") as f:
-            f.seek(_COUNT_AT)
-            count, check = struct.unpack("<QQ", f.read(16))
+        raw = _read_mapped(self.path, _COUNT_AT, 16)
+        if len(raw) < 16:
+            raise IndexFormatError(f"{self.path}: truncated header; rebuild the index")
+        count, check = struct.unpack("<QQ", raw)
         if count != (~check & 0xFFFFFFFFFFFFFFFF):
             raise IndexFormatError(f"{self.path}: row count is corrupt; rebuild the index")
         need = _HEADER_LEN + count * self.dim * 4
@@ -129,8 +144,7 @@ class _FileView:
                 f"{self.path}: truncated (header says {count} rows); rebuild the index "
                 "(`cortex reindex`)"
             )
-        with open(ids_path, "rb") as f:
-            side = f.read(_SIDE_HEADER_LEN)
+        side = _read_mapped(ids_path, 0, _SIDE_HEADER_LEN)
         if side[:8] != _IDS_MAGIC or side[16:32] != self.uuid:
             raise IndexFormatError(f"{ids_path} does not belong to {self.path}; rebuild the index")
         self.count = count
@@ -157,13 +171,9 @@ class _FileView:
 
     def rows_python(self) -> tuple[array.array[float], list[int], list[bool]]:
         """Rows as a flat ``array('f')`` and ids/live as lists: no numpy involved."""
-        with open(self.path, "rb") as f:
-            f.seek(_HEADER_LEN)
-            rows = array.array("f")
-            rows.frombytes(f.read(self.count * self.dim * 4))
-        with open(self.path + ".ids", "rb") as f:
-            f.seek(_SIDE_HEADER_LEN)
-            raw = f.read(self.count * 16)
+        rows = array.array("f")
+        rows.frombytes(_read_mapped(self.path, _HEADER_LEN, self.count * self.dim * 4))
+        raw = _read_mapped(self.path + ".ids", _SIDE_HEADER_LEN, self.count * 16)
         if sys.byteorder != "little":  # pragma: no cover
             rows.byteswap()
         ids, live = [], []

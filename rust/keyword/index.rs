@@ -1035,6 +1035,76 @@ mod tests {
         mixed.check().unwrap();
     }
 
+    mod scoped {
+        use super::*;
+        use proptest::prelude::*;
+
+        const WORDS: [&str; 6] = ["quokka", "island", "ferry", "noon", "sand", "boat"];
+
+        fn text(words: &[usize]) -> String {
+            words
+                .iter()
+                .map(|&w| WORDS[w])
+                .collect::<Vec<_>>()
+                .join(" ")
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+            /// A search scoped to project 0 equals the search of an index holding only
+            /// project 0's documents, whatever the other projects hold and however
+            /// documents were replaced, moved and removed on the way.
+            #[test]
+            fn scoped_equals_alone(
+                docs in proptest::collection::vec(
+                    (0u8..3, proptest::collection::vec(0usize..6, 0..6)), 1..40),
+                moves in proptest::collection::vec((0usize..40, 0u8..3), 0..10),
+                removed in proptest::collection::vec(0usize..40, 0..8),
+                query in proptest::collection::vec(0usize..6, 1..4),
+                require_all: bool,
+            ) {
+                let mut mixed = Index::new();
+                let mut state: Vec<Option<(u8, String)>> = Vec::new();
+                for (i, (p, words)) in docs.iter().enumerate() {
+                    let t = text(words);
+                    mixed.add_in(&[i as i64], &[t.as_str()], Some(&[&format!("p{p}")]), 1);
+                    state.push(Some((*p, t)));
+                }
+                for &(i, p) in &moves {
+                    if let Some(Some((q, t))) = state.get_mut(i) {
+                        *q = p;
+                        mixed.add_in(&[i as i64], &[t.as_str()], Some(&[&format!("p{p}")]), 1);
+                    }
+                }
+                for &i in &removed {
+                    if i < state.len() {
+                        state[i] = None;
+                        mixed.remove(&[i as i64]);
+                    }
+                }
+                mixed.check().map_err(TestCaseError::fail)?;
+                let mut alone = Index::new();
+                for (i, d) in state.iter().enumerate() {
+                    if let Some((0, t)) = d {
+                        alone.add_in(&[i as i64], &[t.as_str()], Some(&["p0"]), 1);
+                    }
+                }
+                let q: Vec<&[u8]> = query.iter().map(|&w| WORDS[w].as_bytes()).collect();
+                let scope = mixed.scope(&["p0", "nowhere"]);
+                let stemmed: Vec<Vec<u8>> = q
+                    .iter()
+                    .map(|w| crate::keyword::tokenize::terms(std::str::from_utf8(w).unwrap_or(""))
+                        .pop()
+                        .unwrap_or_default())
+                    .collect();
+                let refs: Vec<&[u8]> = stemmed.iter().map(Vec::as_slice).collect();
+                let want = alone.search(&refs, 50, require_all, None, None);
+                prop_assert_eq!(mixed.search(&refs, 50, require_all, None, Some(&scope)), want);
+                prop_assert_eq!(mixed.totals(Some(&scope)), alone.totals(None));
+            }
+        }
+    }
+
     #[test]
     fn gallop_finds_lower_bound() {
         let v = [1, 3, 5, 7, 9, 11, 13];

@@ -180,6 +180,10 @@ class PgStore:
             finally:
                 self._local.conn = None
 
+    def in_transaction(self) -> bool:
+        """Whether this thread is inside a transaction of this store."""
+        return getattr(self._local, "conn", None) is not None
+
     def release(self) -> None:
         """Nothing to release: connections go back to the pool after each use."""
 
@@ -918,6 +922,14 @@ class PgStore:
         with self.transaction() as tx:
             cur = tx.execute("DELETE FROM lenses WHERE name = %s", (name,))
             return bool(cur.rowcount)
+
+    def vector_of(self, memory_id: int, model_id: str) -> Any:
+        """The memory's embedding of `model_id` (float32 array), or None."""
+        rows = self.query(
+            "SELECT vector FROM embeddings WHERE memory_id = %s AND model_id = %s",
+            (memory_id, model_id),
+        )
+        return rows[0][0] if rows else None
 
     def metadata_values(self, key: str) -> dict[int, str]:
         """memory id -> the metadata value of `key` of every live memory that has one."""

@@ -622,6 +622,9 @@ class Pipeline:
         extra = recall.enrichment(self._store, [memories[i] for i in ids])
         context = {i: self._context(memories[i], opts.context) for i in ids} if opts.context else {}
         refs = self._store.code_refs(ids)
+        threads = (
+            {i: self._thread(memories[i], opts.thread_tokens) for i in ids} if opts.thread else {}
+        )
         out = []
         for c in top:
             fact_objs = tuple(
@@ -655,9 +658,23 @@ class Pipeline:
                     explain=c.explain() if opts.explain else None,
                     context=context.get(c.memory_id),
                     related={"code": [r.to_dict() for r in refs.get(c.memory_id, ())]},
+                    thread=threads.get(c.memory_id),
                 )
             )
         return out
+
+    def _thread(self, memory: Any, budget: int) -> list[dict[str, Any]]:
+        """The other turns of `memory`'s session, the nearest in time first while they fit
+        `budget` tokens (characters / 4), in time order."""
+        kept, used = [], 0
+        for turn in self._store.session_thread(memory):
+            cost = -(-len(turn[1]) // 4)
+            if used + cost > budget:
+                break
+            kept.append(turn)
+            used += cost
+        kept.sort(key=lambda t: (t[2], t[0]))
+        return [{"id": i, "content": c, "created_at": iso(from_epoch(t))} for i, c, t in kept]
 
     def _context(self, memory: Any, n: int) -> dict[str, list[dict[str, Any]]]:
         """Up to `n` chunks before and after `memory` in its own source or session."""

@@ -65,14 +65,12 @@ class KeywordRetriever:
         return Leg(hits, list(found.notices), found.rewritten, list(found.terms), found.tier, found)
 
     def absent(self, words: Sequence[str], opts: Options, allowed: Any = None) -> list[str]:
-        """The `words` that no memory under `opts`'s filters holds (as a word, a prefix or
-        a substring: every tier of a keyword search)."""
+        """The `words` that no memory under `opts`'s filters holds as a word or a word's
+        prefix (keyword.holds: the index tiers, not the substring scan)."""
         return [
             w
             for w in words
-            if not keyword.search(
-                self._store, w, opts, 1, native=self._native, allowed=allowed
-            ).hits
+            if not keyword.holds(self._store, w, opts, native=self._native, allowed=allowed)
         ]
 
     def rescore(
@@ -105,7 +103,8 @@ class SemanticRetriever:
         embedder = self._semantic.embedder()
 
         def embed(text: str) -> np.ndarray:
-            query = np.asarray(embedder.embed(text), dtype=np.float32)
+            # a copy: the cache shares it read-only, and the embedder's array stays its own
+            query = np.array(embedder.embed(text), dtype=np.float32, copy=True)
             if query.shape != (embedder.dim,) or not np.isfinite(query).all():
                 raise EmbeddingError("the embedder returned an unusable query vector")
             return query

@@ -344,10 +344,11 @@ def plan_search(
             raise not_supported("context.thread")
         put("thread", True, "context.thread")
     if context.get("maxContextSize") is not None:
-        size = _int(context["maxContextSize"], "context.maxContextSize", 1, 1_000_000)
-        if not caps.has("context_budget"):
+        # the token budget of each result's conversation thread (Options.thread_tokens)
+        size = _int(context["maxContextSize"], "context.maxContextSize", 1, 100_000)
+        if not caps.has("thread_tokens"):
             raise not_supported("context.maxContextSize")
-        put("context_budget", size, "context.maxContextSize")
+        put("thread_tokens", size, "context.maxContextSize")
     if context.get("includeRelated") is not None:
         _bool(context["includeRelated"], "context.includeRelated")  # always included
 
@@ -496,7 +497,7 @@ def decorate_result(result: dict[str, Any]) -> dict[str, Any]:
         "before": before,
         "after": after,
         "session_info": result.get("source_session"),
-        "conversation_thread": None,
+        "conversation_thread": result.get("thread"),
     }
     result.setdefault(
         "related",
@@ -629,7 +630,7 @@ def _when(name: str, value: Any) -> datetime | float:
 
 
 LLM_FIELDS = ("prompt", "context", "format", "max_tokens")
-LLM_CONTEXT_FIELDS = ("current_file", "current_project", "recent_queries")
+LLM_CONTEXT_FIELDS = ("current_file", "current_project", "recent_queries", "task", "language")
 FORMATS = ("detailed", "summary", "checklist")
 
 
@@ -641,6 +642,8 @@ class LlmPlan:
     project: str | None
     current_file: str | None
     recent_queries: list[str]
+    task: str | None = None
+    language: str | None = None
 
 
 def plan_llm(body: Any, allowed: frozenset[str] | None) -> LlmPlan:
@@ -672,7 +675,11 @@ def plan_llm(body: Any, allowed: frozenset[str] | None) -> LlmPlan:
     recent = ctx.get("recent_queries") or []
     if not isinstance(recent, list) or not all(isinstance(q, str) for q in recent):
         raise ApiError(400, "context.recent_queries must be an array of strings")
-    return LlmPlan(prompt, fmt, max_tokens, project, current_file, recent)
+    task = _str(ctx["task"], "context.task") if ctx.get("task") is not None else None
+    language = (
+        _str(ctx["language"], "context.language") if ctx.get("language") is not None else None
+    )
+    return LlmPlan(prompt, fmt, max_tokens, project, current_file, recent, task, language)
 
 
 def strip_marks(text: str) -> str:

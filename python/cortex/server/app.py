@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import html
-import inspect
 import json
 import logging
 import time
@@ -345,21 +344,18 @@ class Server:
     def _llm(self, plan: api.LlmPlan, who: Access) -> dict[str, Any]:
         context = getattr(self.engine, "context", None)
         if callable(context):
-            params = inspect.signature(context).parameters
-            given = {
-                "max_tokens": plan.max_tokens,
-                "format": plan.format,
-                "project": plan.project,
-                "current_file": plan.current_file,
-                "recent_queries": plan.recent_queries or None,
-                "lens": self.lens(who),
-            }
-            kwargs = {k: v for k, v in given.items() if k in params and v is not None}
-            missing = [k for k, v in given.items() if v is not None and k not in params]
-            if "project" in missing and who.projects is not None:
-                raise ApiError(400, "Engine.context takes no project: cannot hold the wall")
-            answer = context(plan.prompt, **kwargs)
-            data = answer.to_dict() if hasattr(answer, "to_dict") else dict(answer)
+            # Engine.context: the project is the wall; the client's lens is a label of the
+            # client, not a saved lens of the database, so it is not passed as Options(lens=).
+            answer = context(
+                plan.prompt,
+                max_tokens=plan.max_tokens,
+                format=plan.format,
+                project=plan.project,
+                task=plan.task,
+                language=plan.language,
+            )
+            data: dict[str, Any] = answer.to_dict()
+            data["basis"] = "context"
             return api.prune(data, who.projects) if who.projects is not None else data
         opts = api.build_options(
             {
@@ -436,7 +432,8 @@ class Server:
                 "status": "ok",
                 "version": cortex.__version__,
                 "uptime_s": round(time.time() - self.started, 1),
-                "read_only": self.engine.store.read_only,
+                # not `engine.store`: it waits for queued recall rows (on the event loop)
+                "read_only": self.engine.read_only,
                 "projects": sorted(who.projects) if who.projects is not None else None,
                 "capabilities": self.caps.to_dict(),
             }

@@ -231,6 +231,8 @@ def openapi_document() -> dict[str, Any]:
                     "current_file": {"type": "string"},
                     "current_project": {"type": "string"},
                     "recent_queries": {"type": "array", "items": {"type": "string"}},
+                    "task": {"type": "string"},
+                    "language": {"type": "string"},
                 },
             },
             "format": {"type": "string", "enum": list(FORMATS), "default": "detailed"},
@@ -299,7 +301,8 @@ def openapi_document() -> dict[str, Any]:
                     "requestBody": body(llm_request),
                     "responses": {
                         **ok(
-                            "answer, memories, suggestions, confidence",
+                            "answer, memories, suggestions, a calibrated confidence, the"
+                            " scope pattern, text packed into max_tokens (Engine.context)",
                             {"type": "object"},
                         ),
                         **_errors(400, 413, 415, 422, *gates),

@@ -1,0 +1,248 @@
+"""Suggestions (issue 12, item 7): spelling corrections drawn from the store's own
+vocabulary, for every search whose words some memory lacks, and, when a query finds
+little, related terms that co-occur in its top results.
+
+Corrections: each query word that no memory within the search's filters holds is compared
+with the words of the unstemmed FTS5 index (read through an ``fts5vocab`` table in the
+connection's temp schema, so a read-only database works): words within an edit distance
+of 1 (2 for words of 10 letters or more), ranked by distance, then by how many memories
+*within the filters* hold them. Every candidate is checked against the filters with a
+keyword search before it is offered, so a word that only another project holds is never
+suggested (a project is a wall; the vocabulary itself is store-wide).
+
+Related terms: the content words the top results share that the query does not name,
+weighted by how rare they are in the store (document frequency within the results times
+log inverse document frequency). They come from the results, which already passed the
+filters.
+
+Suggestions are follow-up queries: the query with a word corrected, then the query's
+searched words with a related term added.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import sqlite3
+import threading
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from cortex import keyword
+from cortex.errors import StorageError
+from cortex.options import Mode, Options
+from cortex.search.plan import DROPPED
+from cortex.store import Store, has_cjk
+
+__all__ = ["FEW", "MAX_SUGGESTIONS", "corrections", "edit_distance", "related_terms", "suggest"]
+
+#: A search that returns fewer results than this gets suggestions.
+FEW = 3
+#: At most this many suggestions, corrections first.
+MAX_SUGGESTIONS = 5
+#: Words shorter than this are not corrected (too many neighbours at distance 1).
+MIN_WORD = 4
+#: Words of this many letters or more may be two edits off; shorter ones one. On the
+#: agent set's misspellings every right correction was one edit away, and two edits on
+#: a 9-letter word made "stitching" "sketching".
+LONG_WORD = 10
+_WORD = re.compile(r"[^\W_]+")
+#: Words too common to be a related term (beyond the search's own stop words).
+_COMMON = frozenset(
+    {"about", "after", "again", "all", "also", "any", "back", "been", "before", "behind",
+     "being", "both", "can", "could", "did", "does", "done", "each", "every", "from", "get",
+     "gets", "goes", "had", "has", "have", "her", "here", "his", "its", "just", "like",
+     "made", "make", "many", "more", "most", "much", "must", "new", "now", "off", "old",
+     "once", "one", "only", "other", "our", "out", "over", "same", "should", "since", "some",
+     "still", "than", "them", "through", "too", "two", "under", "until", "use", "used",
+     "uses", "using", "very", "via", "was", "way", "were", "what", "when", "where", "which",
+     "while", "who", "why", "would", "yes", "yet", "you", "your"}
+)  # fmt: skip
+_VOCAB = "temp.cortex_vocab"
+
+
+def edit_distance(a: str, b: str, limit: int = 2) -> int:
+    """Damerau-Levenshtein distance (adjacent swaps count 1) of `a` and `b`, or
+    ``limit + 1`` as soon as it is known to exceed `limit`."""
+    if abs(len(a) - len(b)) > limit:
+        return limit + 1
+    prev2: list[int] = []
+    prev = list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        cur = [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            cost = 0 if a[i - 1] == b[j - 1] else 1
+            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                cur[j] = min(cur[j], prev2[j - 2] + 1)
+        if min(cur) > limit:
+            return limit + 1
+        prev2, prev = prev, cur
+    return prev[len(b)]
+
+
+@dataclass(slots=True)
+class Vocabulary:
+    """The unstemmed index's words: by first letter (the candidates of a correction) and
+    how many live memories hold each."""
+
+    by_first: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
+    docs: dict[str, int] = field(default_factory=dict)
+
+
+#: Vocabularies kept, one per database (a process rarely opens more).
+CACHED_DATABASES = 8
+_CACHE: dict[str, tuple[int, Vocabulary]] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def vocabulary(store: Store) -> Vocabulary:
+    """The store's vocabulary, read once per state of the database (the last entry of
+    the memory_changes log) and kept for the next searches."""
+    try:
+        seq = int(store.query("SELECT COALESCE(MAX(seq), 0) FROM memory_changes")[0][0])
+        key = str(store.path)
+        with _CACHE_LOCK:
+            hit = _CACHE.get(key)
+        if hit is not None and hit[0] == seq:
+            return hit[1]
+        store.query(
+            f"CREATE VIRTUAL TABLE IF NOT EXISTS {_VOCAB}"
+            " USING fts5vocab(main, 'memories_exact', 'row')"
+        )
+        rows = store.query(f"SELECT term, doc FROM {_VOCAB}")
+    except (sqlite3.Error, StorageError):  # no FTS5 vocabulary: no corrections
+        return Vocabulary()
+    vocab = Vocabulary()
+    for term, doc in rows:
+        word, n = str(term), int(doc)
+        vocab.docs[word] = n
+        if word:
+            vocab.by_first.setdefault(word[0], []).append((word, n))
+    with _CACHE_LOCK:
+        if key not in _CACHE and len(_CACHE) >= CACHED_DATABASES:
+            _CACHE.pop(next(iter(_CACHE)))  # the oldest entry
+        _CACHE[key] = (seq, vocab)
+    return vocab
+
+
+def _candidates(vocab: Vocabulary, word: str, limit: int) -> list[tuple[str, int]]:
+    """Words of the vocabulary that may be within `limit` edits of `word`: those that
+    start with its first letter, or with its second (a first letter dropped, added or
+    swapped). A misspelt first letter with neither is not corrected: the price of not
+    comparing the whole vocabulary."""
+    out: list[tuple[str, int]] = []
+    for first in dict.fromkeys(word[:2]):
+        out.extend(
+            (t, n) for t, n in vocab.by_first.get(first, ()) if abs(len(t) - len(word)) <= limit
+        )
+    return out
+
+
+def _count(store: Store, word: str, opts: Options, cap: int = 50) -> int:
+    """How many memories within `opts`'s filters hold `word` (up to `cap`)."""
+    quoted = '"' + word.replace('"', '""') + '"'
+    return len(keyword.search(store, quoted, opts, cap).hits)
+
+
+def corrections(store: Store, words: Sequence[str], opts: Options) -> dict[str, str]:
+    """The best correction of each of `words` that no memory within the filters holds."""
+    wanted = [w for w in words if len(w) >= MIN_WORD and not has_cjk(w) and not w.isdigit()]
+    missing = [w for w in wanted if _count(store, w, opts, 1) == 0]
+    if not missing:
+        return {}
+    vocab = vocabulary(store)
+    out: dict[str, str] = {}
+    for word in missing:
+        limit = 2 if len(word) >= LONG_WORD else 1
+        close = sorted(
+            ((d, -n, term) for term, n in _candidates(vocab, word, limit)
+             if term != word and (d := edit_distance(word, term, limit)) <= limit),
+        )[:8]  # fmt: skip
+        best: tuple[int, int, str] | None = None
+        for d, _, term in close:
+            inside = _count(store, term, opts)  # the wall: only words the filters admit
+            if inside and (best is None or (d, -inside) < best[:2]):
+                best = (d, -inside, term)
+        if best is not None:
+            out[word] = best[2]
+    return out
+
+
+def related_terms(
+    store: Store, contents: Sequence[str], query_words: Sequence[str], k: int = 3
+) -> list[str]:
+    """Up to `k` words the `contents` (the top results) share, rare in the store, that the
+    query does not already name."""
+    if not contents:
+        return []
+    named = {w.lower() for w in query_words}
+    stems = {w[:5] for w in named if len(w) >= 5}
+    df: Counter[str] = Counter()
+    for text in contents:
+        df.update(
+            {
+                w.lower()
+                for w in _WORD.findall(text)
+                if len(w) >= 3 and not w.isdigit() and not has_cjk(w)
+            }
+        )
+    pool = [
+        w
+        for w in df
+        if w not in DROPPED
+        and w not in _COMMON
+        and w not in named
+        and not (len(w) >= 5 and w[:5] in stems)
+    ]
+    if not pool:
+        return []
+    total = max(1, int(store.query("SELECT COUNT(*) FROM memories WHERE deleted_at IS NULL")[0][0]))
+    docs = vocabulary(store).docs
+    scored = [(df[w] * math.log(1 + total / max(1, docs.get(w, 1))), w) for w in pool]
+    scored.sort(key=lambda s: (-s[0], s[1]))
+    return [w for _, w in scored[:k]]
+
+
+def _together(
+    store: Store,
+    corrected: Sequence[str],
+    words: Sequence[str],
+    fixed: dict[str, str],
+    opts: Options,
+) -> bool:
+    """Whether some memory within the filters holds every word of the corrected query
+    (words that are neither found nor corrected left aside). A word the store lacks is
+    often a plain word no note happens to use ("charges", "sure"); its nearest word
+    ("changes", "sre") is a better query only if it meets the query's other words."""
+    kept = [
+        c for w, c in zip(words, corrected, strict=True) if w in fixed or _count(store, w, opts, 1)
+    ]
+    if not kept:
+        return False
+    expression = " AND ".join('"' + w.replace('"', '""') + '"' for w in kept)
+    return bool(keyword.search(store, expression, opts, 1).hits)
+
+
+def suggest(
+    store: Store, searched: str, opts: Options, results: Sequence[Any], *, related: bool = True
+) -> list[str]:
+    """Follow-up queries for a search of `searched` that returned `results`: the query
+    with its unknown words corrected, then (with `related`) with a related term added."""
+    words = [w for w in keyword._terms(searched) if w not in DROPPED]
+    if not words:
+        return []
+    base = opts.replace(mode=Mode.KEYWORD, limit=1, cursor=None, offset=0, record=False)
+    out: list[str] = []
+    fixed = corrections(store, words, base)
+    if fixed and not _together(store, [fixed.get(w, w) for w in words], words, fixed, base):
+        fixed = {}  # each word exists, but no memory holds them together: no better query
+    if fixed:
+        out.append(" ".join(fixed.get(w, w) for w in words))
+    if related:
+        contents = [r.memory.content for r in list(results)[:5]]
+        for term in related_terms(store, contents, words):
+            out.append(f"{' '.join(fixed.get(w, w) for w in words)} {term}")
+    return list(dict.fromkeys(out))[:MAX_SUGGESTIONS]
