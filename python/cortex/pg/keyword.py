@@ -588,8 +588,10 @@ def _cjk(store: PgStore, conn: Any, text: str, opts: Options, pool: int) -> Keyw
 
 
 def _like(conn: Any, text: str, opts: Options, pool: int) -> KeywordResult:
-    """The last tier: memories holding any of the terms as substrings, by how many."""
-    terms = _cjk_terms(text, bigrams=True)
+    """The last tier: memories holding any of the terms as substrings, by how many.
+    Stop and question words are left out, as on SQLite: they are substrings of
+    everything ("our" of "hours", "the" of "then") and matched every memory."""
+    terms = [t for t in _cjk_terms(text, bigrams=True) if t not in DROPPED]
     if not terms:
         return KeywordResult()
     predicate, params = filters.where(opts)
