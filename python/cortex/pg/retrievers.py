@@ -93,14 +93,36 @@ class PgSemanticRetriever:
     def _stats(
         self, query: np.ndarray, projects: tuple[str, ...] | None = None
     ) -> tuple[float, float]:
+        """The mean and spread of the query's cosine over the same sample as the SQLite
+        retriever's (cortex.search.sqlite), so that both calibrate a query alike: every
+        live row up to STATS_ROWS, else STATS_ROWS evenly spaced by memory id
+        (``np.linspace`` positions); walled, over the live memories of the projects
+        (those without a vector of the model then count for nothing), else over the
+        live memories that have one."""
         dim = int(query.shape[0])
-        wall = " AND project_id = ANY(%s)" if projects is not None else ""
-        walled = [[db_project(p) for p in projects]] if projects is not None else []
+        model = str(self._embedder.model_id)
+        if projects is not None:
+            scope = "FROM memories m WHERE m.deleted_at IS NULL AND m.project_id = ANY(%s)"
+            scope_params: list[Any] = [[db_project(p) for p in projects]]
+        else:
+            scope = (
+                "FROM memories m JOIN embeddings v ON v.project_id = m.project_id"
+                " AND v.memory_id = m.id AND v.model_id = %s AND v.dim = %s"
+                " WHERE m.deleted_at IS NULL"
+            )
+            scope_params = [model, dim]
         rows = self._store.query(
-            f"SELECT count(*), avg(s), stddev_pop(s) FROM (SELECT 1 - (vector::vector({dim})"
-            f" <=> %s::vector({dim})) AS s FROM embeddings WHERE model_id = %s AND dim = %s"
-            f"{wall} ORDER BY memory_id LIMIT %s) t",
-            (Vector(query), str(self._embedder.model_id), dim, *walled, STATS_ROWS),
+            "WITH c AS (SELECT m.project_id, m.id, row_number() OVER (ORDER BY m.id) - 1 AS rn"
+            f" {scope}),"
+            " t AS (SELECT count(*) AS n, LEAST(count(*), %s) AS k FROM c),"
+            " pos AS (SELECT DISTINCT CASE WHEN t.k <= 1 THEN 0 WHEN i = t.k - 1 THEN t.n - 1"
+            " ELSE floor(i * ((t.n - 1)::float8 / (t.k - 1)))::bigint END AS rn"
+            " FROM t, generate_series(0, GREATEST(t.k - 1, 0)) i WHERE t.n > 0)"
+            f" SELECT count(*), avg(s), stddev_pop(s) FROM (SELECT 1 - (e.vector::vector({dim})"
+            f" <=> %s::vector({dim})) AS s FROM c JOIN pos ON pos.rn = c.rn"
+            " JOIN embeddings e ON e.project_id = c.project_id AND e.memory_id = c.id"
+            " AND e.model_id = %s AND e.dim = %s) x",
+            (*scope_params, STATS_ROWS, Vector(query), model, dim),
         )
         n, mean, sd = rows[0]
         return shrunk_stats(int(n), float(mean or 0.0), float(sd or 0.0))
