@@ -420,6 +420,25 @@ def _bm25(
 # --------------------------------------------------------------------------- tiers
 
 
+def holds(store: PgStore, word: str, opts: Options) -> bool:
+    """Whether a memory under `opts`'s filters holds `word` as a word or a word's prefix:
+    the index tiers of a search, never its substring scan (as
+    :func:`cortex.keyword.holds`; the hybrid search's unknown-name check). CJK text asks
+    the whole search."""
+    text = clean(word)
+    if not text:
+        return False
+    if has_cjk(text):
+        return bool(search(store, text, opts, 1).hits)
+    import psycopg
+
+    try:
+        with store.db.connection() as conn:
+            return bool(_latin(store, conn, text, opts, 1, Ran()).hits)
+    except psycopg.Error:
+        return True  # not an answer either way: never discount on a failed check
+
+
 def search(store: PgStore, query: str, opts: Options, pool: int) -> KeywordResult:
     """Up to `pool` keyword hits for `query` under `opts`'s filters, best first (the same
     tiers and result as :func:`cortex.keyword.search`)."""
@@ -509,18 +528,33 @@ def _latin(
         [t for t in terms if t not in DROPPED] or [t for t in terms if t not in STOPWORDS] or terms
     )
     quoted = [quote(t) for t in terms]
-    # One scan answers both plain tiers: the memories holding every word come first.
-    rows, _ = _run(
-        store, conn, Node("or", [Atom(t) for t in terms]), STEMMED, opts, pool, plain=True,
-        sink=ran,
-    )  # fmt: skip
-    hits = [h for h, every in rows if every]
-    if hits or len(terms) == 1:
+    if any(len(STEMMED[1](t)) > 1 for t in terms):
+        # A compound (REPORTING_DSN, cert-manager) is one quoted term: a phrase of its
+        # parts, as in FTS5, not an OR of them (the plain scan's words).
         tier_expr = " ".join(quoted)
-        hits = hits or [h for h, _ in rows]
-    else:
-        tier_expr = " OR ".join(quoted)
+        rows, _ = _run(
+            store, conn, Node("and", [Atom(t) for t in terms]), STEMMED, opts, pool, sink=ran
+        )
+        if not rows and len(terms) > 1:
+            tier_expr = " OR ".join(quoted)
+            rows, _ = _run(
+                store, conn, Node("or", [Atom(t) for t in terms]), STEMMED, opts, pool,
+                sink=ran,
+            )  # fmt: skip
         hits = [h for h, _ in rows]
+    else:
+        # One scan answers both plain tiers: the memories holding every word come first.
+        rows, _ = _run(
+            store, conn, Node("or", [Atom(t) for t in terms]), STEMMED, opts, pool, plain=True,
+            sink=ran,
+        )  # fmt: skip
+        hits = [h for h, every in rows if every]
+        if hits or len(terms) == 1:
+            tier_expr = " ".join(quoted)
+            hits = hits or [h for h, _ in rows]
+        else:
+            tier_expr = " OR ".join(quoted)
+            hits = [h for h, _ in rows]
     if hits:
         return KeywordResult(hits, "fts", tier_expr, tier_expr, notices, terms)
     prefix_expr = " OR ".join(q + "*" for q in quoted)

@@ -48,8 +48,9 @@ class PgKeywordRetriever:
         return Leg(hits, list(found.notices), found.rewritten, list(found.terms), found.tier, found)
 
     def absent(self, words: Sequence[str], opts: Options, allowed: Any = None) -> list[str]:
-        """The `words` that no memory under `opts`'s filters holds."""
-        return [w for w in words if not keyword.search(self._store, w, opts, 1).hits]
+        """The `words` that no memory under `opts`'s filters holds as a word or a word's
+        prefix (keyword.holds: the index tiers, not the substring scan)."""
+        return [w for w in words if not keyword.holds(self._store, w, opts)]
 
     def rescore(
         self, plan: Plan, opts: Options, leg: Leg, ids: Sequence[int]
