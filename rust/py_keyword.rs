@@ -4,7 +4,7 @@ use std::sync::RwLock;
 
 use numpy::{PyArray1, PyArrayMethods};
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PyString};
+use pyo3::types::{PyBytes, PyList, PyString};
 
 use crate::errors::{Error, Result};
 use crate::keyword::{tokenize, Index, Scope};
@@ -207,6 +207,28 @@ impl KeywordIndex {
     /// Approximate heap use in bytes.
     fn memory_bytes(&self) -> PyResult<usize> {
         Ok(self.read(Index::memory_bytes)?)
+    }
+
+    /// The index as bytes (a derived file's content), checksummed, with `tag` (an
+    /// unsigned 64-bit number the caller chooses) stored beside it; see `from_bytes`.
+    fn to_bytes<'py>(&self, py: Python<'py>, tag: u64) -> PyResult<Bound<'py, PyBytes>> {
+        let bytes = py.detach(|| self.read(|ix| ix.to_bytes(tag)))?;
+        Ok(PyBytes::new(py, &bytes))
+    }
+
+    /// (index, tag) from `to_bytes`'s output. Raises IndexFormatError when the bytes are
+    /// truncated, damaged (checksum, counts, references) or of another format.
+    #[staticmethod]
+    fn from_bytes(py: Python<'_>, data: &[u8]) -> PyResult<(KeywordIndex, u64)> {
+        let (ix, tag) = py
+            .detach(|| Index::from_bytes(data))
+            .map_err(|e| Error::Format(format!("keyword index: {e}")))?;
+        Ok((
+            KeywordIndex {
+                inner: RwLock::new(ix),
+            },
+            tag,
+        ))
     }
 
     /// The index terms of `text`, in order, exactly as FTS5 `porter unicode61

@@ -157,3 +157,53 @@ def test_version_and_keyword_search_import_no_vector_code(tmp_path: Path) -> Non
         got = json.loads(done.stdout)
         assert got["heavy"] == [], args
         assert ("cortex " if args == ["--version"] else "billing") in got["out"]
+
+
+def test_console_script_answers_version_before_the_command_line(tmp_path: Path) -> None:
+    """The console script (`cortex.__main__:main`, also `python -m cortex`) prints the
+    version without importing argparse, the options or the engine, and hands every other
+    command line to cortex.cli unchanged."""
+    import os
+    import subprocess
+    import sys
+
+    from cortex._native import __version__
+
+    probe = (
+        "import sys, json, contextlib, io\n"
+        "import cortex.__main__\n"
+        "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+        "    code = cortex.__main__.main(sys.argv[1:])\n"
+        "loaded = [m for m in ('argparse', 'cortex.cli', 'cortex.options', 'cortex.engine')"
+        " if m in sys.modules]\n"
+        "print(json.dumps({'out': out.getvalue(), 'code': code, 'loaded': loaded}))"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run(
+        [sys.executable, "-c", probe, "--version"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+    )
+    got = json.loads(done.stdout)
+    assert got == {"out": f"cortex {__version__}\n", "code": 0, "loaded": []}
+
+    db = tmp_path / "c.db"
+    with cortex.open(db, embedder=None) as engine:
+        engine.add("the deployment of the billing service", project="p")
+    done = subprocess.run(
+        [sys.executable, "-m", "cortex", "--db", str(db), "search", "deploy*", "--mode", "keyword"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "billing" in done.stdout
+    bad = subprocess.run(
+        [sys.executable, "-m", "cortex", "--nope"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert bad.returncode == 2 and "usage error" in bad.stderr

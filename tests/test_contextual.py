@@ -131,6 +131,39 @@ def test_aggregations_count_every_match(many: cortex.Engine) -> None:
     assert results.to_dict()["aggregations"] == agg
 
 
+def test_a_listing_beyond_the_candidate_pool_counts_every_match(tmp_path: Path) -> None:
+    """A listing by filters reads a page's worth of candidates; its total and aggregations
+    are counted in SQL over every memory the filters admit (not capped at the pool)."""
+    with cortex.open(tmp_path / "big.db", embedder=None) as engine:
+        start = NOW.timestamp() - 200 * 86400
+        engine.add_many(
+            {
+                "content": f"note {i}",
+                "project": f"p{i % 3}",
+                "category": "ops" if i % 2 else None,
+                "session": f"s{i % 7}",
+                "created_at": start + i * 86400 / 2,
+            }
+            for i in range(400)
+        )
+        engine.add_fact(1, "decision", "a fact", confidence=0.9)
+        listed = engine.search("", limit=10, record=False)
+        assert listed.total == 400 and listed.has_more and len(listed) == 10
+        agg = listed.aggregations
+        assert agg is not None and agg["total"] == 400
+        assert agg["by_project"] == {"p0": 134, "p1": 133, "p2": 133}
+        assert agg["by_category"] == {"ops": 200}
+        assert sum(agg["by_session"].values()) == 400 and len(agg["by_session"]) == 7
+        assert agg["by_fact_type"] == {"decision": 1}
+        assert agg["over_time"]["unit"] == "week"
+        assert sum(b["count"] for b in agg["over_time"]["buckets"]) == 400
+        walled = engine.search(None, project="p1", limit=5, record=False)
+        assert walled.total == 133 and walled.aggregations["by_project"] == {"p1": 133}
+        # the last page: has_more is false exactly when the page reaches the total
+        last = engine.search(None, project="p1", limit=100, offset=100, record=False)
+        assert len(last) == 33 and not last.has_more and last.total == 133
+
+
 # ------------------------------------------------------------------ context
 
 

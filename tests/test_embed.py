@@ -638,6 +638,22 @@ def test_queries_run_on_one_thread_and_large_batches_on_every_core() -> None:
     assert pinned._bulk_session is pinned._session
 
 
+def test_the_query_thread_count_is_configurable(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cortex.embed import QUERY_THREADS, THREADS_ENV
+
+    monkeypatch.setenv(THREADS_ENV, "2")
+    emb = OnnxEmbedder(MODEL_DIR)
+    assert emb.threads == 2
+    assert emb._session.get_session_options().intra_op_num_threads == 2
+    assert OnnxEmbedder(MODEL_DIR, threads=1).threads == 1  # the argument wins
+    monkeypatch.setenv(THREADS_ENV, " ")
+    assert OnnxEmbedder(MODEL_DIR).threads == QUERY_THREADS
+    for bad in ("0", "-1", "two", "1.5"):
+        monkeypatch.setenv(THREADS_ENV, bad)
+        with pytest.raises(EmbeddingError, match=THREADS_ENV):
+            OnnxEmbedder(MODEL_DIR)
+
+
 def test_the_default_model_is_loaded_once_per_process() -> None:
     from cortex.embed import load_default_embedder
 

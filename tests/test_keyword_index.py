@@ -229,3 +229,156 @@ def test_odd_unicode_queries_agree_with_fts5(tmp_path):
             query = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 20)))
             if query.strip():
                 _same(native, fts, query)
+
+
+# ------------------------------------------------------------------ the saved file
+
+
+def _small_thresholds(monkeypatch) -> None:
+    """Save and load at test sizes (the real floors are thousands of memories)."""
+    monkeypatch.setattr(keyword_index, "AUTO_MIN", 50)
+    monkeypatch.setattr(keyword_index, "SAVED_MIN", 50)
+
+
+def _no_builds(monkeypatch) -> None:
+    def refuse(self):
+        raise AssertionError("built from SQLite where the saved file should have been loaded")
+
+    monkeypatch.setattr(keyword_index.KeywordIndexer, "_build", refuse)
+
+
+def test_a_saved_index_is_loaded_and_follows_later_writes(tmp_path, monkeypatch):
+    _small_thresholds(monkeypatch)
+    rng = random.Random(11)
+    native, fts = _pair(tmp_path)
+    with native, fts:
+        ids = native.add_many([{"content": _text(rng), "project": "p"} for _ in range(300)])
+        _same(native, fts, "deploy server")  # built, and saved
+        assert native.keyword_index.file.is_file()
+        # writes the file does not hold: another engine (another process) makes them
+        for i in rng.sample(ids, 20):
+            fts.update(i, content=_text(rng))
+        fts.delete(ids[0])
+        fts.add_many([{"content": "zyzzyva " + _text(rng)} for _ in range(5)])
+    _no_builds(monkeypatch)
+    for policy in ("on", "saved", "auto"):
+        native = cortex.open(tmp_path / "kw.db", embedder=None, keyword_index=policy)
+        fts = cortex.open(tmp_path / "kw.db", embedder=None, keyword_index="off")
+        with native, fts:
+            for q in [*_queries(rng, 15), "zyzzyva"]:
+                _same(native, fts, q)
+                _same(native, fts, q, project="p")
+            assert native.keyword_index.ready(), policy
+            assert native.keyword_index.error is None
+
+
+def test_a_damaged_stale_or_foreign_file_is_rebuilt(tmp_path, monkeypatch):
+    _small_thresholds(monkeypatch)
+    rng = random.Random(12)
+    with cortex.open(tmp_path / "other.db", embedder=None, keyword_index="on") as other:
+        other.add_many([{"content": _text(rng)} for _ in range(400)])
+        other.search("deploy", mode="keyword")
+        foreign = other.keyword_index.file.read_bytes()
+    native, fts = _pair(tmp_path)
+    with native, fts:
+        native.add_many([{"content": _text(rng)} for _ in range(200)])
+        native.search("deploy", mode="keyword")
+        good = native.keyword_index.file.read_bytes()
+        fts.add_many([{"content": _text(rng)} for _ in range(100)])
+        fts.store.after_bulk_write(keep_changes=10)  # the log no longer reaches the file
+    path = tmp_path / "kw.db-index" / keyword_index.FILE_NAME
+    damaged = bytearray(good)
+    damaged[len(good) // 2] ^= 0x40
+    for content in (bytes(damaged), good[:-100], b"", foreign, good):
+        path.write_bytes(content)
+        native, fts = _pair(tmp_path)
+        with native, fts:
+            for q in _queries(rng, 8):
+                _same(native, fts, q)
+            assert native.keyword_index.ready()
+            # rebuilt, and saved over the unusable file: the next process loads it
+            assert path.read_bytes() not in (bytes(damaged), good[:-100], b"", foreign, good)
+    with pytest.raises(cortex.IndexFormatError, match="checksum"):
+        from cortex._native import KeywordIndex
+
+        KeywordIndex.from_bytes(bytes(damaged))
+
+
+def test_saved_never_builds_and_small_stores_save_nothing(tmp_path, monkeypatch):
+    rng = random.Random(13)
+    with cortex.open(tmp_path / "kw.db", embedder=None, keyword_index="on") as small:
+        small.add_many([{"content": _text(rng)} for _ in range(100)])
+        small.search("deploy", mode="keyword")
+        assert small.keyword_index.ready()
+        assert not small.keyword_index.file.exists()  # under AUTO_MIN: FTS5 is fast there
+        assert not small.keyword_index.persist()
+    _small_thresholds(monkeypatch)
+    with cortex.open(tmp_path / "kw.db", embedder=None, keyword_index="saved") as saved:
+        saved.search("deploy", mode="keyword")
+        assert not saved.keyword_index.ready()  # no file: FTS5 answers, nothing is built
+        assert saved.keyword_index.persist()  # what `cortex import` does at its end
+    with cortex.open(tmp_path / "kw.db", embedder=None, keyword_index="saved") as saved:
+        saved.search("deploy", mode="keyword")
+        assert saved.keyword_index.ready()
+    monkeypatch.setattr(keyword_index, "SAVED_MIN", 1_000)
+    with cortex.open(tmp_path / "kw.db", embedder=None, keyword_index="saved") as saved:
+        saved.search("deploy", mode="keyword")
+        assert not saved.keyword_index.ready()  # a small store: one FTS5 query is cheaper
+
+
+def test_cli_import_saves_the_index(tmp_path, monkeypatch):
+    import contextlib
+    import io
+    import json
+
+    from cortex import cli
+
+    _small_thresholds(monkeypatch)
+    rng = random.Random(14)
+    records = tmp_path / "r.jsonl"
+    records.write_text(
+        "".join(json.dumps({"content": _text(rng)}) + "\n" for _ in range(120)), encoding="utf-8"
+    )
+    db = tmp_path / "cli.db"
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert cli.main(["--db", str(db), "import", str(records)]) == 0
+    assert (tmp_path / "cli.db-index" / keyword_index.FILE_NAME).is_file()
+    _no_builds(monkeypatch)
+    loaded = []
+    real_load = keyword_index.KeywordIndexer._load
+
+    def spy(self, **kw):
+        got = real_load(self, **kw)
+        loaded.append(got is not None)
+        return got
+
+    monkeypatch.setattr(keyword_index.KeywordIndexer, "_load", spy)
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        assert cli.main(["--db", str(db), "search", "deploy server", "--mode", "keyword"]) == 0
+    assert "deploy" in out.getvalue() or "server" in out.getvalue()
+    assert loaded == [True]  # the CLI's search answered from the saved file
+
+
+def test_an_index_far_past_its_file_is_saved_again_at_close(tmp_path, monkeypatch):
+    _small_thresholds(monkeypatch)
+    monkeypatch.setattr(keyword_index, "RESAVE_AFTER", 30)
+    rng = random.Random(15)
+    path = tmp_path / "kw.db"
+    with cortex.open(path, embedder=None, keyword_index="on") as native:
+        native.add_many([{"content": _text(rng)} for _ in range(100)])
+        native.search("deploy", mode="keyword")  # built and saved
+        first = native.keyword_index.file.read_bytes()
+        native.add_many([{"content": _text(rng)} for _ in range(10)])
+        native.search("deploy", mode="keyword")  # 10 changes replayed: not worth a write
+    assert native.keyword_index.file.read_bytes() == first
+    with cortex.open(path, embedder=None, keyword_index="on") as native:
+        native.add_many([{"content": "zyzzyva " + _text(rng)} for _ in range(40)])
+        native.search("deploy", mode="keyword")  # loaded, then 40 changes replayed
+    second = native.keyword_index.file.read_bytes()
+    assert second != first
+    _no_builds(monkeypatch)
+    native, fts = _pair(tmp_path)
+    with native, fts:
+        for q in ["zyzzyva", *_queries(rng, 8)]:
+            _same(native, fts, q)
+        assert native.keyword_index.ready()

@@ -399,7 +399,7 @@ def test_a_read_inside_a_transaction_does_not_wait_for_the_writer(
     filled: Path, embedder: Any
 ) -> None:
     with cortex.open(filled, embedder=embedder) as e:
-        results = e.search("canary", mode="keyword", lens="tx")
+        results = e.search("canary", mode="keyword", recorded_as="tx")
         with e._store.transaction():  # this thread holds the write lock
             assert e.get(results[0].memory.id).id == results[0].memory.id  # no stall
         assert e.flush_recalls()

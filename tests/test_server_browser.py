@@ -274,6 +274,16 @@ def test_keyboard_first(served: str, browser: WebDriver) -> None:
     assert outline not in ("", "none"), "the focused card shows no focus ring"
 
 
+def test_a_misspelling_offers_the_right_word(served: str, browser: WebDriver) -> None:
+    run_search(browser, served, "rollout pipelne")
+    offer = browser.find_elements(By.CSS_SELECTOR, "#suggestions button.suggestion")
+    assert offer and offer[0].text == "rollout pipeline"
+    searched(browser, offer[0].click)
+    assert browser.find_element(By.ID, "q").get_attribute("value") == "rollout pipeline"
+    assert cards(browser)
+    assert not browser.find_element(By.ID, "suggestions").is_displayed()  # nothing to fix
+
+
 def test_empty_and_error_states(served: str, browser: WebDriver) -> None:
     run_search(browser, served, "qwxzvplorgh")
     assert browser.find_element(By.CSS_SELECTOR, "#results .empty").is_displayed()

@@ -22,19 +22,28 @@ from cortex.errors import (
     QueryError,
     StorageError,
 )
-from cortex.options import Fusion, Mode, Options, OrderBy
-from cortex.result import Fact, MatchType, Memory, Result, Results
 
 if TYPE_CHECKING:
     from cortex._native import __version__
     from cortex.context import ContextAnswer
     from cortex.engine import Engine, Searcher, open
     from cortex.ingest import ImportReport
+    from cortex.options import Fusion, Mode, Options, OrderBy
+    from cortex.result import Fact, MatchType, Memory, Result, Results
 
-# The engine (SQLite, FTS5, the extension, numpy on first use) is imported at first use of
-# these names, so that `cortex --version` and `import cortex` cost little more than
-# Python's own start.
+# The engine (SQLite, FTS5, the extension, numpy on first use), and even the options and
+# result types (dataclasses, enums, regexes), are imported at first use of these names,
+# so that `cortex --version` and `import cortex` cost little more than Python's own start.
 _LAZY = {
+    "Fusion": "cortex.options",
+    "Mode": "cortex.options",
+    "Options": "cortex.options",
+    "OrderBy": "cortex.options",
+    "Fact": "cortex.result",
+    "MatchType": "cortex.result",
+    "Memory": "cortex.result",
+    "Result": "cortex.result",
+    "Results": "cortex.result",
     "Engine": "cortex.engine",
     "Searcher": "cortex.engine",
     "open": "cortex.engine",

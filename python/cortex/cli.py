@@ -547,7 +547,7 @@ def _cmd_add(args: argparse.Namespace, out: TextIO) -> int:
 def _cmd_import(args: argparse.Namespace, out: TextIO) -> int:
     failed = False
     reports = []
-    with cortex.open(_db_path(args), keyword_index="off") as engine:
+    with cortex.open(_db_path(args), keyword_index="saved") as engine:
         for path in args.paths:
             progress = ImportProgress(f"importing {path}")
             try:
@@ -581,6 +581,9 @@ def _cmd_import(args: argparse.Namespace, out: TextIO) -> int:
                     + (f"; {len(report.errors)} failed" if report.errors else "")
                     + "\n"
                 )
+        # Save the in-memory keyword index (stores of AUTO_MIN memories and more), so
+        # that later `cortex search` processes load it instead of scanning with FTS5.
+        engine.keyword_index.persist()
     if args.json:
         _dump(reports, out)
     return EXIT_ERROR if failed else 0
@@ -597,8 +600,9 @@ def _search_options(args: argparse.Namespace) -> Options:
 
 def _cmd_search(args: argparse.Namespace, out: TextIO) -> int:
     options = _search_options(args)
+    # "saved": the keyword index `cortex import` saved, when valid (FTS5 otherwise).
     with cortex.open(
-        _db_path(args), read_only=not _exists(_db_path(args)), keyword_index="off"
+        _db_path(args), read_only=not _exists(_db_path(args)), keyword_index="saved"
     ) as engine:
         results = engine.search(args.query, options)
     for notice in results.notices:

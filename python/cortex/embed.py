@@ -63,6 +63,20 @@ def _default_threads() -> int:
 #: machine was quiet; `benches/bench_embed.py`, BENCHMARKS.md). In a hybrid search the
 #: keyword leg runs beside the embedding and needs the other core anyway.
 QUERY_THREADS = 1
+#: The environment variable that overrides QUERY_THREADS (a positive integer).
+THREADS_ENV = "CORTEX_EMBED_THREADS"
+
+
+def _query_threads() -> int:
+    """QUERY_THREADS, or ``$CORTEX_EMBED_THREADS`` when set (a positive integer)."""
+    raw = os.environ.get(THREADS_ENV, "").strip()
+    if not raw:
+        return QUERY_THREADS
+    if not raw.isdigit() or int(raw) < 1:
+        raise EmbeddingError(f"{THREADS_ENV} must be a positive integer, not {raw!r}")
+    return int(raw)
+
+
 #: Token budget of one inference batch (rows x padded width). Measured on length-sorted
 #: texts at 1 thread: 256-1024 tokens ran at the same CPU cost per token, 2,048 cost
 #: 1.2x and 4,096 1.4x (the activations outgrow the cache), fixed batches of 16-64 rows
@@ -93,7 +107,8 @@ class OnnxEmbedder:
     ``[batch, seq, dim]``, which are pooled here (mean over the attention mask,
     or the first token when ``1_Pooling/config.json`` asks for CLS pooling).
     *threads* sets onnxruntime's intra-op threads; the default (None) runs queries and
-    small batches on :data:`QUERY_THREADS` and batches of :data:`BULK_MIN_TEXTS` texts
+    small batches on :data:`QUERY_THREADS` (or ``$CORTEX_EMBED_THREADS``) and batches of
+    :data:`BULK_MIN_TEXTS` texts
     or more on a second session, loaded on first use, with every usable core.
     Texts are sorted by token count and cut into batches of about
     :data:`TOKEN_BUDGET` tokens (at most *batch_size* rows), so padding stays under
@@ -126,7 +141,7 @@ class OnnxEmbedder:
                 "run `pip install onnxruntime tokenizers` or use mode='keyword'"
             ) from exc
 
-        self._threads = threads if threads is not None else QUERY_THREADS
+        self._threads = threads if threads is not None else _query_threads()
         self._bulk_threads = threads if threads is not None else _default_threads()
         self._batch_size = batch_size
         self._token_budget = token_budget

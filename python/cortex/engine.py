@@ -19,7 +19,7 @@ from cortex.errors import (
     QueryError,
     StorageError,
 )
-from cortex.keyword_index import KeywordIndexer
+from cortex.keyword_index import POLICIES, KeywordIndexer
 from cortex.log import get_logger
 from cortex.options import MAX_LIMIT, Options
 from cortex.paths import db_location, url_scheme
@@ -94,8 +94,10 @@ class Engine:
             from cortex.pg.embedding import PgSemantic
             from cortex.pg.retrievers import PgKeywordRetriever, PgSemanticRetriever
 
-            if keyword_index not in ("auto", "on", "off"):
-                KeywordIndexer(store, keyword_index)  # the same message for a bad value
+            if keyword_index not in POLICIES:
+                raise InvalidOptionError(
+                    f"keyword_index must be one of {', '.join(POLICIES)}, not {keyword_index!r}"
+                )
             self._semantic: Any = PgSemantic(store, embedder)
             # BM25 runs in PostgreSQL: no in-memory keyword index to build
             self._keyword_index = KeywordIndexer(store, "off")
@@ -605,7 +607,7 @@ class Engine:
         *,
         max_tokens: int = 2000,
         format: str = "detailed",
-        project: str | None = None,
+        project: str | Sequence[str] | None = None,
         task: str | None = None,
         language: str | None = None,
         options: Options | None = None,
@@ -616,9 +618,10 @@ class Engine:
         packed into `max_tokens` (characters / 4), with a calibrated `confidence` for the
         whole answer and follow-up `suggestions` (see :mod:`cortex.context`).
 
-        `project` is a wall, as in a search; `project`, `task` and `language` make seed
-        004's scope pattern (``project:X:task:Y``, ``project:X*``, ``language:X`` or
-        ``universal``), reported as ``scope`` and preferred among near-equal memories.
+        `project` (one or several) is a wall, as in a search; one `project`, `task` and
+        `language` make seed 004's scope pattern (``project:X:task:Y``, ``project:X*``,
+        ``language:X`` or ``universal``), reported as ``scope`` and preferred among
+        near-equal memories.
         `options` and keyword `changes` are the search's (``now=``, ``mode=``, ...)."""
         from cortex import context as ctx
 
@@ -810,8 +813,9 @@ def open(
 
     `keyword_index`: "auto" (an in-memory twin of the FTS5 index answers plain-text
     keyword queries once built in the background, for databases of 5,000 memories or
-    more), "on" (built at the first search, which waits for it) or "off" (FTS5 only).
-    Results are the same either way; see :mod:`cortex.keyword_index`.
+    more), "on" (built at the first search, which waits for it), "saved" (only the index
+    file a build saved beside the database, when valid) or "off" (FTS5 only). Results are
+    the same either way; see :mod:`cortex.keyword_index`.
     """
     where = db_location(path)
     store: Any

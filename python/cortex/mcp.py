@@ -188,7 +188,9 @@ class SearchData(TypedDict):
     hidden: NotRequired[int]
     total: NotRequired[int]
     aggregations: NotRequired[dict[str, Any] | None]
-    results: list[LeanResultData | ResultData]
+    # verbose: each result is Result.to_dict() (ResultData), published as a plain object:
+    # its schema would cost every agent ~1,200 tokens in tools/list for an opt-in shape
+    results: list[LeanResultData | dict[str, Any]]
     total_found: NotRequired[int]
     total_returned: NotRequired[int]
     token_estimate: NotRequired[int]

@@ -17,6 +17,7 @@ import re
 import sqlite3
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
@@ -818,10 +819,10 @@ class Store:
             self._local.conn = conn
         return conn
 
-    def release(self) -> None:
-        """Close the calling thread's connection, if it has one (a worker thread about to
-        end: a connection can be closed only by its own thread, and one left open keeps the
-        WAL from being checkpointed away when the store closes)."""
+    def close_thread_connection(self) -> None:
+        """Close the calling thread's connection, if it has one (a worker thread that is
+        done: SQLite can close a connection only in the thread that opened it, and the
+        last one to close checkpoints the WAL)."""
         conn = getattr(self._local, "conn", None)
         if conn is None:
             return
@@ -1441,6 +1442,50 @@ class Store:
             [*params, limit],
         )
         return [(int(i), RankInfo(*rest)) for i, *rest in rows]
+
+    def filtered_aggregations(self, opts: Any, sessions: int = 50) -> dict[str, Any]:
+        """The counts of every memory passing `opts`'s filters, in SQL (a listing whose
+        matches outnumber the page's candidate pool): the total, by project, category,
+        session (the `sessions` largest) and fact type, and per day of creation (for the
+        time buckets of cortex.search.pages.counted). Three statements: one pass over the
+        memories grouped by (project, category, day), and one join each for sessions and
+        fact types."""
+        from cortex.filters import where
+
+        predicate, params = where(opts)
+        groups = self.query(
+            "SELECT ifnull(m.project_id, ''), m.category,"
+            f" CAST(m.created_at / 86400 AS INTEGER), COUNT(*) FROM memories m WHERE {predicate}"
+            " GROUP BY 1, 2, 3",
+            params,
+        )
+        by_session = self.query(
+            "SELECT sm.session_id, COUNT(DISTINCT m.id) FROM memories m JOIN session_memories sm"
+            f" ON sm.memory_id = m.id AND sm.usage = 'created' WHERE {predicate}"
+            " GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT ?",
+            [*params, sessions],
+        )
+        by_fact_type = self.query(
+            "SELECT f.type, COUNT(DISTINCT m.id) FROM memories m JOIN facts f"
+            f" ON f.memory_id = m.id WHERE {predicate} GROUP BY 1 ORDER BY 2 DESC, 1",
+            params,
+        )
+        projects: Counter[str] = Counter()
+        categories: Counter[str] = Counter()
+        days: Counter[int] = Counter()
+        for project, category, day, n in groups:
+            projects[str(project)] += n
+            if category is not None:
+                categories[str(category)] += n
+            days[int(day)] += n
+        return {
+            "total": sum(days.values()),
+            "by_project": dict(projects.most_common()),
+            "by_category": dict(categories.most_common()),
+            "by_session": {str(k): int(n) for k, n in by_session},
+            "by_fact_type": {str(k): int(n) for k, n in by_fact_type},
+            "days": sorted(days.items()),
+        }
 
     def code_refs(self, ids: Sequence[int]) -> dict[int, list[CodeRef]]:
         """The code references of each memory of `ids` (cortex.code); none in a database

@@ -90,6 +90,7 @@ class Vocabulary:
 
     by_first: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
     docs: dict[str, int] = field(default_factory=dict)
+    total: int = 0  # live memories
 
 
 #: Vocabularies kept, one per database (a process rarely opens more).
@@ -113,9 +114,10 @@ def vocabulary(store: Store) -> Vocabulary:
             " USING fts5vocab(main, 'memories_exact', 'row')"
         )
         rows = store.query(f"SELECT term, doc FROM {_VOCAB}")
+        total = int(store.query("SELECT COUNT(*) FROM memories WHERE deleted_at IS NULL")[0][0])
     except (sqlite3.Error, StorageError):  # no FTS5 vocabulary: no corrections
         return Vocabulary()
-    vocab = Vocabulary()
+    vocab = Vocabulary(total=total)
     for term, doc in rows:
         word, n = str(term), int(doc)
         vocab.docs[word] = n
@@ -141,8 +143,17 @@ def _candidates(vocab: Vocabulary, word: str, limit: int) -> list[tuple[str, int
     return out
 
 
+def _holds(store: Store, word: str, opts: Options) -> bool:
+    """Whether a memory within `opts`'s filters holds `word` (or a word it begins): the
+    index tiers only, never the substring scan of every row (keyword.holds)."""
+    quoted = '"' + word.replace('"', '""') + '"'
+    return keyword.holds(store, quoted, opts)
+
+
 def _count(store: Store, word: str, opts: Options, cap: int = 50) -> int:
     """How many memories within `opts`'s filters hold `word` (up to `cap`)."""
+    if not _holds(store, word, opts):  # absent: never let the search reach its LIKE scan
+        return 0
     quoted = '"' + word.replace('"', '""') + '"'
     return len(keyword.search(store, quoted, opts, cap).hits)
 
@@ -150,7 +161,7 @@ def _count(store: Store, word: str, opts: Options, cap: int = 50) -> int:
 def corrections(store: Store, words: Sequence[str], opts: Options) -> dict[str, str]:
     """The best correction of each of `words` that no memory within the filters holds."""
     wanted = [w for w in words if len(w) >= MIN_WORD and not has_cjk(w) and not w.isdigit()]
-    missing = [w for w in wanted if _count(store, w, opts, 1) == 0]
+    missing = [w for w in wanted if not _holds(store, w, opts)]
     if not missing:
         return {}
     vocab = vocabulary(store)
@@ -199,8 +210,8 @@ def related_terms(
     ]
     if not pool:
         return []
-    total = max(1, int(store.query("SELECT COUNT(*) FROM memories WHERE deleted_at IS NULL")[0][0]))
-    docs = vocabulary(store).docs
+    vocab = vocabulary(store)
+    total, docs = max(1, vocab.total), vocab.docs
     scored = [(df[w] * math.log(1 + total / max(1, docs.get(w, 1))), w) for w in pool]
     scored.sort(key=lambda s: (-s[0], s[1]))
     return [w for _, w in scored[:k]]
@@ -218,12 +229,12 @@ def _together(
     often a plain word no note happens to use ("charges", "sure"); its nearest word
     ("changes", "sre") is a better query only if it meets the query's other words."""
     kept = [
-        c for w, c in zip(words, corrected, strict=True) if w in fixed or _count(store, w, opts, 1)
+        c for w, c in zip(words, corrected, strict=True) if w in fixed or _holds(store, w, opts)
     ]
     if not kept:
         return False
     expression = " AND ".join('"' + w.replace('"', '""') + '"' for w in kept)
-    return bool(keyword.search(store, expression, opts, 1).hits)
+    return keyword.holds(store, expression, opts)
 
 
 def suggest(

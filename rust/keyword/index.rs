@@ -22,6 +22,9 @@ use std::sync::Mutex;
 
 use super::tokenize::Tokenizer;
 
+#[path = "persist.rs"]
+mod persist;
+
 /// BM25 parameters of FTS5's built-in `bm25()`.
 pub const K1: f64 = 1.2;
 pub const B: f64 = 0.75;
@@ -260,6 +263,8 @@ pub struct Index {
     live: Vec<bool>,
     fwd_start: Vec<usize>,
     fwd: Vec<u32>,
+    /// `fwd` and `fwd_start` are empty until `ensure_fwd` (an index loaded from bytes).
+    fwd_pending: bool,
     by_id: FxMap<i64, u32>,
     /// per document number: its project number
     proj: Vec<u32>,
@@ -401,6 +406,7 @@ impl Index {
         threads: usize,
     ) {
         debug_assert_eq!(ids.len(), texts.len());
+        self.ensure_fwd();
         let proj_ids: Vec<u32> = match projects {
             Some(names) => {
                 debug_assert_eq!(names.len(), ids.len());
@@ -531,6 +537,7 @@ impl Index {
 
     /// Remove documents; returns how many were live. Unknown ids are ignored.
     pub fn remove(&mut self, ids: &[i64]) -> usize {
+        self.ensure_fwd();
         let n = ids.iter().filter(|&&id| self.remove_one(id)).count();
         self.maybe_compact();
         n
@@ -545,6 +552,7 @@ impl Index {
 
     /// Drop dead documents and their postings, renumbering the live documents in order.
     pub fn compact(&mut self) {
+        self.ensure_fwd();
         let n = self.ids.len();
         let mut map = vec![u32::MAX; n];
         let mut m = 0u32;

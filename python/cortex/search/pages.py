@@ -86,6 +86,30 @@ def _bucket(when: float, unit: str) -> str:
     return day.isoformat()
 
 
+def counted(counts: dict[str, Any]) -> dict[str, Any]:
+    """The aggregations of a listing counted in SQL (Store.filtered_aggregations), in the
+    shape `aggregations` gives: for a listing whose matches outnumber the candidates."""
+    days = counts["days"]
+    unit = "day"
+    if days:
+        span = days[-1][0] - days[0][0]
+        unit = "day" if span <= 60 else "week" if span <= 420 else "month"
+    over_time: Counter[str] = Counter()
+    for day, n in counts["days"]:
+        over_time[_bucket(day * DAY, unit)] += n
+    return {
+        "total": counts["total"],
+        "by_project": counts["by_project"],
+        "by_category": counts["by_category"],
+        "by_session": counts["by_session"],
+        "by_fact_type": counts["by_fact_type"],
+        "over_time": {
+            "unit": unit,
+            "buckets": [{"start": k, "count": over_time[k]} for k in sorted(over_time)],
+        },
+    }
+
+
 def aggregations(ranked: Sequence[Candidate], sessions: dict[int, str]) -> dict[str, Any]:
     """Counts of the matches (every ranked candidate, not only the page): by project,
     category, session and fact type (the memories holding a fact of each type), and over

@@ -490,6 +490,14 @@ class Pipeline:
         ranked, hidden = self._rank(candidates, opts, now, browse=True, damaged=damaged)
         results = self._results(ranked, opts, now, MatchType.FILTER, [], damaged)
         results.query, results.mode, results.hidden = query, "filter", hidden
+        counts = getattr(self._store, "filtered_aggregations", None)
+        if len(candidates) >= pool and counts is not None:
+            # More memories pass the filters than the candidates read: count them all in
+            # SQL, so that the total and the aggregations are of every match (the
+            # effective-confidence floor, computed per memory, is left to the page).
+            results.aggregations = pages.counted(counts(opts))
+            results.total = results.aggregations["total"]
+            results.has_more = results.total > opts.offset + opts.limit
         notices: list[str] = []
         _damage_notice(damaged, notices)
         if self._store.notice is not None:

@@ -182,11 +182,14 @@ class Recorder:
 
     def _run(self) -> None:
         try:
-            self._work()
+            self._loop()
         finally:
-            self._store.release()  # only this thread can close its connection
+            closer = getattr(self._store, "close_thread_connection", None)
+            if closer is not None:
+                with contextlib.suppress(Exception):
+                    closer()  # so that the Engine's last connection checkpoints the WAL
 
-    def _work(self) -> None:
+    def _loop(self) -> None:
         while True:
             with self._cond:
                 while not self._queue and not self._closed:

@@ -144,6 +144,7 @@
       $("results").replaceChildren();
       $("timeline").hidden = true;
       $("pager").hidden = true;
+      $("suggestions").hidden = true;
       showError("Search failed: " + e.message);
     } finally {
       $("results").removeAttribute("aria-busy");
@@ -171,12 +172,29 @@
       $("status").textContent = "Showing " + first + "–" + (first + rows.length - 1) +
         (total ? " of " + total : "") + " (" + data.mode + " search)." + (notices ? " " + notices : "");
     }
+    renderSuggestions(data.suggestions || []);
     renderTimeline(data.aggregations, rows);
     const pager = $("pager");
     pager.hidden = !(page.hasMore || state.offset > 0);
     $("prev-page").disabled = state.offset === 0;
     $("next-page").disabled = !page.hasMore;
     $("page-no").textContent = "Page " + (Math.floor(state.offset / PAGE) + 1);
+  }
+
+  // Follow-up queries the engine offers (a misspelt word corrected from the store's own
+  // words, related terms when a search finds little): each one runs when chosen.
+  function renderSuggestions(suggestions) {
+    const box = $("suggestions");
+    box.hidden = !suggestions.length;
+    box.replaceChildren(
+      ...(suggestions.length ? [document.createTextNode("Try: ")] : []),
+      ...suggestions.flatMap((text, i) => [
+        ...(i ? [document.createTextNode(" · ")] : []),
+        el("button", {
+          type: "button", class: "link suggestion",
+          onclick: () => { $("q").value = text; search(true); },
+        }, text),
+      ]));
   }
 
   function card(r, index) {
