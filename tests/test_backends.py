@@ -280,3 +280,16 @@ def test_similar_and_context_on_both_backends(any_engine: cortex.Engine) -> None
     answer = e.context("how do we deploy the billing api?", project="billing", max_tokens=300)
     assert answer.memories and answer.memories[0]["id"] == n["deploy"]
     assert "Fly.io" in answer.text
+
+
+def test_compounds_are_phrases_and_stop_words_no_substrings(any_engine: cortex.Engine) -> None:
+    e = any_engine
+    dsn = e.add("Set REPORTING_DSN to the read replica before the nightly export")
+    e.add("The reporting dashboard shows the DSN of every database")
+    e.add("The office hours are posted on the wiki")
+    found = e.search("REPORTING_DSN", mode="keyword", min_score=0.0)
+    assert [r.memory.id for r in found] == [dsn]  # the phrase, not 'reporting' OR 'dsn'
+    # no word of the query is held by any memory: the substring tier must not match the
+    # memory that holds "our" inside "hours"
+    nothing = e.search("who picks the colours for our cartography", mode="keyword")
+    assert list(nothing) == []
