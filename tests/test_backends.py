@@ -293,3 +293,30 @@ def test_compounds_are_phrases_and_stop_words_no_substrings(any_engine: cortex.E
     # memory that holds "our" inside "hours"
     nothing = e.search("who picks the colours for our cartography", mode="keyword")
     assert list(nothing) == []
+
+
+def test_semantic_calibration_reads_the_same_sample_past_its_size(
+    tmp_path: Path, embedder, pg_server
+) -> None:
+    """Past STATS_ROWS memories both retrievers calibrate a query on the same evenly spaced
+    sample (walled: of the projects' memories), so its z-scores, and orders, agree."""
+    from cortex.search.sqlite import STATS_ROWS
+
+    n = STATS_ROWS + 500
+    rng = np.random.default_rng(7)
+    vectors = rng.normal(size=(n, embedder.dim)).astype(np.float32)
+    records = [{"content": f"note {i}", "project": "ab"[i % 3 == 0]} for i in range(n)]
+    query = rng.normal(size=embedder.dim).astype(np.float32)
+    query /= np.linalg.norm(query)
+    with (
+        cortex.open(tmp_path / "cal.db", embedder=embedder) as lite,
+        cortex.open(new_pg_database(pg_server, migrated=True), embedder=embedder) as pg,
+    ):
+        for e in (lite, pg):
+            e.add_many(records, vectors=vectors, model_id=e.model_id)
+        pg.flush()
+        index = lite._semantic.index()
+        for projects in (None, ("b",)):
+            want = lite._pipeline._semantic._stats(index, query, len(index), projects)
+            got = pg._pipeline._semantic._stats(query, projects)
+            assert got == pytest.approx(want, abs=1e-5), projects
