@@ -320,3 +320,11 @@ def test_semantic_calibration_reads_the_same_sample_past_its_size(
             want = lite._pipeline._semantic._stats(index, query, len(index), projects)
             got = pg._pipeline._semantic._stats(query, projects)
             assert got == pytest.approx(want, abs=1e-5), projects
+
+
+def test_a_results_session_thread_on_both_backends(any_engine: cortex.Engine) -> None:
+    e = any_engine
+    n = _notes(e)
+    r = e.search("pgbouncer", thread=True)[0]
+    assert r.memory.id == n["db"]
+    assert r.thread is not None and [t["id"] for t in r.thread] == [n["deploy"]]

@@ -884,6 +884,24 @@ class PgStore:
             row_to_memory(r) for r in after_rows
         ]
 
+    def session_thread(self, memory: Memory, limit: int = 200) -> list[tuple[int, str, float]]:
+        """As :meth:`cortex.store.Store.session_thread`: (id, content, created_at) of the
+        other live memories of the session `memory` was created in, within its project,
+        the nearest in time first."""
+        session = self.sessions_of([memory.id]).get(memory.id)
+        if session is None:
+            return []
+        when = memory.created_at.timestamp() if memory.created_at is not None else 0.0
+        rows = self.query(
+            "SELECT m.id, m.content, m.created_at FROM memories m"
+            " JOIN session_memories sm ON sm.project_id = m.project_id AND sm.memory_id = m.id"
+            " WHERE sm.session_id = %s AND sm.usage = 'created' AND m.project_id = %s"
+            " AND m.deleted_at IS NULL AND m.id <> %s"
+            " ORDER BY abs(m.created_at - %s), m.id LIMIT %s",
+            (session, db_project(memory.project), memory.id, when, limit),
+        )
+        return [(int(i), str(c), float(t)) for i, c, t in rows]
+
     def facts_for(
         self, ids: Sequence[int], damaged: list[str] | None = None
     ) -> dict[int, list[tuple[Any, ...]]]:
