@@ -136,11 +136,17 @@ def _index_files(db: Path) -> tuple[Path, Path]:
     return found[0], Path(f"{found[0]}.state")
 
 
-def _kill_run(db: Path, folder: Path, delay: float) -> tuple[list[str], bool]:
-    """Start the importer, SIGKILL it `delay` s after it is ready; returns the files it
-    acknowledged and whether it had finished before the kill."""
+def _kill_run(
+    db: Path, folder: Path, prefix: str, after: int, delay: float
+) -> tuple[list[str], bool]:
+    """Start the importer and SIGKILL it `delay` s after it acknowledged its `after`-th
+    new file (one whose name starts with `prefix`): the kill lands inside the import
+    however fast the machine is (a delay from the start alone let a quiet machine finish
+    the import first). Returns the files it acknowledged and whether it had finished."""
     lines: list[str] = []
     ready = threading.Event()
+    reached = threading.Event()
+    seen = 0
     with subprocess.Popen(
         [sys.executable, "-c", CHILD, str(db), str(folder)],
         stdout=subprocess.PIPE,
@@ -150,16 +156,24 @@ def _kill_run(db: Path, folder: Path, delay: float) -> tuple[list[str], bool]:
     ) as proc:
 
         def read() -> None:
+            nonlocal seen
             assert proc.stdout is not None
             for line in proc.stdout:
                 lines.append(line.strip())
                 if line.strip() == "ready":
                     ready.set()
+                elif line.startswith(f"file {prefix}"):
+                    seen += 1
+                    if seen >= after:
+                        reached.set()
+                elif line.strip() == "done":
+                    reached.set()
 
         reader = threading.Thread(target=read, daemon=True)
         reader.start()
         try:
             assert ready.wait(60), "the importer never became ready"
+            assert reached.wait(90), "the importer acknowledged no file"
             time.sleep(delay)
             proc.send_signal(signal.SIGKILL)
             proc.wait(timeout=30)
@@ -204,7 +218,8 @@ def test_sigkill_during_import_loses_no_acknowledged_write(tmp_path: Path, embed
     mid_import = stale_index = 0
     for round_no in range(KILLS):
         tokens.update(_write_round(folder, round_no, rng))
-        files, finished = _kill_run(db, folder, rng.uniform(0.2, 1.5))
+        after = rng.randint(1, FILES_PER_ROUND - 4)
+        files, finished = _kill_run(db, folder, f"r{round_no}f", after, rng.uniform(0.0, 0.05))
         acked.update(files)
         mid_import += not finished
 
