@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -41,6 +43,64 @@ def embedder():
 def engine(db_path: Path, embedder) -> Iterator[cortex.Engine]:
     with cortex.open(db_path, embedder=embedder) as e:
         yield e
+
+
+@pytest.fixture
+def sqlite_engine(db_path: Path, embedder) -> Iterator[cortex.Engine]:
+    """The Engine on SQLite, for a test of SQLite's own files in a module whose `engine`
+    runs on both backends."""
+    with cortex.open(db_path, embedder=embedder) as e:
+        yield e
+
+
+_pg_databases = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[Any]:
+    """A throwaway PostgreSQL server (tests/pg_server.py), started once per session by the
+    first test that needs it."""
+    from tests.pg_server import running_server
+
+    with running_server() as server:
+        yield server
+
+
+def new_pg_database(server: Any, *, migrated: bool = False) -> str:
+    """The URL of a new, empty database on `server`; `migrated`: with cortex's schema
+    already in it (copied from a template migrated once: a third of the time per test)."""
+    name = f"cortex_test_{os.getpid()}_{next(_pg_databases)}"
+    if not migrated:
+        return str(server.create_database(name))
+    import psycopg
+
+    from cortex.pg.store import PgStore
+
+    template = f"cortex_template_{os.getpid()}"
+    if not getattr(server, "_cortex_template", False):
+        PgStore.open(server.create_database(template)).close()
+        server._cortex_template = True
+    with psycopg.connect(server.url(), autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+    return str(server.url(name))
+
+
+@pytest.fixture
+def pg_engine(request: pytest.FixtureRequest, embedder) -> Iterator[cortex.Engine]:
+    """The Engine on a new PostgreSQL database (`cortex.open("postgresql://...")`)."""
+    url = new_pg_database(request.getfixturevalue("pg_server"), migrated=True)
+    with cortex.open(url, embedder=embedder) as e:
+        yield e
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def any_engine(request: pytest.FixtureRequest, db_path: Path, embedder) -> Iterator[cortex.Engine]:
+    """The Engine on each backend: the behavioural tests that use it run on both."""
+    if request.param == "sqlite":
+        with cortex.open(db_path, embedder=embedder) as e:
+            yield e
+    else:
+        yield request.getfixturevalue("pg_engine")
 
 
 @pytest.fixture

@@ -190,3 +190,9 @@ def test_session_context_is_by_time_within_the_session(engine: cortex.Engine) ->
     assert r.context is not None
     assert [c["content"] for c in r.context["before"]] == ["we chose postgres"]
     assert [c["content"] for c in r.context["after"]] == ["Sam owns it"]
+
+
+@pytest.fixture
+def engine(any_engine: cortex.Engine) -> cortex.Engine:
+    """This module's behaviour on both backends (SQLite and PostgreSQL)."""
+    return any_engine

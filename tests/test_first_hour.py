@@ -91,8 +91,24 @@ def test_an_empty_import_path_is_refused(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "url", ["postgresql://user@host:5432/memories", "postgres://h/db", "sqlite:///x.db"]
+    "url", ["postgresql://user:s3cret@127.0.0.1:1/memories", "postgres://u:s3cret@127.0.0.1:1/db"]
 )
+def test_a_postgres_url_connects_and_never_becomes_a_path(
+    tmp_path: Path, url: str, monkeypatch
+) -> None:
+    # Nothing listens on port 1: the open fails as a StorageError naming the database
+    # without its password, and nothing is created in the working folder.
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(StorageError) as err:
+        cortex.open(url)
+    assert "s3cret" not in str(err.value) and "127.0.0.1" in str(err.value)
+    run = _cli_in(tmp_path, "--db", url, "add", "hello")
+    assert run.code == 1
+    assert "s3cret" not in run.err and "127.0.0.1" in run.err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("url", ["sqlite:///x.db", "s3://bucket/x.db"])
 def test_a_database_url_is_never_a_path(tmp_path: Path, url: str, monkeypatch) -> None:
     scheme = url.split(":", 1)[0]
     monkeypatch.chdir(tmp_path)

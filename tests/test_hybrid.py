@@ -292,3 +292,9 @@ def test_limit_is_a_prefix_of_a_larger_limit_over_random_queries(hy: cortex.Engi
         for limit in (1, 3, 5):
             small = ids(hy.search(query, PLAIN, mode=mode, fusion=fusion_name, limit=limit))
             assert small == big[:limit], (query, mode, fusion_name, limit)
+
+
+@pytest.fixture
+def engine(any_engine: cortex.Engine) -> cortex.Engine:
+    """This module's behaviour on both backends (SQLite and PostgreSQL)."""
+    return any_engine

@@ -369,3 +369,9 @@ def test_no_leak_through_context_or_similar(store, embedder) -> None:
                 near = engine.similar(m["id"], 20)
                 assert {r.memory.project for r in near} <= {project}, (n, m["id"])
     assert found >= 10, found
+
+
+@pytest.fixture
+def engine(any_engine: cortex.Engine) -> cortex.Engine:
+    """This module's behaviour on both backends (SQLite and PostgreSQL)."""
+    return any_engine

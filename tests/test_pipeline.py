@@ -223,8 +223,10 @@ def test_reinforce_is_explicit(notes: cortex.Engine) -> None:
 
 
 def test_a_listing_and_an_unrecorded_search_write_nothing(
-    notes: cortex.Engine, db_path: Path
+    sqlite_engine: cortex.Engine, db_path: Path
 ) -> None:
+    notes = sqlite_engine  # the digest is of SQLite's file
+    notes.add_many({"content": c, "project": p} for c, p in NOTES)
     digest = db_digest(db_path)
     assert notes.search(None, project="ops")
     assert notes.search("", project="ops")
@@ -357,3 +359,9 @@ def test_an_old_exact_match_outranks_fresh_notes_found_by_meaning_alone(
     found = engine.search("ndots setting for DNS lookups", record=False, explain=True, min_score=0)
     assert found[0].memory.content.count("ndots") >= 1, [r.memory.content for r in found]
     assert found[0].explain["temporal_decay"] >= cortex.search.pipeline.DECAY_FLOOR
+
+
+@pytest.fixture
+def engine(any_engine: cortex.Engine) -> cortex.Engine:
+    """This module's behaviour on both backends (SQLite and PostgreSQL)."""
+    return any_engine

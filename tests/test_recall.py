@@ -14,7 +14,8 @@ from cortex.errors import InvalidOptionError, NotFoundError
 KW = cortex.Options(mode="keyword")
 
 
-def test_search_records_recalls_after_ranking(engine: cortex.Engine) -> None:
+def test_search_records_recalls_after_ranking(sqlite_engine: cortex.Engine) -> None:
+    engine = sqlite_engine  # lenses are SQLite-only; the log is read with SQLite's SQL
     a = engine.add("release checklist for the api", salience=0.5)
     b = engine.add("release notes draft", salience=0.5)
     engine.save_lens("ops", mode="keyword")
@@ -175,3 +176,9 @@ def test_facts_weight_and_filter_by_effective_confidence(engine: cortex.Engine) 
     assert results[0].effective_confidence == pytest.approx(0.9, rel=1e-3)
     lenient = engine.search("cache invalidation", KW, min_confidence=0.0, min_score=0.0)
     assert [r.memory.id for r in lenient] == [fresh, stale]
+
+
+@pytest.fixture
+def engine(any_engine: cortex.Engine) -> cortex.Engine:
+    """This module's behaviour on both backends (SQLite and PostgreSQL)."""
+    return any_engine

@@ -131,3 +131,9 @@ def test_limit_is_a_prefix_of_a_larger_limit(cerberus: cortex.Engine) -> None:
     small = cerberus.search("files OR short OR hydra OR keep", KW, limit=3)
     large = cerberus.search("files OR short OR hydra OR keep", KW, limit=50)
     assert [r.memory.id for r in small] == [r.memory.id for r in large][:3]
+
+
+@pytest.fixture
+def engine(any_engine: cortex.Engine) -> cortex.Engine:
+    """This module's behaviour on both backends (SQLite and PostgreSQL)."""
+    return any_engine

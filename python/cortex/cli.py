@@ -484,17 +484,21 @@ def build_parser() -> argparse.ArgumentParser:
 # --------------------------------------------------------------------------- commands
 
 
-def _db_path(args: argparse.Namespace) -> Path:
-    """The database of this command: --db (never a URL, never empty), else the default,
-    whose per-user folder is cortex's own to create (a folder of --db never is)."""
+def _db_path(args: argparse.Namespace) -> Path | str:
+    """The database of this command: --db (a file or a ``postgresql://`` URL, never
+    empty), else the default, whose per-user folder is cortex's own to create (a folder of
+    --db never is)."""
     if args.db is not None:
-        where = db_location(args.db)
-        if isinstance(where, str):  # a URL of a supported scheme: no backend is routed yet
-            raise CortexError(f"{where.split(':', 1)[0]}:// databases are not supported yet")
-        return where
+        return db_location(args.db)
     if not os.environ.get("CORTEX_DB"):
         data_home().mkdir(parents=True, exist_ok=True)
     return default_db()
+
+
+def _exists(db: Path | str) -> bool:
+    """Whether the database is there to read: a file that exists; a server's database
+    (a URL) always is (opening it says otherwise)."""
+    return isinstance(db, str) or db.exists()
 
 
 def _cmd_add(args: argparse.Namespace, out: TextIO) -> int:
@@ -598,7 +602,7 @@ def _cmd_search(args: argparse.Namespace, out: TextIO) -> int:
     options = _search_options(args)
     # "saved": the keyword index `cortex import` saved, when valid (FTS5 otherwise).
     with cortex.open(
-        _db_path(args), read_only=not _db_path(args).exists(), keyword_index="saved"
+        _db_path(args), read_only=not _exists(_db_path(args)), keyword_index="saved"
     ) as engine:
         results = engine.search(args.query, options)
     for notice in results.notices:
@@ -615,7 +619,7 @@ def _cmd_lens(args: argparse.Namespace, out: TextIO) -> int:
         raise UsageError("cortex lens needs an action: save, list or delete")
     if args.lens_command == "list":
         db = _db_path(args)
-        if not db.exists():
+        if not _exists(db):
             found: list[dict[str, Any]] = []
         else:
             with cortex.open(db, read_only=True, embedder=None, keyword_index="off") as engine:
@@ -645,7 +649,7 @@ def _cmd_lens(args: argparse.Namespace, out: TextIO) -> int:
 
 def _cmd_documents(args: argparse.Namespace, out: TextIO) -> int:
     db = _db_path(args)
-    with cortex.open(db, read_only=not db.exists(), embedder=None, keyword_index="off") as e:
+    with cortex.open(db, read_only=not _exists(db), embedder=None, keyword_index="off") as e:
         found = e.search_documents(args.query, project=args.project, limit=args.limit)
     if args.json:
         _dump([d.to_dict() for d in found], out)
@@ -679,7 +683,7 @@ def _cmd_show(args: argparse.Namespace, out: TextIO) -> int:
 def _cmd_context(args: argparse.Namespace, out: TextIO) -> int:
     changes = {k: getattr(args, k) for k in ("mode", "now") if getattr(args, k) is not None}
     with cortex.open(
-        _db_path(args), read_only=not _db_path(args).exists(), keyword_index="off"
+        _db_path(args), read_only=not _exists(_db_path(args)), keyword_index="off"
     ) as engine:
         answer = engine.context(
             args.prompt,
@@ -708,7 +712,7 @@ def _cmd_context(args: argparse.Namespace, out: TextIO) -> int:
 
 def _cmd_similar(args: argparse.Namespace, out: TextIO) -> int:
     with cortex.open(
-        _db_path(args), read_only=not _db_path(args).exists(), keyword_index="off"
+        _db_path(args), read_only=not _exists(_db_path(args)), keyword_index="off"
     ) as engine:
         results = engine.similar(args.id, args.k, project=args.project)
     if args.json:
@@ -797,7 +801,8 @@ def _cmd_eval(args: argparse.Namespace, out: TextIO) -> int:
     configs = {c: ev.CONFIGS[c] for c in args.config} if args.config else ev.CONFIGS
     dataset = ev.load_beir(args.dataset, args.split)
     with tempfile.TemporaryDirectory() as tmp:
-        db = Path(args.eval_db) if args.eval_db else Path(tmp) / "eval.db"
+        # --eval-db: a file, or a postgresql:// URL (the evaluation on that backend)
+        db = db_location(args.eval_db) if args.eval_db else Path(tmp) / "eval.db"
         with cortex.open(db) as engine:
             results = ev.run(engine, dataset, configs, progress=lambda label: Progress(label))
     if args.plot:

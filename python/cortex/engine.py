@@ -19,7 +19,7 @@ from cortex.errors import (
     QueryError,
     StorageError,
 )
-from cortex.keyword_index import KeywordIndexer
+from cortex.keyword_index import POLICIES, KeywordIndexer
 from cortex.log import get_logger
 from cortex.options import MAX_LIMIT, Options
 from cortex.paths import db_location, url_scheme
@@ -82,44 +82,75 @@ class Engine:
     SQLite connection); use it as a context manager or call :meth:`close`.
     """
 
-    def __init__(self, store: Store, embedder: Any = "auto", keyword_index: str = "auto") -> None:
-        self._store = store
-        self._semantic = Semantic(store, embedder)
-        self._keyword_index = KeywordIndexer(store, keyword_index)
+    def __init__(self, store: Any, embedder: Any = "auto", keyword_index: str = "auto") -> None:
+        # A Store (SQLite) or a cortex.pg.store.PgStore: the same methods; the backend
+        # decides the retrievers and where vectors live.
+        self._store: Any = store
+        self._pg = getattr(store, "backend", "sqlite") == "postgres"
         self._query_cache = QueryCache()
+        keyword_leg: Any
+        semantic_leg: Any
+        if self._pg:
+            from cortex.pg.embedding import PgSemantic
+            from cortex.pg.retrievers import PgKeywordRetriever, PgSemanticRetriever
+
+            if keyword_index not in POLICIES:
+                raise InvalidOptionError(
+                    f"keyword_index must be one of {', '.join(POLICIES)}, not {keyword_index!r}"
+                )
+            self._semantic: Any = PgSemantic(store, embedder)
+            # BM25 runs in PostgreSQL: no in-memory keyword index to build
+            self._keyword_index = KeywordIndexer(store, "off")
+            keyword_leg = PgKeywordRetriever(store)
+            semantic_leg = PgSemanticRetriever(store, self._semantic, self._query_cache)
+        else:
+            self._semantic = Semantic(store, embedder)
+            self._keyword_index = KeywordIndexer(store, keyword_index)
+            keyword_leg = KeywordRetriever(store, self._keyword_index)
+            semantic_leg = SemanticRetriever(self._semantic, self._query_cache)
         # Searches hand their recall rows to a writer thread (cortex.search.recorder).
         self._recorder = None if store.read_only else Recorder(store)
         self._pipeline = Pipeline(
-            store,
-            KeywordRetriever(store, self._keyword_index),
-            SemanticRetriever(self._semantic, self._query_cache),
-            self._semantic.unavailable,
-            self._recorder,
+            store, keyword_leg, semantic_leg, self._semantic.unavailable, self._recorder
         )
+
+    @property
+    def backend(self) -> str:
+        """ "sqlite" or "postgres"."""
+        return "postgres" if self._pg else "sqlite"
+
+    def _sqlite_only(self, what: str) -> None:
+        """Refuse a feature the PostgreSQL backend does not have yet (said, never ignored)."""
+        if self._pg:
+            raise InvalidOptionError(
+                f"{what} is SQLite-only for now: not available on PostgreSQL ({self.path})"
+            )
 
     # ------------------------------------------------------------------ lifecycle
 
     @property
     def path(self) -> Path:
-        return self._store.path
+        """The database file (on PostgreSQL: its URL, password removed, as a str)."""
+        return self._store.path  # type: ignore[no-any-return]
 
     @property
     def read_only(self) -> bool:
         """Whether the database is open read-only (nothing is recorded or written)."""
-        return self._store.read_only
+        return self._store.read_only  # type: ignore[no-any-return]
 
     @property
     def store(self) -> Store:
-        """The database; every search recorded so far is written first (whoever reads
-        the store reads this Engine's searches)."""
+        """The database (a :class:`cortex.pg.store.PgStore` on PostgreSQL); every search
+        recorded so far is written first (whoever reads the store reads this Engine's
+        searches)."""
         self.flush_recalls()
-        return self._store
+        return self._store  # type: ignore[no-any-return]
 
     @property
     def model_id(self) -> str:
         """The active embedding model's id (loads the model); raises EmbeddingError
         when there is none."""
-        return self._semantic.model_id
+        return self._semantic.model_id  # type: ignore[no-any-return]
 
     @property
     def keyword_index(self) -> KeywordIndexer:
@@ -139,7 +170,7 @@ class Engine:
         False if `timeout` seconds passed first. Close and interpreter exit flush too."""
         if self._recorder is None or not self._recorder.pending():
             return True
-        if self._store.conn.in_transaction:
+        if self._store.in_transaction():
             # This thread holds the write lock the writer thread waits for: waiting here
             # would stall both until the busy timeout. Its rows follow the transaction.
             return False
@@ -247,18 +278,23 @@ class Engine:
                 " leave out vectors= to let cortex embed them"
             )
         blobs = self._semantic.supplied(vectors, len(items))
+        if self._pg:
+            given = {content_hash(i.content): b for i, b in zip(items, blobs, strict=True)}
+            return self._store.add_many(items, self._semantic.batch(given))  # type: ignore[no-any-return]
         store_vectors = self._semantic.bulk_writer(time.time())
 
         def after(tx: Any, ids: list[int], written: list[MemoryInput]) -> None:
             store_vectors(tx, ids, [content_hash(i.content) for i in written], blobs)
 
-        return self._store.add_many(items, after=after)
+        return self._store.add_many(items, after=after)  # type: ignore[no-any-return]
 
     def _embedding_hook(self, items: Sequence[MemoryInput], progress: Any = None) -> Any:
         """Embed `items` (before any transaction) and return the hook that stores each
         vector with its memory; None when no model is available (keyword still works)."""
         if self._semantic.unavailable() is not None:
             return None
+        if self._pg:  # the store writes the batch with the rows, in their transaction
+            return self._semantic.embed_batch(items, progress)
         vectors = self._semantic.vectors_for([i.content for i in items], progress)
         now = time.time()
 
@@ -269,7 +305,7 @@ class Engine:
         return on_write
 
     def _write_many(self, items: list[MemoryInput]) -> list[int]:
-        return self._store.add_many(items, self._embedding_hook(items))
+        return self._store.add_many(items, self._embedding_hook(items))  # type: ignore[no-any-return]
 
     def import_path(
         self,
@@ -329,7 +365,7 @@ class Engine:
         calls at its end, so that the files on disk are complete and compact (a search
         would otherwise sync the vector index first)."""
         self.flush_recalls()
-        if self._semantic.unavailable() is None and not self._store.read_only:
+        if self._semantic.unavailable() is None and not self._store.read_only and not self._pg:
             self._semantic.index()
         self._store.after_bulk_write()
 
@@ -359,6 +395,12 @@ class Engine:
                 step = lambda n, _total, base=start: progress(base + n, len(backlog))  # noqa: E731
             vectors = self._semantic.vectors_for([c for _, c in part], step)
             now = time.time()
+            if self._pg:
+                self._store.write_vectors(self._semantic.batch(vectors), part)
+                done += len(part)
+                if progress is not None:
+                    progress(done, len(backlog))
+                continue
             with self._store.transaction() as tx:
                 for memory_id, _ in part:
                     chash = content_hash(by_id[memory_id])
@@ -385,7 +427,7 @@ class Engine:
         """One live memory by id; with `project`, only if it belongs to that project (a
         memory of another project is not found: a project is a wall)."""
         self.flush_recalls()  # its access count includes this Engine's searches
-        return self._store.get(memory_id, project=project)
+        return self._store.get(memory_id, project=project)  # type: ignore[no-any-return]
 
     def update(self, memory_id: int, **fields: Any) -> Memory:
         """Change fields of a memory; new content is re-embedded in the same transaction."""
@@ -394,7 +436,7 @@ class Engine:
         hook = None
         if isinstance(fields.get("content"), str):
             hook = self._embedding_hook([MemoryInput(content=fields["content"])])
-        return self._store.update(memory_id, on_write=hook, **fields)
+        return self._store.update(memory_id, on_write=hook, **fields)  # type: ignore[no-any-return]
 
     def delete(self, memory_id: int) -> None:
         """Soft-delete a memory: it stays in the file but is never found again."""
@@ -422,27 +464,19 @@ class Engine:
         if decay_rate is None:
             decay_rate = FACT_DECAY_RATES.get(type, DEFAULT_FACT_DECAY)
         decay_rate = validate.number("decay_rate", decay_rate, lo=0.0, hi=MAX_DECAY_RATE)
-        now = time.time()
         reinforced = _epoch(last_reinforced, "last_reinforced")
-        with self._store.transaction() as tx:
-            cur = tx.execute(
-                "INSERT INTO facts (memory_id, type, content, confidence, decay_rate,"
-                " last_reinforced, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (
-                    memory_id,
-                    type,
-                    content,
-                    confidence,
-                    decay_rate,
-                    reinforced if reinforced is not None else now,
-                    now,
-                ),
-            )
-            return int(cur.lastrowid or 0)
+        return self._store.add_fact(  # type: ignore[no-any-return]
+            memory_id,
+            type,
+            content,
+            confidence=confidence,
+            decay_rate=decay_rate,
+            last_reinforced=reinforced if reinforced is not None else time.time(),
+        )
 
     def stats(self) -> dict[str, Any]:
         self.flush_recalls()
-        return self._store.stats()
+        return self._store.stats()  # type: ignore[no-any-return]
 
     # ------------------------------------------------------------------ search
 
@@ -477,6 +511,9 @@ class Engine:
             ) if on
         ]  # fmt: skip
         if wants:
+            sqlite_only = [w for w in wants if w != "lens"]
+            if sqlite_only:
+                self._sqlite_only(", ".join(sqlite_only))
             self._upgraded(", ".join(wants))
         opts = lenses.apply(self._store, opts)
         results = self._pipeline.search(query, opts)
@@ -514,6 +551,7 @@ class Engine:
         if not isinstance(content, bool):
             raise InvalidOptionError("content must be True or False")
         opts = Options(project=project, source_prefix=source_prefix)
+        self._sqlite_only("search_documents")
         self._upgraded("search_documents")
         return documents.search(self._store, query, opts, limit=limit, content=content)
 
@@ -556,6 +594,8 @@ class Engine:
         """Follow-up queries (cortex.suggest) within the search's filters: its words
         corrected when a memory lacks them, related terms when it found little (`related`).
         The words are those searched, after the time words."""
+        if self._pg:
+            return []  # suggestions read FTS5's vocabulary: SQLite-only for now
         from cortex.suggest import suggest
 
         searched = (results.interpretation or {}).get("searched") or query
@@ -636,27 +676,29 @@ class Engine:
         if reason is not None:
             raise EmbeddingError(f"similar memories are found by meaning: {reason}")
         model = self._semantic.model_id
-        rows = self._store.query(
-            "SELECT vector FROM embeddings WHERE memory_id = ? AND model_id = ?",
-            (anchor.id, model),
-        )
-        if not rows or not rows[0][0]:
+        vector = self._store.vector_of(anchor.id, model)
+        if vector is None:
             raise NotFoundError(
                 f"memory {anchor.id} has no embedding of {model}; run `cortex reindex`"
             )
-        vector = np.frombuffer(rows[0][0], dtype="<f4").astype(np.float32)
         opts = Options(project=anchor.project, limit=k, record=False)
-        allowed = self._store.allowed_ids(opts)
-        if allowed is not None:
-            allowed = allowed[allowed != anchor.id]
-            if len(allowed) == 0:
-                return Results(query=None, mode="similar")
-        index = self._semantic.index()
-        want = min(len(index), k + 1 + CANDIDATE_POOL)
-        if allowed is not None:
-            want = min(want, len(allowed))
-        ids, scores = self._semantic.verified_search(vector, want, allowed=allowed)
-        found = [(int(i), float(c)) for i, c in zip(ids.tolist(), scores.tolist(), strict=True)]
+        if self._pg:  # pgvector, the wall and the filters in its SQL
+            from cortex.pg import vectors as pg_vectors
+
+            hits = pg_vectors.search(self._store, vector, model, opts, k + 1 + CANDIDATE_POOL)
+            found = [(h.memory_id, h.score) for h in hits]
+        else:
+            allowed = self._store.allowed_ids(opts)
+            if allowed is not None:
+                allowed = allowed[allowed != anchor.id]
+                if len(allowed) == 0:
+                    return Results(query=None, mode="similar")
+            index = self._semantic.index()
+            want = min(len(index), k + 1 + CANDIDATE_POOL)
+            if allowed is not None:
+                want = min(want, len(allowed))
+            ids, scores = self._semantic.verified_search(vector, want, allowed=allowed)
+            found = [(int(i), float(c)) for i, c in zip(ids.tolist(), scores.tolist(), strict=True)]
         memories = self._store.get_many([i for i, _ in found])
         kept = [
             (memories[i], c)
@@ -776,9 +818,19 @@ def open(
     the same either way; see :mod:`cortex.keyword_index`.
     """
     where = db_location(path)
-    if isinstance(where, str):  # a URL of a supported scheme: no backend is routed yet
-        raise StorageError(f"{url_scheme(where)}:// databases are not supported yet")
-    store = Store.open(where, read_only=read_only)
+    store: Any
+    if isinstance(where, str):  # a URL of a supported scheme
+        if url_scheme(where) not in ("postgresql", "postgres"):
+            raise StorageError(f"{url_scheme(where)}:// databases are not supported yet")
+        try:
+            from cortex.pg.store import PgStore
+        except ImportError as exc:  # psycopg is an extra
+            raise StorageError(
+                f"PostgreSQL needs psycopg: pip install 'cortex-memory[postgres]' ({exc})"
+            ) from None
+        store = PgStore.open(where, read_only=read_only)
+    else:
+        store = Store.open(where, read_only=read_only)
     try:
         return Engine(store, embedder, keyword_index)
     except BaseException:

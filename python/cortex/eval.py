@@ -202,11 +202,7 @@ def run(
 
 def _doc_ids(engine: Any) -> dict[int, str]:
     """memory id -> doc id of a database an earlier evaluation filled."""
-    rows = engine.store.query(
-        "SELECT id, json_extract(metadata, '$.doc_id') FROM memories"
-        " WHERE deleted_at IS NULL AND json_extract(metadata, '$.doc_id') IS NOT NULL"
-    )
-    return {int(i): str(d) for i, d in rows}
+    return dict(engine.store.metadata_values("doc_id"))
 
 
 def plot(evaluations: Sequence[Evaluation], path: str | Path, title: str = "") -> None:

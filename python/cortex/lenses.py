@@ -87,14 +87,7 @@ def save(
             raise InvalidOptionError("description must be a string")
         validate.check_text("description", description)
     fields = _fields(options, given)
-    now = time.time()
-    with store.transaction() as tx:
-        tx.execute(
-            "INSERT INTO lenses (name, options, description, created_at, updated_at)"
-            " VALUES (?, ?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET options = excluded.options,"
-            " description = excluded.description, updated_at = excluded.updated_at",
-            (name, json.dumps(fields, sort_keys=True), description, now, now),
-        )
+    store.save_lens(name, json.dumps(fields, sort_keys=True), description, time.time())
     return get(store, name)
 
 
@@ -110,12 +103,9 @@ def _row(row: tuple[Any, ...]) -> dict[str, Any]:
 
 def get(store: Any, name: str) -> dict[str, Any]:
     """The lens `name`: {name, options, description, created_at, updated_at}."""
-    rows = store.query(
-        "SELECT name, options, description, created_at, updated_at FROM lenses WHERE name = ?",
-        (name,),
-    )
+    rows = store.lens_rows(name)
     if not rows:
-        names = [r[0] for r in store.query("SELECT name FROM lenses ORDER BY name")]
+        names = [r[0] for r in store.lens_rows()]
         known = f"; the lenses are {', '.join(map(repr, names))}" if names else "; none is saved"
         raise NotFoundError(f"no lens named {name!r}{known}")
     return _row(rows[0])
@@ -123,19 +113,13 @@ def get(store: Any, name: str) -> dict[str, Any]:
 
 def list_lenses(store: Any) -> list[dict[str, Any]]:
     """Every saved lens, by name."""
-    return [
-        _row(r)
-        for r in store.query(
-            "SELECT name, options, description, created_at, updated_at FROM lenses ORDER BY name"
-        )
-    ]
+    return [_row(r) for r in store.lens_rows()]
 
 
 def delete(store: Any, name: str) -> None:
     """Delete the lens `name` (NotFoundError when there is none)."""
-    with store.transaction() as tx:
-        if tx.execute("DELETE FROM lenses WHERE name = ?", (name,)).rowcount == 0:
-            raise NotFoundError(f"no lens named {name!r}")
+    if not store.delete_lens(name):
+        raise NotFoundError(f"no lens named {name!r}")
 
 
 def apply(store: Any, opts: Options) -> Options:

@@ -881,7 +881,18 @@ def build_server(engine: cortex.Engine, *, projects: Sequence[str] | None = None
     return server
 
 
-def serve(db_path: Path, *, embedder: Any = "auto", projects: Sequence[str] | None = None) -> None:
+def _shown(db: Path | str) -> str:
+    """The database as messages show it: a URL without its password."""
+    if isinstance(db, str):
+        from cortex.pg.db import redact
+
+        return redact(db)
+    return str(db)
+
+
+def serve(
+    db_path: Path | str, *, embedder: Any = "auto", projects: Sequence[str] | None = None
+) -> None:
     """Open the database at `db_path` (creating it) and serve it over stdio until the
     client closes stdin. One Engine serves every call: the model loads once. With
     `projects`, every tool is confined to those projects' memories."""
@@ -907,15 +918,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         where = db_location(args.db) if args.db is not None else default_db()
-        if isinstance(where, str):  # a URL of a supported scheme: no backend is routed yet
-            raise CortexError(f"{where.split(':', 1)[0]}:// databases are not supported yet")
     except CortexError as exc:
         print(f"cortex: error: {exc}", file=sys.stderr)
         return 1
     db = where
     if sys.stdin.isatty():  # a person ran it: say what it waits for (stdout is the protocol's)
         print(
-            f"cortex mcp: serving {db} over stdio; an MCP client starts this command "
+            f"cortex mcp: serving {_shown(db)} over stdio; an MCP client starts this command "
             "(see the README's MCP section). Ctrl-C stops it.",
             file=sys.stderr,
         )

@@ -16,10 +16,9 @@ from cortex.errors import StorageError
 
 __all__ = ["SUPPORTED_URL_SCHEMES", "data_home", "db_location", "default_db", "url_scheme"]
 
-#: URL schemes that name a database served elsewhere rather than a file. None yet: the
-#: PostgreSQL backend adds ``postgresql`` (and ``postgres``) here and routes them in
-#: :func:`cortex.open`.
-SUPPORTED_URL_SCHEMES: frozenset[str] = frozenset()
+#: URL schemes that name a database served elsewhere rather than a file: PostgreSQL
+#: (:func:`cortex.open` routes them to :class:`cortex.pg.store.PgStore`).
+SUPPORTED_URL_SCHEMES: frozenset[str] = frozenset({"postgresql", "postgres"})
 
 # RFC 3986 scheme, then "://": `postgresql://…`, `sqlite://…`, `s3://…`. A Windows drive
 # (`C:\…`, `C:/…`) has no "//" after its colon, and a relative `postgresql:/x` is a path.
@@ -40,10 +39,11 @@ def data_home() -> Path:
     return Path.home() / ".local" / "share" / "cortex"
 
 
-def default_db() -> Path:
-    """``$CORTEX_DB`` if set, else ``cortex.db`` in :func:`data_home`."""
+def default_db() -> Path | str:
+    """``$CORTEX_DB`` if set (a file, or a ``postgresql://`` URL: see
+    :func:`db_location`), else ``cortex.db`` in :func:`data_home`."""
     if db := os.environ.get("CORTEX_DB"):
-        return Path(db).expanduser()
+        return db_location(db)
     return data_home() / "cortex.db"
 
 

@@ -1643,6 +1643,285 @@ class Store:
                 out.setdefault(row[1], []).append(row)
         return out
 
+    # ---------------------------------------------------------------- sessions and recall
+    # What cortex.recall and the Engine write and read beside the memories themselves:
+    # named methods, so that no SQL of this dialect runs outside the store on the paths
+    # the Engine uses (cortex.pg.store.PgStore has the same methods in PostgreSQL's).
+
+    def add_fact(
+        self,
+        memory_id: int,
+        type: str,
+        content: str,
+        *,
+        confidence: float,
+        decay_rate: float,
+        last_reinforced: float,
+    ) -> int:
+        """Attach a fact to a memory (checked by the caller); returns the fact's id."""
+        with self.transaction() as tx:
+            cur = tx.execute(
+                "INSERT INTO facts (memory_id, type, content, confidence, decay_rate,"
+                " last_reinforced, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (memory_id, type, content, confidence, decay_rate, last_reinforced, time.time()),
+            )
+            return int(cur.lastrowid or 0)
+
+    def start_session(self, session_id: str, project: str | None, summary: str | None) -> None:
+        with self.transaction() as tx:
+            tx.execute(
+                "INSERT INTO sessions (id, project_id, started_at, summary) VALUES (?, ?, ?, ?)"
+                f" ON CONFLICT{SESSION_KEY} DO UPDATE SET"
+                " summary = COALESCE(excluded.summary, summary)",
+                (session_id, project, time.time(), summary),
+            )
+
+    def end_session(self, session_id: str, summary: str | None, project: str | None) -> None:
+        """End a session. Without `project`, the session id must name exactly one session
+        (else the projects holding it are listed)."""
+        with self.transaction() as tx:
+            if project is None:
+                projects = [r[0] for r in tx.execute(
+                    "SELECT project_id FROM sessions WHERE id = ?", (session_id,)
+                ).fetchall()]  # fmt: skip
+                if len(projects) > 1:
+                    raise InvalidOptionError(
+                        f"session {session_id!r} exists in several projects "
+                        f"({', '.join(repr(p) for p in projects)}); pass project="
+                    )
+                project = projects[0] if projects else None
+            cur = tx.execute(
+                "UPDATE sessions SET ended_at = ?, summary = COALESCE(?, summary)"
+                " WHERE id = ? AND project_id IS ?",
+                (time.time(), summary, session_id, project),
+            )
+            if cur.rowcount == 0:
+                raise NotFoundError(f"no session with id {session_id!r}")
+
+    def link(self, memory_id: int, session_id: str, usage: str, project: str | None) -> None:
+        """A session link of `usage` for a memory of `project` (its session is created)."""
+        with self.transaction() as tx:
+            self._link_session(tx, session_id, memory_id, usage, project, time.time())
+
+    def supersede(self, old_id: int, new_id: int) -> None:
+        now = time.time()
+        with self.transaction() as tx:
+            tx.execute(
+                "UPDATE memories SET superseded_by = ?, valid_until = COALESCE(valid_until, ?)"
+                " WHERE id = ?",
+                (new_id, now, old_id),
+            )
+            tx.execute(
+                "INSERT INTO memory_relationships (source_id, target_id, type, created_by,"
+                " created_at) VALUES (?, ?, 'SUPERSEDES', 'cortex', ?) ON CONFLICT DO NOTHING",
+                (new_id, old_id, now),
+            )
+
+    def relate(self, source_id: int, target_id: int, type: str, created_by: str | None) -> None:
+        with self.transaction() as tx:
+            tx.execute(
+                "INSERT INTO memory_relationships (source_id, target_id, type, created_by,"
+                " created_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                (source_id, target_id, type, created_by, time.time()),
+            )
+
+    def created_sessions(self, ids: Sequence[int]) -> list[tuple[Any, ...]]:
+        """(memory id, session id, project, started_at, ended_at, summary) of the sessions
+        `ids` were created in (of each memory's own project), newest link first."""
+        if not ids:
+            return []
+        marks = ",".join("?" * len(ids))
+        return self.query(
+            "SELECT sm.memory_id, s.id, s.project_id, s.started_at, s.ended_at, s.summary"
+            " FROM session_memories sm JOIN memories m ON m.id = sm.memory_id"
+            " JOIN sessions s ON s.id = sm.session_id AND s.project_id IS m.project_id"
+            f" WHERE sm.usage = 'created' AND sm.memory_id IN ({marks})"
+            " ORDER BY sm.created_at DESC, sm.rowid DESC",
+            list(ids),
+        )
+
+    def latest_session(self, memory_id: int, project: str | None) -> tuple[Any, ...] | None:
+        """(session id, project, started_at, ended_at, summary, usage, memories in it) of
+        the latest session of `project` the memory took part in, or None."""
+        rows = self.query(
+            "SELECT s.id, s.project_id, s.started_at, s.ended_at, s.summary, sm.usage,"
+            " (SELECT COUNT(DISTINCT x.memory_id) FROM session_memories x"
+            "  JOIN memories xm ON xm.id = x.memory_id"
+            "  WHERE x.session_id = s.id AND xm.project_id IS s.project_id)"
+            " FROM session_memories sm JOIN sessions s ON s.id = sm.session_id"
+            " WHERE sm.memory_id = ? AND s.project_id IS ?"
+            " ORDER BY sm.created_at DESC, sm.rowid DESC LIMIT 1",
+            (memory_id, project),
+        )
+        return rows[0] if rows else None
+
+    def around(self, anchor: Memory, before: int, after: int) -> tuple[list[Memory], list[Memory]]:
+        """Up to `before` and `after` live memories of the anchor's project just before and
+        after it in time (oldest first); damaged rows are left out."""
+        created = anchor.created_at.timestamp() if anchor.created_at else 0.0
+        live = "deleted_at IS NULL AND project_id IS ?"
+        earlier = self.query(
+            f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE {live}"
+            " AND (created_at < ? OR (created_at = ? AND id < ?))"
+            " ORDER BY created_at DESC, id DESC LIMIT ?",
+            (anchor.project, created, created, anchor.id, before),
+        )
+        later = self.query(
+            f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE {live}"
+            " AND (created_at > ? OR (created_at = ? AND id > ?))"
+            " ORDER BY created_at, id LIMIT ?",
+            (anchor.project, created, created, anchor.id, after),
+        )
+        return _readable(reversed(earlier)), _readable(later)
+
+    def sessions_touching(self, ids: Sequence[int], project: str | None) -> list[tuple[Any, ...]]:
+        """(id, project, started_at, ended_at, summary) of the sessions of `project` any of
+        `ids` is linked to."""
+        if not ids:
+            return []
+        marks = ",".join("?" * len(ids))
+        return self.query(
+            "SELECT DISTINCT s.id, s.project_id, s.started_at, s.ended_at, s.summary"
+            " FROM session_memories sm JOIN sessions s ON s.id = sm.session_id"
+            f" WHERE sm.memory_id IN ({marks}) AND s.project_id IS ?",
+            [*ids, project],
+        )
+
+    def related_counts(self, ids: Sequence[int]) -> dict[int, int]:
+        """How many relationships each of `ids` has within its own project (a project is
+        a wall: relationships across projects do not count)."""
+        if not ids:
+            return {}
+        marks = ",".join("?" * len(ids))
+        return {
+            int(memory_id): int(count)
+            for memory_id, count in self.query(
+                "SELECT id, SUM(n) FROM ("
+                " SELECT r.source_id AS id, COUNT(*) AS n FROM memory_relationships r"
+                " JOIN memories a ON a.id = r.source_id JOIN memories b ON b.id = r.target_id"
+                f" WHERE r.source_id IN ({marks}) AND a.project_id IS b.project_id"
+                " GROUP BY r.source_id UNION ALL"
+                " SELECT r.target_id AS id, COUNT(*) AS n FROM memory_relationships r"
+                " JOIN memories a ON a.id = r.source_id JOIN memories b ON b.id = r.target_id"
+                f" WHERE r.target_id IN ({marks}) AND a.project_id IS b.project_id"
+                " GROUP BY r.target_id) GROUP BY id",
+                [*ids, *ids],
+            )
+        }
+
+    def reinforce(self, ids: Sequence[int], amount: float) -> None:
+        """Raise the salience of `ids` by `amount` (capped at 1.0), in one transaction."""
+        if not ids:
+            return
+        with self.transaction() as tx:
+            tx.executemany(
+                "UPDATE memories SET salience = MIN(1.0, ROUND(salience + ?, 6)) WHERE id = ?",
+                [(amount, m) for m in ids],
+            )
+
+    def record_recall(
+        self,
+        rows: Sequence[tuple[int, int | None, float]],
+        *,
+        query: str | None,
+        session_id: str | None,
+        lens: str | None,
+        reinforce: float,
+        at: float | None = None,
+    ) -> None:
+        """One transaction after a search has ranked: a recall_log row per result
+        ``(memory_id, fact_id, score)``, access counts, reinforcement, and 'recalled'
+        links. Inside a caller's transaction it joins it."""
+        if not rows:
+            return
+        now = time.time() if at is None else at
+        with self.transaction() as tx:
+            tx.executemany(
+                "INSERT INTO recall_log (memory_id, fact_id, query, session_id, lens, score,"
+                " recalled_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [(m, f, query, session_id, lens, s, now) for m, f, s in rows],
+            )
+            tx.executemany(
+                "UPDATE memories SET access_count = access_count + 1, last_accessed = ?,"
+                # rounded: 0.5 + 7 × 0.02 is 0.64, not 0.6400000000000001
+                " salience = ROUND(MIN(1.0, salience + ?), 6) WHERE id = ?",
+                [(now, reinforce, m) for m, _, _ in rows],
+            )
+            if session_id:
+                # The session of each recalled memory's own project (sessions belong to one).
+                marks = ",".join("?" * len(rows))
+                tx.execute(
+                    "INSERT INTO sessions (id, project_id, started_at)"
+                    f" SELECT DISTINCT ?, project_id, ? FROM memories WHERE id IN ({marks})"
+                    f" ON CONFLICT{SESSION_KEY} DO NOTHING",
+                    [session_id, now, *[m for m, _, _ in rows]],
+                )
+                tx.executemany(
+                    "INSERT INTO session_memories (session_id, memory_id, usage, created_at)"
+                    " VALUES (?, ?, 'recalled', ?)",
+                    [(session_id, m, now) for m, _, _ in rows],
+                )
+
+    def referencing(self, keys: Sequence[str], opts: Any, limit: int) -> dict[int, Any]:
+        """Up to `limit` memories passing `opts`'s filters that reference one of the code
+        `keys` (:func:`cortex.filters.referencing`)."""
+        from cortex.filters import referencing
+
+        return referencing(self, keys, opts, limit)
+
+    def save_lens(self, name: str, options: str, description: str | None, now: float) -> None:
+        """Save or replace a lens (cortex.lenses): its options as JSON."""
+        with self.transaction() as tx:
+            tx.execute(
+                "INSERT INTO lenses (name, options, description, created_at, updated_at)"
+                " VALUES (?, ?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET"
+                " options = excluded.options, description = excluded.description,"
+                " updated_at = excluded.updated_at",
+                (name, options, description, now, now),
+            )
+
+    def lens_rows(self, name: str | None = None) -> list[tuple[Any, ...]]:
+        """(name, options, description, created_at, updated_at) of the lens `name`, or of
+        every lens by name."""
+        cols = "SELECT name, options, description, created_at, updated_at FROM lenses"
+        if name is None:
+            return self.query(f"{cols} ORDER BY name")
+        return self.query(f"{cols} WHERE name = ?", (name,))
+
+    def delete_lens(self, name: str) -> bool:
+        """Delete a lens; False when there was none."""
+        with self.transaction() as tx:
+            return bool(tx.execute("DELETE FROM lenses WHERE name = ?", (name,)).rowcount)
+
+    def in_transaction(self) -> bool:
+        """Whether this thread's connection is inside a transaction (holds the write lock
+        once it has written)."""
+        return self.conn.in_transaction
+
+    def vector_of(self, memory_id: int, model_id: str) -> Any:
+        """The memory's embedding of `model_id` (float32 array), or None."""
+        import numpy as np
+
+        rows = self.query(
+            "SELECT vector FROM embeddings WHERE memory_id = ? AND model_id = ?",
+            (memory_id, model_id),
+        )
+        if not rows or not rows[0][0]:
+            return None
+        return np.frombuffer(rows[0][0], dtype="<f4").astype(np.float32)
+
+    def metadata_values(self, key: str) -> dict[int, str]:
+        """memory id -> the metadata value of `key` of every live memory that has one."""
+        path = "$." + key
+        return {
+            int(i): str(v)
+            for i, v in self.query(
+                "SELECT id, json_extract(metadata, ?) FROM memories"
+                " WHERE deleted_at IS NULL AND json_extract(metadata, ?) IS NOT NULL",
+                (path, path),
+            )
+        }
+
     def stats(self) -> dict[str, Any]:
         live, deleted = self.query(
             "SELECT COUNT(*) FILTER (WHERE deleted_at IS NULL),"
@@ -1679,6 +1958,17 @@ class Store:
             "newest": span[1],
             "size_bytes": size,
         }
+
+
+def _readable(rows: Any) -> list[Memory]:
+    """The memories of `rows` that can be read (a damaged row is left out)."""
+    out = []
+    for row in rows:
+        try:
+            out.append(row_to_memory(row))
+        except DamagedRowError:
+            continue
+    return out
 
 
 def _read_only_uri(path: Path, immutable: bool) -> str:

@@ -19,7 +19,7 @@ __all__ = ["SQLITE_ONLY", "admitted", "where"]
 
 #: Options the PostgreSQL backend does not apply yet: refused, never ignored (a filter
 #: ignored would widen the answer).
-SQLITE_ONLY = ("code", "lens")
+SQLITE_ONLY = ("code",)
 
 
 def where(opts: Options, *, alias: str = "m") -> tuple[str, list[Any]]:
@@ -84,10 +84,12 @@ def admitted(store: Any, ids: Sequence[int], opts: Options) -> dict[int, RankInf
     """The memories among `ids` that pass `opts`'s filters, with what ranking needs."""
     if not ids:
         return {}
+    from cortex.pg.store import rank_info
+
     predicate, params = where(opts)
     return {
-        int(i): RankInfo(*rest)
-        for i, *rest in store.query(
+        int(r[0]): rank_info(r[1:])
+        for r in store.query(
             f"SELECT m.id, {RANK_COLUMNS} FROM memories m WHERE m.id = ANY(%s) AND {predicate}",
             [list(ids), *params],
         )

@@ -48,9 +48,9 @@ from cortex.keyword import (
 )
 from cortex.options import Options, OrderBy
 from cortex.pg import filters
-from cortex.pg.store import PgStore, db_project
+from cortex.pg.store import PgStore, db_project, rank_info
 from cortex.pg.text import exact_tokens, stemmed_tokens
-from cortex.ranking import RANK_COLUMNS, RankInfo
+from cortex.ranking import RANK_COLUMNS
 from cortex.search.plan import DROPPED
 from cortex.store import has_cjk
 
@@ -386,12 +386,14 @@ def _bm25(
     if match is None:
         order = f"every DESC, {order}"
     sql = (
-        f"WITH c AS MATERIALIZED (SELECT m.id, m.doc_len, {RANK_COLUMNS}, ({predicate}) AS ok,"
+        f"WITH c AS MATERIALIZED (SELECT m.id, m.doc_len, {RANK_COLUMNS}, m.superseded_by,"
+        f" ({predicate}) AS ok,"
         f" {'m.' + column + ' @@ %s::tsquery' if match is not None else 'true'} AS matched,"
         f" {tfs} FROM memories m WHERE m.{column} @@ %s::tsquery AND m.deleted_at IS NULL"
         f"{wall}), d AS (SELECT {dfs} FROM c)"
         f" SELECT c.id, {score} AS score, ({every}) AS every, {bound} AS bound,"
-        " c.created_at, c.confidence, c.salience, c.sector, c.source_path"
+        " c.created_at, c.confidence, c.salience, c.sector, c.source_path,"
+        " c.superseded_by IS NOT NULL, c.project_id, c.category"
         f" FROM c, d WHERE c.ok AND {narrow} ORDER BY {order} LIMIT %s"
     )
     params = [
@@ -410,12 +412,31 @@ def _bm25(
         sink.column, sink.match, sink.terms = column, match, terms
         sink.bound = float(rows[0][3]) if rows else sink.bound
     return [
-        (Hit(int(i), bm25_to_score(-float(s)), float(s), RankInfo(*rest)), bool(every))
+        (Hit(int(i), bm25_to_score(-float(s)), float(s), rank_info(rest)), bool(every))
         for i, s, every, _, *rest in rows
     ]
 
 
 # --------------------------------------------------------------------------- tiers
+
+
+def holds(store: PgStore, word: str, opts: Options) -> bool:
+    """Whether a memory under `opts`'s filters holds `word` as a word or a word's prefix:
+    the index tiers of a search, never its substring scan (as
+    :func:`cortex.keyword.holds`; the hybrid search's unknown-name check). CJK text asks
+    the whole search."""
+    text = clean(word)
+    if not text:
+        return False
+    if has_cjk(text):
+        return bool(search(store, text, opts, 1).hits)
+    import psycopg
+
+    try:
+        with store.db.connection() as conn:
+            return bool(_latin(store, conn, text, opts, 1, Ran()).hits)
+    except psycopg.Error:
+        return True  # not an answer either way: never discount on a failed check
 
 
 def search(store: PgStore, query: str, opts: Options, pool: int) -> KeywordResult:
@@ -507,18 +528,33 @@ def _latin(
         [t for t in terms if t not in DROPPED] or [t for t in terms if t not in STOPWORDS] or terms
     )
     quoted = [quote(t) for t in terms]
-    # One scan answers both plain tiers: the memories holding every word come first.
-    rows, _ = _run(
-        store, conn, Node("or", [Atom(t) for t in terms]), STEMMED, opts, pool, plain=True,
-        sink=ran,
-    )  # fmt: skip
-    hits = [h for h, every in rows if every]
-    if hits or len(terms) == 1:
+    if any(len(STEMMED[1](t)) > 1 for t in terms):
+        # A compound (REPORTING_DSN, cert-manager) is one quoted term: a phrase of its
+        # parts, as in FTS5, not an OR of them (the plain scan's words).
         tier_expr = " ".join(quoted)
-        hits = hits or [h for h, _ in rows]
-    else:
-        tier_expr = " OR ".join(quoted)
+        rows, _ = _run(
+            store, conn, Node("and", [Atom(t) for t in terms]), STEMMED, opts, pool, sink=ran
+        )
+        if not rows and len(terms) > 1:
+            tier_expr = " OR ".join(quoted)
+            rows, _ = _run(
+                store, conn, Node("or", [Atom(t) for t in terms]), STEMMED, opts, pool,
+                sink=ran,
+            )  # fmt: skip
         hits = [h for h, _ in rows]
+    else:
+        # One scan answers both plain tiers: the memories holding every word come first.
+        rows, _ = _run(
+            store, conn, Node("or", [Atom(t) for t in terms]), STEMMED, opts, pool, plain=True,
+            sink=ran,
+        )  # fmt: skip
+        hits = [h for h, every in rows if every]
+        if hits or len(terms) == 1:
+            tier_expr = " ".join(quoted)
+            hits = hits or [h for h, _ in rows]
+        else:
+            tier_expr = " OR ".join(quoted)
+            hits = [h for h, _ in rows]
     if hits:
         return KeywordResult(hits, "fts", tier_expr, tier_expr, notices, terms)
     prefix_expr = " OR ".join(q + "*" for q in quoted)
@@ -569,7 +605,7 @@ def _substring_bm25(
         [K1, K1, B, B, avgdl, terms, idf, *fparams, *(_like_param(t) for t in required), pool],
     ).fetchall()
     hits = [
-        Hit(int(i), bm25_to_score(-float(score or 0.0)), float(score or 0.0), RankInfo(*rest))
+        Hit(int(i), bm25_to_score(-float(score or 0.0)), float(score or 0.0), rank_info(rest))
         for i, score, *rest in rows
     ]
     return hits, sum(idf)
@@ -586,8 +622,10 @@ def _cjk(store: PgStore, conn: Any, text: str, opts: Options, pool: int) -> Keyw
 
 
 def _like(conn: Any, text: str, opts: Options, pool: int) -> KeywordResult:
-    """The last tier: memories holding any of the terms as substrings, by how many."""
-    terms = _cjk_terms(text, bigrams=True)
+    """The last tier: memories holding any of the terms as substrings, by how many.
+    Stop and question words are left out, as on SQLite: they are substrings of
+    everything ("our" of "hours", "the" of "then") and matched every memory."""
+    terms = [t for t in _cjk_terms(text, bigrams=True) if t not in DROPPED]
     if not terms:
         return KeywordResult()
     predicate, params = filters.where(opts)
@@ -606,7 +644,7 @@ def _like(conn: Any, text: str, opts: Options, pool: int) -> KeywordResult:
     likes = [_like_param(t) for t in terms]
     rows = conn.execute(sql, [*likes, *likes, *params, pool]).fetchall()
     total = len(terms)
-    hits = [Hit(int(i), n / (total + 1), float(n), RankInfo(*rest)) for i, n, *rest in rows]
+    hits = [Hit(int(i), n / (total + 1), float(n), rank_info(rest)) for i, n, *rest in rows]
     return KeywordResult(
         hits, "like" if hits else "none", None, None, [], terms, bound=float(total)
     )

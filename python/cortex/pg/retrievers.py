@@ -25,6 +25,7 @@ from cortex.pg.db import Vector
 from cortex.pg.store import PgStore, db_project
 from cortex.search.hits import Hit, Leg, keyword_score, semantic_score, shrunk_stats
 from cortex.search.plan import Plan
+from cortex.search.query_cache import QueryCache
 
 __all__ = ["PgKeywordRetriever", "PgSemanticRetriever"]
 
@@ -47,8 +48,9 @@ class PgKeywordRetriever:
         return Leg(hits, list(found.notices), found.rewritten, list(found.terms), found.tier, found)
 
     def absent(self, words: Sequence[str], opts: Options, allowed: Any = None) -> list[str]:
-        """The `words` that no memory under `opts`'s filters holds."""
-        return [w for w in words if not keyword.search(self._store, w, opts, 1).hits]
+        """The `words` that no memory under `opts`'s filters holds as a word or a word's
+        prefix (keyword.holds: the index tiers, not the substring scan)."""
+        return [w for w in words if not keyword.holds(self._store, w, opts)]
 
     def rescore(
         self, plan: Plan, opts: Options, leg: Leg, ids: Sequence[int]
@@ -63,29 +65,65 @@ class PgKeywordRetriever:
 class PgSemanticRetriever:
     """Cosine top-k over the active model's vectors in pgvector."""
 
-    def __init__(self, store: PgStore, embedder: Any) -> None:
+    def __init__(self, store: PgStore, embedder: Any, cache: QueryCache | None = None) -> None:
         self._store = store
-        self._embedder = embedder
+        # An embedder, or what loads one when first needed (cortex.pg.embedding.PgSemantic)
+        self._source = embedder
+        self._cache = cache if cache is not None else QueryCache(0)
+
+    @property
+    def _embedder(self) -> Any:
+        source = self._source
+        if source is not None and callable(getattr(source, "embedder", None)):
+            return source.embedder()  # raises EmbeddingError when there is none
+        return source
 
     def _query(self, text: str) -> np.ndarray:
-        if self._embedder is None:
+        embedder = self._embedder
+        if embedder is None:
             raise EmbeddingError("semantic search is off")
-        query = np.asarray(self._embedder.embed(text), dtype=np.float32)
-        if query.shape != (self._embedder.dim,) or not np.isfinite(query).all():
-            raise EmbeddingError("the embedder returned an unusable query vector")
-        return query
+
+        def embed(text: str) -> np.ndarray:
+            query = np.asarray(embedder.embed(text), dtype=np.float32)
+            if query.shape != (embedder.dim,) or not np.isfinite(query).all():
+                raise EmbeddingError("the embedder returned an unusable query vector")
+            return query
+
+        return self._cache.get(str(embedder.model_id), text, embed)  # type: ignore[no-any-return]
 
     def _stats(
         self, query: np.ndarray, projects: tuple[str, ...] | None = None
     ) -> tuple[float, float]:
+        """The mean and spread of the query's cosine over the same sample as the SQLite
+        retriever's (cortex.search.sqlite), so that both calibrate a query alike: every
+        live row up to STATS_ROWS, else STATS_ROWS evenly spaced by memory id
+        (``np.linspace`` positions); walled, over the live memories of the projects
+        (those without a vector of the model then count for nothing), else over the
+        live memories that have one."""
         dim = int(query.shape[0])
-        wall = " AND project_id = ANY(%s)" if projects is not None else ""
-        walled = [[db_project(p) for p in projects]] if projects is not None else []
+        model = str(self._embedder.model_id)
+        if projects is not None:
+            scope = "FROM memories m WHERE m.deleted_at IS NULL AND m.project_id = ANY(%s)"
+            scope_params: list[Any] = [[db_project(p) for p in projects]]
+        else:
+            scope = (
+                "FROM memories m JOIN embeddings v ON v.project_id = m.project_id"
+                " AND v.memory_id = m.id AND v.model_id = %s AND v.dim = %s"
+                " WHERE m.deleted_at IS NULL"
+            )
+            scope_params = [model, dim]
         rows = self._store.query(
-            f"SELECT count(*), avg(s), stddev_pop(s) FROM (SELECT 1 - (vector::vector({dim})"
-            f" <=> %s::vector({dim})) AS s FROM embeddings WHERE model_id = %s AND dim = %s"
-            f"{wall} ORDER BY memory_id LIMIT %s) t",
-            (Vector(query), str(self._embedder.model_id), dim, *walled, STATS_ROWS),
+            "WITH c AS (SELECT m.project_id, m.id, row_number() OVER (ORDER BY m.id) - 1 AS rn"
+            f" {scope}),"
+            " t AS (SELECT count(*) AS n, LEAST(count(*), %s) AS k FROM c),"
+            " pos AS (SELECT DISTINCT CASE WHEN t.k <= 1 THEN 0 WHEN i = t.k - 1 THEN t.n - 1"
+            " ELSE floor(i * ((t.n - 1)::float8 / (t.k - 1)))::bigint END AS rn"
+            " FROM t, generate_series(0, GREATEST(t.k - 1, 0)) i WHERE t.n > 0)"
+            f" SELECT count(*), avg(s), stddev_pop(s) FROM (SELECT 1 - (e.vector::vector({dim})"
+            f" <=> %s::vector({dim})) AS s FROM c JOIN pos ON pos.rn = c.rn"
+            " JOIN embeddings e ON e.project_id = c.project_id AND e.memory_id = c.id"
+            " AND e.model_id = %s AND e.dim = %s) x",
+            (*scope_params, STATS_ROWS, Vector(query), model, dim),
         )
         n, mean, sd = rows[0]
         return shrunk_stats(int(n), float(mean or 0.0), float(sd or 0.0))

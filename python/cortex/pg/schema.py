@@ -252,7 +252,19 @@ CREATE TABLE import_sources (
 );
 """
 
+# Lenses (cortex.lenses): named sets of search options, as on SQLite. Few and small: a
+# reference table when distributed (no project key; a lens may name several projects).
+_LENSES = """
+CREATE TABLE IF NOT EXISTS lenses (
+    name        text PRIMARY KEY,
+    options     text NOT NULL,
+    description text,
+    created_at  double precision NOT NULL,
+    updated_at  double precision NOT NULL
+);
+"""
+
 # Forward migrations: MIGRATIONS[i] takes a database at schema version i to i + 1. An
 # entry is never edited once released; a new schema is a new entry at the end.
-MIGRATIONS: tuple[str, ...] = (_V1.replace("{slots}", str(STAT_SLOTS)),)
+MIGRATIONS: tuple[str, ...] = (_V1.replace("{slots}", str(STAT_SLOTS)), _LENSES)
 SCHEMA_VERSION = len(MIGRATIONS)

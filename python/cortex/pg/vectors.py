@@ -26,7 +26,7 @@ from cortex.filters import project_ids
 from cortex.options import Options
 from cortex.pg import filters
 from cortex.pg.db import Vector
-from cortex.pg.store import PgStore, db_project
+from cortex.pg.store import PgStore, db_project, rank_info
 from cortex.ranking import RANK_COLUMNS, RankInfo
 
 __all__ = ["HNSW_MIN_ROWS", "VecHit", "ensure_hnsw", "hnsw_index_name", "search"]
@@ -161,5 +161,5 @@ def search(
     for memory_id, d, *rest in rows:
         score = 1.0 - float(d)
         if opts.min_similarity is None or score >= opts.min_similarity:
-            out.append(VecHit(int(memory_id), score, RankInfo(*rest)))
+            out.append(VecHit(int(memory_id), score, rank_info(rest)))
     return out

@@ -16,7 +16,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from cortex import code, filters, fusion, keyword, recall, validate
+from cortex import code, fusion, keyword, recall, validate
 from cortex.errors import EmbeddingError, IndexFormatError, StorageError
 from cortex.interpret import interpret
 from cortex.log import get_logger
@@ -279,7 +279,7 @@ class Pipeline:
         keys = code.named_in_query(p.text)
         if not keys:
             return candidates
-        found = filters.referencing(self._store, keys, opts, p.pool)
+        found = self._store.referencing(keys, opts, p.pool)
         if not found:
             return candidates
         by_id = {c.memory_id: c for c in candidates}

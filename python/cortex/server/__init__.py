@@ -43,6 +43,7 @@ from pathlib import Path
 
 import cortex
 from cortex.errors import CortexError, InvalidOptionError
+from cortex.paths import db_location
 from cortex.server.app import DEFAULT_BODY_LIMIT, DEFAULT_RATE, create_app
 from cortex.server.security import is_loopback, parse_rate
 
@@ -76,8 +77,13 @@ def serve(
     if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
         raise InvalidOptionError(f"port must be an integer in [0, 65535], not {port!r}")
     rate = parse_rate(rate_limit) if isinstance(rate_limit, str) else rate_limit
-    path = Path(db).expanduser()
-    engine = cortex.open(path, read_only=path.exists() and not os.access(path, os.W_OK))
+    where = db_location(db)
+    path: Path | str = where
+    if isinstance(where, str):  # a server's database (postgresql://): its grants decide
+        engine = cortex.open(where)
+        path = engine.store.path  # the URL without its password: what the log shows
+    else:
+        engine = cortex.open(where, read_only=where.exists() and not os.access(where, os.W_OK))
     try:
         # Load the model (and open the vector index) now, not in the first user's search.
         engine.search("warm up", cortex.Options(record=False, limit=1))

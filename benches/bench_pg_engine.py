@@ -1,0 +1,101 @@
+"""The Engine on PostgreSQL against the Engine on SQLite: the same store, the same queries.
+
+Loads one store of the agent set (eval/agent, default the 3000 store) into both backends
+through `Engine.add_many` with the same vectors (the default model, embedded once), then
+runs every query of that store in keyword, semantic and hybrid mode on each. Prints, per
+mode, the median and p95 latency of a search on each backend and how many of the top-10
+positions agree (issue 13's "same answers").
+
+    python benches/bench_pg_engine.py [--store 3000] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+from tests.pg_server import running_server  # noqa: E402
+
+import cortex  # noqa: E402
+from cortex.agent_eval import load_set, record_of  # noqa: E402
+from cortex.embed import load_default_embedder  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--store", default="3000")
+    ap.add_argument("--repeat", type=int, default=3, help="runs of each query (median kept)")
+    ap.add_argument("--differences", action="store_true", help="list the queries that differ")
+    args = ap.parse_args()
+    agent = load_set("agent")
+    records = [record_of(m) for m in agent.members(args.store)]
+    queries = [q for q in agent.queries if q["store"] == args.store]
+    embedder = load_default_embedder()
+    t0 = time.perf_counter()
+    vectors = np.asarray(embedder.embed_batch([r["content"] for r in records]), np.float32)
+    print(f"{len(records)} memories embedded in {time.perf_counter() - t0:.1f} s;"
+          f" {len(queries)} queries")  # fmt: skip
+    now = datetime.fromisoformat(agent.meta["now"])
+    with tempfile.TemporaryDirectory() as tmp, running_server() as server:
+        engines = {
+            "sqlite": cortex.open(Path(tmp) / "bench.db", embedder=embedder),
+            "postgres": cortex.open(server.create_database("bench"), embedder=embedder),
+        }
+        keys = {}
+        for name, e in engines.items():
+            t = time.perf_counter()
+            ids = e.add_many(records, vectors=vectors, model_id=e.model_id)
+            e.flush()
+            print(f"{name}: add_many {time.perf_counter() - t:.1f} s")
+            keys[name] = {i: r["metadata"]["key"] for i, r in zip(ids, records, strict=True)}
+        for e in engines.values():  # warm: model, caches, the vector index
+            e.search("warm up", record=False)
+        print("| mode | SQLite p50 / p95 | PostgreSQL p50 / p95 | top-10 positions equal |")
+        print("| --- | --- | --- | --- |")
+        for mode in ("keyword", "semantic", "hybrid"):
+            times: dict[str, list[float]] = {n: [] for n in engines}
+            tops: dict[str, list[list[str]]] = {n: [] for n in engines}
+            opts = cortex.Options(mode=mode, limit=10, now=now, record=False)
+            for q in queries:
+                for name, e in engines.items():
+                    runs = []
+                    for _ in range(args.repeat):
+                        t = time.perf_counter()
+                        found = e.search(q["query"], opts)
+                        runs.append(time.perf_counter() - t)
+                    times[name].append(statistics.median(runs))
+                    tops[name].append([keys[name][r.memory.id] for r in found])
+            equal = total = 0
+            differ = []
+            for q, a, b in zip(queries, tops["sqlite"], tops["postgres"], strict=True):
+                same = sum(1 for x, y in zip(a, b, strict=False) if x == y)
+                equal += same
+                total += max(len(a), len(b))
+                if same < max(len(a), len(b)):
+                    differ.append(f"  {mode} {q['id']} {q['query']!r}: {a} / {b}")
+
+            def ms(values: list[float], q: float) -> str:
+                return f"{1e3 * float(np.quantile(values, q)):.1f}"
+
+            print(
+                f"| {mode} | {ms(times['sqlite'], 0.5)} / {ms(times['sqlite'], 0.95)} ms"
+                f" | {ms(times['postgres'], 0.5)} / {ms(times['postgres'], 0.95)} ms"
+                f" | {equal} / {total} ({100 * equal / max(total, 1):.1f} %) |"
+            )
+            if args.differences:
+                print("\n".join(differ))
+        for e in engines.values():
+            e.close()
+
+
+if __name__ == "__main__":
+    main()
