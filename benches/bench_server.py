@@ -181,7 +181,7 @@ def api_load(engine: cortex.Engine, clients: int, seconds: float, seed: int) -> 
     tallies = [Tally() for _ in range(clients)]
     start = threading.Barrier(clients + 1)
     stop_at = [0.0]
-    opts = cortex.Options(limit=10, lens="bench:api")
+    opts = cortex.Options(limit=10, recorded_as="bench:api")
 
     def run(n: int) -> None:
         rng = random.Random(seed + 1000 + n)
@@ -277,7 +277,7 @@ def overhead(engine: cortex.Engine, n: int, seed: int) -> dict[str, Any]:
             rng = random.Random(seed)
             client = Client(port)
             api_ms, http_ms, layer_ms, api_cpu, http_cpu = [], [], [], [], []
-            opts = cortex.Options(limit=10, lens="bench:api", mode=cortex.Mode(mode))
+            opts = cortex.Options(limit=10, recorded_as="bench:api", mode=cortex.Mode(mode))
             for i in range(n + 10):
                 q = query(rng)
                 forget()  # both sides embed the query (else the second would reuse it)
