@@ -7,6 +7,12 @@ mode, the median and p95 latency of a search on each backend and how many of the
 positions agree (issue 13's "same answers").
 
     python benches/bench_pg_engine.py [--store 3000] [--repeat 3]
+
+`--scale N` grows the store to N memories with copies of its records (each with a few
+random words appended and its vector moved by small Gaussian noise, re-normalised: the
+default model embeds only the store itself); `--modes` limits the modes run; `--hnsw`
+measures again after building PostgreSQL's HNSW index (`cortex.pg.vectors.ensure_hnsw`,
+which the Engine does not call by itself).
 """
 
 from __future__ import annotations
@@ -35,6 +41,9 @@ def main() -> None:
     ap.add_argument("--store", default="3000")
     ap.add_argument("--repeat", type=int, default=3, help="runs of each query (median kept)")
     ap.add_argument("--differences", action="store_true", help="list the queries that differ")
+    ap.add_argument("--scale", type=int, default=0, help="grow the store to N memories")
+    ap.add_argument("--modes", default="keyword,semantic,hybrid")
+    ap.add_argument("--hnsw", action="store_true", help="measure again with the HNSW index")
     args = ap.parse_args()
     agent = load_set("agent")
     records = [record_of(m) for m in agent.members(args.store)]
@@ -44,6 +53,9 @@ def main() -> None:
     vectors = np.asarray(embedder.embed_batch([r["content"] for r in records]), np.float32)
     print(f"{len(records)} memories embedded in {time.perf_counter() - t0:.1f} s;"
           f" {len(queries)} queries")  # fmt: skip
+    if args.scale > len(records):
+        records, vectors = grow(records, vectors, args.scale)
+        print(f"grown to {len(records)} memories")
     now = datetime.fromisoformat(agent.meta["now"])
     with tempfile.TemporaryDirectory() as tmp, running_server() as server:
         engines = {
@@ -59,42 +71,79 @@ def main() -> None:
             keys[name] = {i: r["metadata"]["key"] for i, r in zip(ids, records, strict=True)}
         for e in engines.values():  # warm: model, caches, the vector index
             e.search("warm up", record=False)
-        print("| mode | SQLite p50 / p95 | PostgreSQL p50 / p95 | top-10 positions equal |")
-        print("| --- | --- | --- | --- |")
-        for mode in ("keyword", "semantic", "hybrid"):
-            times: dict[str, list[float]] = {n: [] for n in engines}
-            tops: dict[str, list[list[str]]] = {n: [] for n in engines}
-            opts = cortex.Options(mode=mode, limit=10, now=now, record=False)
-            for q in queries:
-                for name, e in engines.items():
-                    runs = []
-                    for _ in range(args.repeat):
-                        t = time.perf_counter()
-                        found = e.search(q["query"], opts)
-                        runs.append(time.perf_counter() - t)
-                    times[name].append(statistics.median(runs))
-                    tops[name].append([keys[name][r.memory.id] for r in found])
-            equal = total = 0
-            differ = []
-            for q, a, b in zip(queries, tops["sqlite"], tops["postgres"], strict=True):
-                same = sum(1 for x, y in zip(a, b, strict=False) if x == y)
-                equal += same
-                total += max(len(a), len(b))
-                if same < max(len(a), len(b)):
-                    differ.append(f"  {mode} {q['id']} {q['query']!r}: {a} / {b}")
+        modes = args.modes.split(",")
+        measure(engines, keys, queries, modes, now, args.repeat, args.differences)
+        if args.hnsw:
+            from cortex.pg.vectors import ensure_hnsw
 
-            def ms(values: list[float], q: float) -> str:
-                return f"{1e3 * float(np.quantile(values, q)):.1f}"
-
-            print(
-                f"| {mode} | {ms(times['sqlite'], 0.5)} / {ms(times['sqlite'], 0.95)} ms"
-                f" | {ms(times['postgres'], 0.5)} / {ms(times['postgres'], 0.95)} ms"
-                f" | {equal} / {total} ({100 * equal / max(total, 1):.1f} %) |"
-            )
-            if args.differences:
-                print("\n".join(differ))
+            t = time.perf_counter()
+            ensure_hnsw(engines["postgres"].store, embedder.model_id, embedder.dim)
+            print(f"postgres: HNSW index built in {time.perf_counter() - t:.1f} s")
+            engines["postgres"].search("warm up", record=False)
+            measure(engines, keys, queries, modes, now, args.repeat, args.differences)
         for e in engines.values():
             e.close()
+
+
+def grow(records: list[dict], vectors: np.ndarray, n: int) -> tuple[list[dict], np.ndarray]:
+    """`n` records: the originals, then copies with random words appended and their
+    vectors moved by Gaussian noise (seeded), re-normalised."""
+    rng = np.random.default_rng(0)
+    words = " ".join(r["content"] for r in records).split()
+    out = list(records)
+    rows = [vectors]
+    base = len(records)
+    idx = np.arange(base, n) % base
+    noise = rng.normal(0, 0.01, (n - base, vectors.shape[1])).astype(np.float32)
+    more = vectors[idx] + noise
+    more /= np.linalg.norm(more, axis=1, keepdims=True)
+    rows.append(more)
+    for j, i in enumerate(idx):
+        r = records[i]
+        extra = " ".join(words[k] for k in rng.integers(0, len(words), 4))
+        meta = {**r["metadata"], "key": f"{r['metadata']['key']}~{base + j}"}
+        out.append({**r, "content": f"{r['content']} {extra}", "metadata": meta})
+    return out, np.concatenate(rows)
+
+
+def measure(
+    engines: dict, keys: dict, queries: list, modes: list[str], now: datetime, repeat: int,
+    differences: bool,
+) -> None:  # fmt: skip
+    print("| mode | SQLite p50 / p95 | PostgreSQL p50 / p95 | top-10 positions equal |")
+    print("| --- | --- | --- | --- |")
+    for mode in modes:
+        times: dict[str, list[float]] = {n: [] for n in engines}
+        tops: dict[str, list[list[str]]] = {n: [] for n in engines}
+        opts = cortex.Options(mode=mode, limit=10, now=now, record=False)
+        for q in queries:
+            for name, e in engines.items():
+                runs = []
+                for _ in range(repeat):
+                    t = time.perf_counter()
+                    found = e.search(q["query"], opts)
+                    runs.append(time.perf_counter() - t)
+                times[name].append(statistics.median(runs))
+                tops[name].append([keys[name][r.memory.id] for r in found])
+        equal = total = 0
+        differ = []
+        for q, a, b in zip(queries, tops["sqlite"], tops["postgres"], strict=True):
+            same = sum(1 for x, y in zip(a, b, strict=False) if x == y)
+            equal += same
+            total += max(len(a), len(b))
+            if same < max(len(a), len(b)):
+                differ.append(f"  {mode} {q['id']} {q['query']!r}: {a} / {b}")
+
+        def ms(values: list[float], q: float) -> str:
+            return f"{1e3 * float(np.quantile(values, q)):.1f}"
+
+        print(
+            f"| {mode} | {ms(times['sqlite'], 0.5)} / {ms(times['sqlite'], 0.95)} ms"
+            f" | {ms(times['postgres'], 0.5)} / {ms(times['postgres'], 0.95)} ms"
+            f" | {equal} / {total} ({100 * equal / max(total, 1):.1f} %) |"
+        )
+        if differences:
+            print("\n".join(differ))
 
 
 if __name__ == "__main__":
