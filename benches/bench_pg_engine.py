@@ -44,6 +44,7 @@ def main() -> None:
     ap.add_argument("--scale", type=int, default=0, help="grow the store to N memories")
     ap.add_argument("--modes", default="keyword,semantic,hybrid")
     ap.add_argument("--hnsw", action="store_true", help="measure again with the HNSW index")
+    ap.add_argument("--noise", type=float, default=0.01, help="σ per dimension of the copies")
     args = ap.parse_args()
     agent = load_set("agent")
     records = [record_of(m) for m in agent.members(args.store)]
@@ -54,7 +55,7 @@ def main() -> None:
     print(f"{len(records)} memories embedded in {time.perf_counter() - t0:.1f} s;"
           f" {len(queries)} queries")  # fmt: skip
     if args.scale > len(records):
-        records, vectors = grow(records, vectors, args.scale)
+        records, vectors = grow(records, vectors, args.scale, args.noise)
         print(f"grown to {len(records)} memories")
     now = datetime.fromisoformat(agent.meta["now"])
     with tempfile.TemporaryDirectory() as tmp, running_server() as server:
@@ -85,7 +86,9 @@ def main() -> None:
             e.close()
 
 
-def grow(records: list[dict], vectors: np.ndarray, n: int) -> tuple[list[dict], np.ndarray]:
+def grow(
+    records: list[dict], vectors: np.ndarray, n: int, noise: float = 0.01
+) -> tuple[list[dict], np.ndarray]:
     """`n` records: the originals, then copies with random words appended and their
     vectors moved by Gaussian noise (seeded), re-normalised."""
     rng = np.random.default_rng(0)
@@ -94,8 +97,8 @@ def grow(records: list[dict], vectors: np.ndarray, n: int) -> tuple[list[dict], 
     rows = [vectors]
     base = len(records)
     idx = np.arange(base, n) % base
-    noise = rng.normal(0, 0.01, (n - base, vectors.shape[1])).astype(np.float32)
-    more = vectors[idx] + noise
+    jitter = rng.normal(0, noise, (n - base, vectors.shape[1])).astype(np.float32)
+    more = vectors[idx] + jitter
     more /= np.linalg.norm(more, axis=1, keepdims=True)
     rows.append(more)
     for j, i in enumerate(idx):
