@@ -82,6 +82,7 @@ def main() -> None:
             print(f"postgres: HNSW index built in {time.perf_counter() - t:.1f} s")
             engines["postgres"].search("warm up", record=False)
             measure(engines, keys, queries, modes, now, args.repeat, args.differences)
+            hnsw_recall(engines["postgres"], embedder, queries, now)
         for e in engines.values():
             e.close()
 
@@ -107,6 +108,25 @@ def grow(
         meta = {**r["metadata"], "key": f"{r['metadata']['key']}~{base + j}"}
         out.append({**r, "content": f"{r['content']} {extra}", "metadata": meta})
     return out, np.concatenate(rows)
+
+
+def hnsw_recall(engine: cortex.Engine, embedder: object, queries: list, now: datetime) -> None:
+    """Recall@10 of the HNSW search against the exact scan (pool 100, as the Engine asks)
+    at a few `ef_search` values."""
+    from cortex.pg import vectors as pgvectors
+
+    opts = cortex.Options(mode="semantic", limit=10, now=now, record=False)
+    qvs = [embedder.embed(q["query"]) for q in queries]  # type: ignore[attr-defined]
+    store, model = engine.store, engine.model_id
+    exact = [
+        [h.memory_id for h in pgvectors.search(store, v, model, opts, 100, exact=True)] for v in qvs
+    ]
+    for ef in (100, 400, 1000):
+        found = 0
+        for v, ex in zip(qvs, exact, strict=True):
+            hits = pgvectors.search(store, v, model, opts, 100, ef_search=ef)
+            found += len({h.memory_id for h in hits[:10]} & set(ex[:10]))
+        print(f"HNSW recall@10 against exact, ef_search {ef}: {found / (10 * len(qvs)):.3f}")
 
 
 def measure(
