@@ -313,9 +313,12 @@ def _idf(rows: int, hits: int) -> float:
 
 
 def _rows(store: Store, table: str) -> int:
-    """The rows FTS5 counts in `table` (its averages record: what bm25() uses)."""
+    """The rows FTS5 counts in `table` (its averages record: what bm25() uses). `table`
+    names one of the fixed FTS5 tables (an identifier cannot be a bound parameter)."""
     from cortex.keyword_index import _fts5_totals
 
+    if table not in _SCOPED_TABLES:
+        raise ValueError(f"not a full-text table of cortex: {table!r}")
     row = store.conn.execute(f"SELECT block FROM {table}_data WHERE id = 1").fetchone()
     return _fts5_totals(row[0])[0] if row else 0
 

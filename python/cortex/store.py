@@ -715,6 +715,16 @@ _DOCUMENT_SUFFIXES = (".md", ".markdown")
 _DOCUMENT_SOURCE = "(lower(source_path) LIKE '%.md' OR lower(source_path) LIKE '%.markdown')"
 
 
+def split_chunks(found: list[Memory], memory: Memory, n: int) -> tuple[list[Memory], list[Memory]]:
+    """The `n` chunks of `found` (the other chunks of `memory`'s document within `n` of it,
+    in chunk order) right before `memory` and the `n` right after it (Store.neighbours on
+    either backend)."""
+    index = memory.chunk_index or 0
+    before = [m for m in found if (m.chunk_index or 0) < index]
+    after = [m for m in found if (m.chunk_index or 0) >= index]
+    return before[-n:], after[:n]
+
+
 class Store:
     """One cortex database file. Open with :meth:`open`; safe to share between threads."""
 
@@ -1571,10 +1581,7 @@ class Store:
                     memory.id,
                 ),
             )
-            found = [row_to_memory(r) for r in rows]
-            before = [m for m in found if (m.chunk_index or 0) < memory.chunk_index]
-            after = [m for m in found if (m.chunk_index or 0) >= memory.chunk_index]
-            return before[-n:], after[:n]
+            return split_chunks([row_to_memory(r) for r in rows], memory, n)
         session = self.sessions_of([memory.id]).get(memory.id)
         if session is None or memory.created_at is None:
             return [], []

@@ -23,7 +23,7 @@ from cortex.pg.db import Database, Vector, redact
 from cortex.pg.text import index_text
 from cortex.ranking import RANK_COLUMNS, RankInfo
 from cortex.result import Memory, from_epoch
-from cortex.store import MemoryInput, SyncCounts, content_hash, has_cjk
+from cortex.store import MemoryInput, SyncCounts, content_hash, has_cjk, split_chunks
 
 __all__ = ["MEMORY_COLUMNS", "EmbeddingBatch", "PgStore", "row_to_memory"]
 
@@ -856,10 +856,7 @@ class PgStore:
                     memory.id,
                 ),
             )
-            found = [row_to_memory(r) for r in rows]
-            before = [m for m in found if (m.chunk_index or 0) < memory.chunk_index]
-            after = [m for m in found if (m.chunk_index or 0) >= memory.chunk_index]
-            return before[-n:], after[:n]
+            return split_chunks([row_to_memory(r) for r in rows], memory, n)
         session = self.sessions_of([memory.id]).get(memory.id)
         if session is None or memory.created_at is None:
             return [], []

@@ -249,7 +249,7 @@ class Pipeline:
             return p, None, None, p.mode, [], notices
         kw, sem, mode = self._legs(p, opts, allowed, notices)
         unknown: list[str] = []
-        if p.named and mode is Mode.HYBRID and UNKNOWN_NAME_FACTOR < 1.0:
+        if p.named and mode is Mode.HYBRID and min(UNKNOWN_NAME_FACTOR, UNKNOWN_NAME_BASE) < 1.0:
             # Named where? In the project(s) searched, whatever the other filters: a name
             # the user's filter (a category, a date) leaves out is still a known name.
             wall = Options(project=opts.project)
