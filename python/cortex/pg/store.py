@@ -268,7 +268,11 @@ class PgStore:
             ids = self._insert_many(tx, items, now)
             if embeddings is not None:
                 self._write_embeddings(
-                    tx, embeddings, [(i, item) for i, item in zip(ids, items, strict=True)], now
+                    tx,
+                    embeddings,
+                    [(i, item) for i, item in zip(ids, items, strict=True)],
+                    now,
+                    fresh=True,
                 )
         return ids
 
@@ -342,8 +346,14 @@ class PgStore:
         now: float,
         *,
         replace: bool = True,
+        fresh: bool = False,
     ) -> None:
-        """Upsert the vectors of `rows` (memory id, input) for `batch`'s model."""
+        """Upsert the vectors of `rows` (memory id, input) for `batch`'s model.
+
+        `fresh`: the memories were inserted by this transaction (no vector of theirs can
+        exist yet, and each is in its input's project): the rows go straight into
+        ``embeddings`` by one binary COPY, without the staging table and its join
+        (ingest of pre-computed vectors, BENCHMARKS.md "PostgreSQL: second pass")."""
         values = []
         for memory_id, item in rows:
             chash = content_hash(item.content)
@@ -356,8 +366,22 @@ class PgStore:
                     f"a vector of {v.data.shape[0]} dimensions for model {batch.model_id!r},"
                     f" which has {batch.dim}"
                 )
-            values.append((memory_id, batch.model_id, batch.dim, chash, v, now))
+            if fresh:
+                values.append(
+                    (db_project(item.project), memory_id, batch.model_id, batch.dim, chash, v, now)
+                )
+            else:
+                values.append((memory_id, batch.model_id, batch.dim, chash, v, now))
         if not values:
+            return
+        if fresh:
+            with tx.cursor().copy(
+                "COPY embeddings (project_id, memory_id, model_id, dim, content_hash, vector,"
+                " created_at) FROM STDIN (FORMAT BINARY)"
+            ) as copy:
+                copy.set_types(["text", "int8", "text", "int4", "text", "vector", "float8"])
+                for row in values:
+                    copy.write_row(row)
             return
         conflict = (
             "DO UPDATE SET dim = excluded.dim, content_hash = excluded.content_hash,"

@@ -78,4 +78,15 @@ class Indexed:
 
 def index_text(content: str) -> Indexed:
     stemmed = stemmed_tokens(content)
-    return Indexed(tsvector_literal(stemmed), tsvector_literal(exact_tokens(content)), len(stemmed))
+    exact = exact_tokens(content)
+    # Tokens are letters and digits only (unicode61): never a quote or a backslash; the
+    # literal is built without a loop a token unless one could be too long for a lexeme.
+    return Indexed(
+        tsvector_literal(stemmed, checked=_short(stemmed)),
+        tsvector_literal(exact, checked=_short(exact)),
+        len(stemmed),
+    )
+
+
+def _short(tokens: list[str]) -> bool:
+    return not tokens or len(max(tokens, key=len)) * 4 <= _MAX_LEXEME_BYTES
