@@ -12,8 +12,10 @@ the `allowed` ids the pipeline may pass are not needed.
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
@@ -37,6 +39,10 @@ __all__ = ["PgKeywordRetriever", "PgSemanticRetriever"]
 STATS_ROWS = 2048
 #: Calibration samples kept in the process (one per model and project scope).
 SAMPLES_KEPT = 8
+#: Seconds between two checks whether a model's HNSW index is due (cortex.pg.vectors).
+HNSW_CHECK_SECONDS = 60.0
+
+_log = logging.getLogger("cortex.pg")
 
 
 class PgKeywordRetriever:
@@ -78,6 +84,9 @@ class PgSemanticRetriever:
         self._lock = threading.Lock()
         # (model, dim, projects) -> (change counter when read, unit sample vectors)
         self._samples: OrderedDict[Any, tuple[int, np.ndarray]] = OrderedDict()
+        self._hnsw_known: set[tuple[str, int]] = set()
+        self._hnsw_checked = -math.inf
+        self._building: threading.Thread | None = None
 
     @property
     def _embedder(self) -> Any:
@@ -162,7 +171,40 @@ class PgSemanticRetriever:
             self._samples[key] = (marker, vecs)
             while len(self._samples) > SAMPLES_KEPT:
                 self._samples.popitem(last=False)
+        self._check_hnsw(model, dim)
         return vecs
+
+    def _check_hnsw(self, model: str, dim: int) -> None:
+        """After writes (a refreshed sample), at most once a HNSW_CHECK_SECONDS: when the
+        model has grown past HNSW_MIN_ROWS vectors without its HNSW index, build it on a
+        background thread (CONCURRENTLY; searches scan exactly until it is valid). A store
+        grown one `add` at a time gets its index without a bulk load's flush."""
+        if self._store.read_only:
+            return
+        now = time.monotonic()
+        with self._lock:
+            if (model, dim) in self._hnsw_known or now - self._hnsw_checked < HNSW_CHECK_SECONDS:
+                return
+            if self._building is not None and self._building.is_alive():
+                return
+            self._hnsw_checked = now
+
+            def build() -> None:
+                try:
+                    if vectors.has_hnsw(self._store, model, dim):
+                        built = True
+                    else:
+                        vectors.build_due(self._store)
+                        built = vectors.has_hnsw(self._store, model, dim)
+                except StorageError as exc:  # the next check tries again; searches go on
+                    _log.warning("building the HNSW index of %s failed: %s", model, exc)
+                    return
+                if built:
+                    with self._lock:
+                        self._hnsw_known.add((model, dim))
+
+            self._building = threading.Thread(target=build, name="cortex-pg-hnsw", daemon=True)
+            self._building.start()
 
     def _stats(
         self, query: np.ndarray, projects: tuple[str, ...] | None = None
