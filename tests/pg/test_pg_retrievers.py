@@ -251,3 +251,25 @@ def test_kept_calibration_sample_gives_the_sql_numbers_and_follows_writes(pg_url
         check()
     finally:
         pg.close()
+
+
+@pytest.mark.parametrize("query", ["deploy fridays", "auth* OR fox", '"blue-green" deploy'])
+def test_keyword_rescore_from_kept_idfs_equals_the_full_scan(stores, query: str) -> None:
+    """Rescoring reads only the asked memories, with the IDFs and average length the
+    search computed: the same BM25 as scoring them by the search's whole scan again."""
+    import dataclasses
+    import json
+
+    from cortex.pg import keyword
+
+    pg, _ = stores
+    for opts in (Options(mode=Mode.KEYWORD, record=False),
+                 Options(mode=Mode.KEYWORD, record=False, project="p")):  # fmt: skip
+        found = keyword.search(pg, query, opts, 2)  # a pool smaller than the matches
+        assert found.rescore_expression and json.loads(found.rescore_expression)["idf"]
+        spec = json.loads(found.rescore_expression)
+        del spec["idf"]
+        slow = dataclasses.replace(found, rescore_expression=json.dumps(spec))
+        ids = [1, 2, 3, 4, 5]
+        fast = keyword.rescore(pg, found, ids, opts)
+        assert fast and fast == pytest.approx(keyword.rescore(pg, slow, ids, opts), rel=1e-12)

@@ -320,6 +320,9 @@ class Ran:
     match: str | None = None
     terms: list[tuple[str, bool]] = field(default_factory=list)
     bound: float = 0.0
+    #: the scored terms' IDFs and the average length the search used (rescore reuses them)
+    idf: list[float] = field(default_factory=list)
+    avgdl: float = 1.0
 
 
 def _bm25(
@@ -392,6 +395,8 @@ def _bm25(
         f" {tfs} FROM memories m WHERE m.{column} @@ %s::tsquery AND m.deleted_at IS NULL"
         f"{wall}), d AS (SELECT {dfs} FROM c)"
         f" SELECT c.id, {score} AS score, ({every}) AS every, {bound} AS bound,"
+        f" ARRAY[{', '.join(idf.format(min=_MIN_IDF, i=i) for i in range(len(scored)))}]"
+        "::float8[] AS idfs,"
         " c.created_at, c.confidence, c.salience, c.sector, c.source_path,"
         " c.superseded_by IS NOT NULL, c.project_id, c.category"
         f" FROM c, d WHERE c.ok AND {narrow} ORDER BY {order} LIMIT %s"
@@ -404,6 +409,7 @@ def _bm25(
         *wall_params,
         *score_params,
         *([n_docs] * len(scored)),
+        *([n_docs] * len(scored)),
         *([sorted({int(i) for i in only})] if only is not None else []),
         pool if only is None else len(only),
     ]
@@ -411,10 +417,70 @@ def _bm25(
     if sink is not None:
         sink.column, sink.match, sink.terms = column, match, terms
         sink.bound = float(rows[0][3]) if rows else sink.bound
+        sink.idf = [float(x) for x in rows[0][4]] if rows else []
+        sink.avgdl = avgdl
     return [
         (Hit(int(i), bm25_to_score(-float(s)), float(s), rank_info(rest)), bool(every))
-        for i, s, every, _, *rest in rows
+        for i, s, every, _, _, *rest in rows
     ]
+
+
+def _bm25_of(
+    conn: Any,
+    column: str,
+    match: str | None,
+    terms: list[tuple[str, bool]],
+    idf: list[float],
+    avgdl: float,
+    opts: Options,
+    ids: Sequence[int],
+) -> dict[int, float]:
+    """BM25 of the memories `ids` against a query that ran (:func:`_bm25` with `only`),
+    from the IDFs and average length that search computed: the same numbers, reading
+    only these memories (by id) instead of every memory holding a term again."""
+    terms = list(dict.fromkeys(terms))
+    scored = terms[: len(idf)]
+    if not scored:
+        return {}
+    operands = [_lit(lexeme) + (":*" if prefix else "") for lexeme, prefix in terms]
+    projects = project_ids(opts)
+    wall = " AND m.project_id = ANY(%s)" if projects is not None else ""
+    wall_params = [[db_project(p) for p in projects]] if projects is not None else []
+    predicate, fparams = filters.where(opts)
+    tfs = ", ".join(
+        f"(SELECT COALESCE(sum(cardinality(u.positions)), 0) FROM unnest(m.{column}) u"
+        f" WHERE starts_with(u.lexeme, %s))::float8 AS t{i}"
+        if prefix
+        else f"cortex_tf(m.{column}, %s::tsquery) AS t{i}"
+        for i, (_, prefix) in enumerate(scored)
+    )
+    tf_params = [
+        lexeme if prefix else operand
+        for (lexeme, prefix), operand in zip(scored, operands, strict=False)
+    ]
+    norm = f"{K1} * (1 - {B} + {B} * c.doc_len / %s::float8)"
+    score = " + ".join(
+        f"%s::float8 * c.t{i} * {K1 + 1} / (c.t{i} + {norm})" for i in range(len(scored))
+    )
+    score_params: list[Any] = []
+    for value in idf[: len(scored)]:
+        score_params += [value, avgdl]
+    matched = f" AND m.{column} @@ %s::tsquery" if match is not None else ""
+    sql = (
+        f"SELECT c.id, {score} FROM (SELECT m.id, m.doc_len, {tfs} FROM memories m"
+        f" WHERE m.id = ANY(%s) AND m.deleted_at IS NULL{wall}"
+        f" AND m.{column} @@ %s::tsquery{matched} AND {predicate}) c"
+    )
+    params = [
+        *score_params,
+        *tf_params,
+        sorted({int(i) for i in ids}),
+        *wall_params,
+        " | ".join(operands),
+        *([match] if match is not None else []),
+        *fparams,
+    ]
+    return {int(i): float(s) for i, s in conn.execute(sql, params).fetchall()}
 
 
 # --------------------------------------------------------------------------- tiers
@@ -458,7 +524,12 @@ def search(store: PgStore, query: str, opts: Options, pool: int) -> KeywordResul
                     result.bound = ran.bound
                     result.rescore_table = ran.column
                     result.rescore_expression = json.dumps(
-                        {"match": ran.match, "terms": [list(t) for t in ran.terms]}
+                        {
+                            "match": ran.match,
+                            "terms": [list(t) for t in ran.terms],
+                            "idf": ran.idf,
+                            "avgdl": ran.avgdl,
+                        }
                     )
             if not result.hits and not result.final:
                 fallback = _like(conn, text, opts, pool)
@@ -664,6 +735,11 @@ def rescore(
 
     try:
         with store.db.connection() as conn:
+            if spec.get("idf"):
+                return _bm25_of(
+                    conn, result.rescore_table, spec["match"], terms,
+                    [float(x) for x in spec["idf"]], float(spec["avgdl"]), opts, ids,
+                )  # fmt: skip
             rows = _bm25(
                 conn, result.rescore_table, spec["match"], terms,
                 opts, len(ids), only=ids,
