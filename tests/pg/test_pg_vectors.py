@@ -125,3 +125,20 @@ def test_the_engine_builds_the_hnsw_index_past_its_size(pg_engine, embedder, mon
     assert vectors.hnsw_due(e.store) == [(model, dim)]
     e.flush()
     assert vectors.has_hnsw(e.store, model, dim) and vectors.hnsw_due(e.store) == []
+
+
+def test_an_hnsw_build_left_invalid_is_rebuilt(filled, monkeypatch) -> None:
+    """A build that stopped half way leaves an invalid index the planner never uses:
+    the next check drops it and builds it again."""
+    store = filled[0]
+    monkeypatch.setattr(vectors, "HNSW_MIN_ROWS", 100)
+    assert vectors.build_due(store) == [("model-a", DIM), ("model-b", DIM)]
+    name = vectors.hnsw_index_name("model-a", DIM)
+    with store.transaction() as tx:  # what an interrupted CREATE INDEX CONCURRENTLY leaves
+        tx.execute(
+            "UPDATE pg_index SET indisvalid = false WHERE indexrelid = to_regclass(%s)", (name,)
+        )
+    assert not vectors.has_hnsw(store, "model-a", DIM)
+    assert vectors.hnsw_due(store) == [("model-a", DIM)]
+    assert vectors.build_due(store) == [("model-a", DIM)]
+    assert vectors.has_hnsw(store, "model-a", DIM) and vectors.hnsw_due(store) == []

@@ -85,15 +85,40 @@ def hnsw_due(store: PgStore) -> list[tuple[str, int]]:
     """The (model, dimension) pairs with HNSW_MIN_ROWS vectors or more and no HNSW index
     (valid or being built) yet: one count a model, from the table's index on model_id."""
     rows = store.query(
-        "SELECT model_id, dim FROM embeddings GROUP BY model_id, dim HAVING count(*) >= %s",
+        "SELECT model_id, dim FROM embeddings GROUP BY model_id, dim HAVING count(*) >= %s"
+        " ORDER BY model_id, dim",
         (HNSW_MIN_ROWS,),
     )
     due = []
     for model_id, dim in rows:
         name = hnsw_index_name(str(model_id), int(dim))
-        if not store.query("SELECT to_regclass(%s) IS NOT NULL", (name,))[0][0]:
+        state = store.query(
+            "SELECT i.indisvalid, EXISTS (SELECT 1 FROM pg_stat_progress_create_index p"
+            " WHERE p.index_relid = i.indexrelid) FROM pg_index i"
+            " WHERE i.indexrelid = to_regclass(%s)",
+            (name,),
+        )
+        if state and not state[0][0] and not state[0][1] and not store.read_only:
+            # left invalid by a build that stopped (a killed process, a server restart):
+            # the planner never uses it, and IF NOT EXISTS would keep it; drop, rebuild
+            _drop_index(store, name)
+            state = []
+        if not state:
             due.append((str(model_id), int(dim)))
     return due
+
+
+def _drop_index(store: PgStore, name: str) -> None:
+    import psycopg
+    from psycopg import sql
+
+    try:
+        with psycopg.connect(store.db._url, autocommit=True) as conn:
+            conn.execute(
+                sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(sql.Identifier(name))
+            )
+    except psycopg.Error as exc:
+        raise StorageError(store.db.explain(exc)) from None
 
 
 def build_due(store: PgStore) -> list[tuple[str, int]]:
