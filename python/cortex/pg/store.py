@@ -361,7 +361,7 @@ class PgStore:
         exist yet, and each is in its input's project): the rows go straight into
         ``embeddings`` by one binary COPY, without the staging table and its join
         (ingest of pre-computed vectors, BENCHMARKS.md "PostgreSQL: second pass")."""
-        values = []
+        values: list[tuple[Any, ...]] = []
         for memory_id, item in rows:
             chash = content_hash(item.content)
             vec = batch.vectors.get(chash)
