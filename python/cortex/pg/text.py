@@ -53,7 +53,7 @@ def tsvector_literal(tokens: list[str], *, checked: bool = False) -> str:
     word, as to_tsvector does), built without a Python loop over the tokens.
     """
     if checked and len(tokens) <= _MAX_POS:
-        return " ".join(map(_ENTRY.format, tokens, range(1, len(tokens) + 1)))
+        return " ".join([f"'{tok}':{i}" for i, tok in enumerate(tokens, 1)])
     parts = []
     for i, tok in enumerate(tokens, 1):
         if len(tok) * 4 > _MAX_LEXEME_BYTES and len(tok.encode()) > _MAX_LEXEME_BYTES:
@@ -63,8 +63,6 @@ def tsvector_literal(tokens: list[str], *, checked: bool = False) -> str:
         parts.append(f"'{tok}':{min(i, _MAX_POS)}")
     return " ".join(parts)
 
-
-_ENTRY = "'{}':{}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,4 +87,4 @@ def index_text(content: str) -> Indexed:
 
 
 def _short(tokens: list[str]) -> bool:
-    return not tokens or len(max(tokens, key=len)) * 4 <= _MAX_LEXEME_BYTES
+    return not tokens or max(map(len, tokens)) * 4 <= _MAX_LEXEME_BYTES
