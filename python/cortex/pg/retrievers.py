@@ -114,7 +114,7 @@ class PgSemanticRetriever:
         return int(self._store.query("SELECT COALESCE(sum(n), 0) FROM cortex_changes")[0][0])
 
     def _sample(self, model: str, dim: int, projects: tuple[str, ...] | None) -> np.ndarray:
-        """The calibration sample's vectors, unit length, float64 (rows x dim): every live
+        """The calibration sample's vectors, unit length, float32 (rows x dim): every live
         row up to STATS_ROWS, else STATS_ROWS evenly spaced by memory id (``floor(i * (n -
         1) / (k - 1))``, the last row last); walled, over the live memories of the projects
         (those without a vector of the model then count for nothing), else over the live
@@ -150,7 +150,7 @@ class PgSemanticRetriever:
             step = (n - 1) / (k - 1)
             at = sorted({n - 1 if i == k - 1 else math.floor(i * step) for i in range(k)})
             picked = [rows[i] for i in at]
-        vecs = np.zeros((0, dim), dtype=np.float64)
+        vecs = np.zeros((0, dim), dtype=np.float32)
         if picked:
             with self._store.db.connection() as conn:
                 got = (
@@ -166,7 +166,8 @@ class PgSemanticRetriever:
             if got:
                 vecs = np.stack([np.asarray(r[0], dtype=np.float64) for r in got])
                 norms = np.linalg.norm(vecs, axis=1)
-                vecs = vecs[norms > 0] / norms[norms > 0, None]  # pgvector: NaN, no cosine
+                # pgvector: NaN, no cosine, for a zero vector. float32, as pgvector computes
+                vecs = (vecs[norms > 0] / norms[norms > 0, None]).astype(np.float32)
         with self._lock:
             self._samples[key] = (marker, vecs)
             while len(self._samples) > SAMPLES_KEPT:
@@ -219,7 +220,9 @@ class PgSemanticRetriever:
         qn = float(np.linalg.norm(q))
         if len(sample) == 0 or qn == 0.0:
             return shrunk_stats(0, 0.0, 0.0)
-        s = sample @ (q / qn)
+        # einsum's own loop, not BLAS: a matrix-vector product through a threaded BLAS
+        # wakes its threads each call (1-25 ms on a loaded machine instead of 0.1)
+        s = np.einsum("ij,j->i", sample, (q / qn).astype(np.float32)).astype(np.float64)
         return shrunk_stats(len(s), float(s.mean()), float(s.std()))
 
     def retrieve(self, plan: Plan, opts: Options, allowed: Any = None) -> Leg:
