@@ -64,7 +64,6 @@ def tsvector_literal(tokens: list[str], *, checked: bool = False) -> str:
     return " ".join(parts)
 
 
-
 @dataclass(frozen=True, slots=True)
 class Indexed:
     """What the store writes beside a memory's content for keyword search."""
