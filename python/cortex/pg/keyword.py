@@ -347,7 +347,6 @@ def _bm25(
     terms = list(dict.fromkeys(terms))
     if not terms:
         return []
-    n_docs, avgdl = _collection(conn, opts)
     scored = terms[:MAX_SCORED]
     operands = [_lit(lexeme) + (":*" if prefix else "") for lexeme, prefix in terms]
     any_term = " | ".join(operands)
@@ -369,47 +368,54 @@ def _bm25(
         for (lexeme, prefix), operand in zip(scored, operands, strict=False)
     ]
     dfs = ", ".join(f"count(*) FILTER (WHERE t{i} > 0) AS d{i}" for i in range(len(scored)))
-    idf = "GREATEST({min}, ln((%s::float8 - d.d{i} + 0.5) / (d.d{i} + 0.5)))"
-    norm = f"{K1} * (1 - {B} + {B} * c.doc_len / %s::float8)"
-    score = " + ".join(
-        f"{idf.format(min=_MIN_IDF, i=i)} * c.t{i} * {K1 + 1} / (c.t{i} + {norm})"
-        for i in range(len(scored))
+    # The collection statistics (_collection's N and average length) are read by the
+    # same statement (the CTE st): one round trip a search, not two.
+    # IDFs once a statement (the CTE w), all in float8: numeric arithmetic (a bigint
+    # plus a literal 0.5) on every matched row cost more than the tf itself (25 -> 11 ms
+    # for 1,864 matches at 100k); the numbers are the same (exact in both).
+    idf = (
+        "GREATEST({min}::float8, ln((st.n - d.d{i}::float8 + 0.5::float8)"
+        " / (d.d{i}::float8 + 0.5::float8)))"
     )
-    score_params: list[Any] = []
-    for _ in scored:
-        score_params += [n_docs, avgdl]
+    idfs = ", ".join(f"{idf.format(min=_MIN_IDF, i=i)} AS i{i}" for i in range(len(scored)))
+    norm = f"{K1}::float8 * (1::float8 - {B}::float8 + {B}::float8 * c.doc_len / w.avgdl)"
+    score = " + ".join(
+        f"w.i{i} * c.t{i} * {K1 + 1}::float8 / (c.t{i} + {norm})" for i in range(len(scored))
+    )
     every = " AND ".join(f"c.t{i} > 0" for i in range(len(scored)))
     if len(scored) < len(terms):
         every = "false"  # unscored terms: no claim that a memory holds them all
     narrow = "c.matched" if match is not None else "true"
     if only is not None:
         narrow += " AND c.id = ANY(%s)"
-    bound = " + ".join(idf.format(min=_MIN_IDF, i=i) for i in range(len(scored)))
+    bound = " + ".join(f"w.i{i}" for i in range(len(scored)))
     order = _order_sql(opts).replace("m.", "c.")
     if match is None:
         order = f"every DESC, {order}"
+    stats_wall = " WHERE project_id = ANY(%s)" if projects is not None else ""
     sql = (
-        f"WITH c AS MATERIALIZED (SELECT m.id, m.doc_len, {RANK_COLUMNS}, m.superseded_by,"
+        "WITH st AS (SELECT COALESCE(SUM(docs), 0)::float8 AS n, CASE WHEN COALESCE(SUM(docs),"
+        " 0) > 0 THEN SUM(total_len)::float8 / SUM(docs)::float8 ELSE 1.0::float8 END AS avgdl"
+        f" FROM keyword_stats{stats_wall}),"
+        f" c AS MATERIALIZED (SELECT m.id, m.doc_len, {RANK_COLUMNS}, m.superseded_by,"
         f" ({predicate}) AS ok,"
         f" {'m.' + column + ' @@ %s::tsquery' if match is not None else 'true'} AS matched,"
         f" {tfs} FROM memories m WHERE m.{column} @@ %s::tsquery AND m.deleted_at IS NULL"
-        f"{wall}), d AS (SELECT {dfs} FROM c)"
+        f"{wall}), d AS (SELECT {dfs} FROM c),"
+        f" w AS (SELECT {idfs}, st.avgdl FROM d, st)"
         f" SELECT c.id, {score} AS score, ({every}) AS every, {bound} AS bound,"
-        f" ARRAY[{', '.join(idf.format(min=_MIN_IDF, i=i) for i in range(len(scored)))}]"
-        "::float8[] AS idfs,"
-        " c.created_at, c.confidence, c.salience, c.sector, c.source_path,"
+        f" ARRAY[{', '.join(f'w.i{i}' for i in range(len(scored)))}]::float8[] AS idfs,"
+        " w.avgdl, c.created_at, c.confidence, c.salience, c.sector, c.source_path,"
         " c.superseded_by IS NOT NULL, c.project_id, c.category"
-        f" FROM c, d WHERE c.ok AND {narrow} ORDER BY {order} LIMIT %s"
+        f" FROM c, w WHERE c.ok AND {narrow} ORDER BY {order} LIMIT %s"
     )
     params = [
+        *wall_params,
         *fparams,
         *([match] if match is not None else []),
         *tf_params,
         any_term,
         *wall_params,
-        *score_params,
-        *([n_docs] * len(scored)),
-        *([n_docs] * len(scored)),
         *([sorted({int(i) for i in only})] if only is not None else []),
         pool if only is None else len(only),
     ]
@@ -418,10 +424,10 @@ def _bm25(
         sink.column, sink.match, sink.terms = column, match, terms
         sink.bound = float(rows[0][3]) if rows else sink.bound
         sink.idf = [float(x) for x in rows[0][4]] if rows else []
-        sink.avgdl = avgdl
+        sink.avgdl = float(rows[0][5]) if rows else 1.0
     return [
         (Hit(int(i), bm25_to_score(-float(s)), float(s), rank_info(rest)), bool(every))
-        for i, s, every, _, _, *rest in rows
+        for i, s, every, _, _, _, *rest in rows
     ]
 
 

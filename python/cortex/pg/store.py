@@ -10,6 +10,7 @@ so a batch is written with COPY and its ids are known without relying on RETURNI
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -24,6 +25,8 @@ from cortex.pg.text import index_text
 from cortex.ranking import RANK_COLUMNS, RankInfo
 from cortex.result import Memory, from_epoch
 from cortex.store import MemoryInput, SyncCounts, content_hash, has_cjk, split_chunks
+
+_log = logging.getLogger("cortex.pg")
 
 __all__ = ["MEMORY_COLUMNS", "EmbeddingBatch", "PgStore", "row_to_memory"]
 
@@ -198,6 +201,18 @@ class PgStore:
             return
         with self.db.transaction() as conn:
             conn.execute("ANALYZE memories, embeddings, session_memories, facts")
+        # The keyword GIN indexes take new entries into a pending list (fastupdate) that
+        # every search reads linearly until VACUUM or autovacuum's ANALYZE (not a manual
+        # one) merges it: after a bulk load, up to 4 MB, ~8 ms a keyword search at 100k.
+        try:
+            with self.db.transaction() as conn:
+                conn.execute(
+                    "SELECT gin_clean_pending_list(c.oid) FROM pg_class c"
+                    " WHERE c.oid IN (to_regclass('memories_tsv'),"
+                    " to_regclass('memories_tsv_simple'), to_regclass('memories_trgm'))"
+                )
+        except StorageError as exc:  # not the owner: autovacuum will do it
+            _log.info("the keyword indexes' pending lists are left to autovacuum: %s", exc)
         # A model that has grown past HNSW_MIN_ROWS vectors gets its HNSW index now
         # (CONCURRENTLY: other writers and searches go on; this caller waits for it).
         from cortex.pg.vectors import build_due
