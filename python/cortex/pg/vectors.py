@@ -40,14 +40,16 @@ __all__ = [
     "search",
 ]
 
-#: Rows of one model from which its HNSW index is built. Measured (benches/
-#: bench_pg_vectors.py, 384-d, loaded machine): at 5,000 rows the exact scan (21 ms p50)
-#: and HNSW (23 ms) are even; at 20,000 exact takes 108 ms and HNSW 18 ms with recall@10
-#: 0.998. The scan grows linearly, so the index pays from about 10,000 rows; building it
-#: costs ~1 s per thousand rows.
-HNSW_MIN_ROWS = 10_000
+#: Rows of one model from which its HNSW index is built (by the Engine: at a bulk load's
+#: end and in the background, cortex.pg.retrievers). Measured on SciFact passages embedded
+#: by the default model (benches/bench_pg_vectors.py --real; BENCHMARKS.md, "PostgreSQL:
+#: second pass"): at 5,000 vectors the exact scan takes 37 ms p50 and HNSW 6 ms with
+#: recall@10 0.999 at the Engine's ef_search (100); the scan grows linearly past it.
+#: Building costs ~0.4 s per thousand rows.
+HNSW_MIN_ROWS = 5_000
 
-#: HNSW build parameters (pgvector's defaults); ef_search stays at its default (40).
+#: HNSW build parameters (pgvector's defaults: recall@10 >= 0.98 on real embeddings at
+#: the search's ef_search = max(40, pool), measured to 100,000 vectors).
 HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 64
 
