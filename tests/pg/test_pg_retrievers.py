@@ -273,3 +273,21 @@ def test_keyword_rescore_from_kept_idfs_equals_the_full_scan(stores, query: str)
         ids = [1, 2, 3, 4, 5]
         fast = keyword.rescore(pg, found, ids, opts)
         assert fast and fast == pytest.approx(keyword.rescore(pg, slow, ids, opts), rel=1e-12)
+
+
+def test_holds_by_exists_agrees_with_the_scored_tiers(stores) -> None:
+    """The unknown-name check asks one EXISTS per word: the same answer as running the
+    word's scored tiers and looking for a hit (words, compounds, prefixes, the wall)."""
+    from cortex.pg import keyword
+
+    pg, _ = stores
+    words = ["deploy", "Deploying", "blue-green", "green-blue", "auth", "authen", "zzz",
+             "REPORTING_DSN", "fox", "Tuesdays", "the"]  # fmt: skip
+    for opts in (Options(record=False), Options(record=False, project="p"),
+                 Options(record=False, project="other")):  # fmt: skip
+        for word in words:
+            with pg.db.connection() as conn:
+                scored = bool(keyword._latin(pg, conn, word, opts, 1, keyword.Ran()).hits)
+            assert keyword.holds(pg, word, opts) is scored, (word, opts.project)
+    assert keyword.holds(pg, "authen", Options(record=False))  # a prefix of a word
+    assert not keyword.holds(pg, "deploy", Options(record=False, project="other"))

@@ -50,7 +50,7 @@ from cortex.options import Options, OrderBy
 from cortex.pg import filters
 from cortex.pg.store import PgStore, db_project, rank_info
 from cortex.pg.text import exact_tokens, stemmed_tokens
-from cortex.ranking import RANK_COLUMNS
+from cortex.ranking import RANK_COLUMNS, RankInfo
 from cortex.search.plan import DROPPED
 from cortex.store import has_cjk
 
@@ -323,6 +323,12 @@ class Ran:
     #: the scored terms' IDFs and the average length the search used (rescore reuses them)
     idf: list[float] = field(default_factory=list)
     avgdl: float = 1.0
+    #: only whether a memory matches (holds): one EXISTS, no scores; hits are stand-ins
+    exists_only: bool = False
+
+
+#: What an exists-only tier returns for "some memory matches" (never ranked or shown).
+_SOME = Hit(0, 0.0, 0.0, RankInfo(0.0, 0.0, 0.0, None, None))
 
 
 def _bm25(
@@ -354,6 +360,18 @@ def _bm25(
     wall = " AND m.project_id = ANY(%s)" if projects is not None else ""
     wall_params = [[db_project(p) for p in projects]] if projects is not None else []
     predicate, fparams = filters.where(opts)
+    if sink is not None and sink.exists_only:
+        # the same admitted set as below (a term, live, the wall, the filters, `match`),
+        # stopped at its first row: the unknown-name check of a hybrid search asks only
+        # this, and scoring every memory holding a common word cost it a whole BM25 scan
+        narrowed = f" AND m.{column} @@ %s::tsquery" if match is not None else ""
+        found = conn.execute(
+            f"SELECT EXISTS (SELECT 1 FROM memories m WHERE m.{column} @@ %s::tsquery"
+            f" AND m.deleted_at IS NULL{wall} AND ({predicate}){narrowed})",
+            [any_term, *wall_params, *fparams, *([match] if match is not None else [])],
+        ).fetchone()[0]
+        sink.column, sink.match, sink.terms = column, match, terms
+        return [(_SOME, True)] if found else []
     # A word's tf from ts_rank (one C call, see cortex_tf); a prefix's is the positions of
     # every word it starts (ts_rank would blend them), counted over the unnested tsvector.
     tfs = ", ".join(
@@ -506,7 +524,7 @@ def holds(store: PgStore, word: str, opts: Options) -> bool:
 
     try:
         with store.db.connection() as conn:
-            return bool(_latin(store, conn, text, opts, 1, Ran()).hits)
+            return bool(_latin(store, conn, text, opts, 1, Ran(exists_only=True)).hits)
     except psycopg.Error:
         return True  # not an answer either way: never discount on a failed check
 
