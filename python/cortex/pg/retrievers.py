@@ -5,7 +5,8 @@ Scores are calibrated as the SQLite retrievers' are (:mod:`cortex.search.hits`):
 BM25 over the sum of the query's IDFs; semantic cosine as a z-score against the query's
 own similarity distribution over the store (a fixed sample of up to STATS_ROWS rows; of
 the searched projects' rows when the search is walled, so that other projects never move
-its calibration).
+its calibration). The sample's vectors are kept in the process while the database's
+change counter (``cortex_changes``) stands still, and the cosines computed here.
 Both apply `opts`'s filters in their own SQL (the project wall in every statement), so
 the `allowed` ids the pipeline may pass are not needed.
 """
