@@ -203,7 +203,8 @@ class RandomEmbedder:
 
 def test_kept_calibration_sample_gives_the_sql_numbers_and_follows_writes(pg_url: str) -> None:
     """The semantic calibration's sample is kept in the process and its cosines computed
-    there: the same mean and spread as the statement over the server's rows (past
+    there (after a write, one search on the server first): the same mean and spread as
+    the statement over the server's rows (past
     STATS_ROWS, walled and not), and every write that moves the sample (add, delete,
     project move, a new vector) is seen by the next search; recall counts do not
     invalidate it."""
@@ -227,8 +228,9 @@ def test_kept_calibration_sample_gives_the_sql_numbers_and_follows_writes(pg_url
                     want = _stats_in_sql(pg, q, "random", list(projects) if projects else None)
                     assert leg._stats(q, projects) == pytest.approx(want, rel=1e-6, abs=1e-9)
 
-        check()
+        check()  # each scope: on the server, then loaded, then from the kept sample
         marker = leg._marker()
+        assert len(leg._samples) == 5 and all(v[0] == marker for v in leg._samples.values())
         pg.record_recall([(ids[1], None, 0.5)], query="q", session_id=None, lens=None,
                          reinforce=0.1)  # fmt: skip
         pg.reinforce([ids[2]], 0.1)
