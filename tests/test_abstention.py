@@ -183,3 +183,58 @@ def test_a_lone_particle_is_not_searched(engine: cortex.Engine) -> None:
     # the particle left out, the words around it still find their note
     found = engine.search("デプロイ手順 の 見直し", mode="keyword", record=False)
     assert found and found[0].memory.content.startswith("デプロイ手順")
+
+
+# ------------------------------------------------------------------ narrow filters
+
+DECISIONS = [
+    ("Secrets go in Vault under kv/nimbus/<service>; never commit secrets in .env files.",
+     "decision"),
+    ("Staging load tests are required before every production rollout of nimbus.", "decision"),
+    ("nimbus Kubernetes clusters: prod-eu-1 and prod-us-1 on version 1.29.", "infra"),
+    ("The ingress controller 1.11 rollout failed on an expired admission webhook certificate.",
+     "incident"),
+]  # fmt: skip
+
+
+@pytest.fixture
+def decisions(engine: cortex.Engine) -> cortex.Engine:
+    engine.add_many({"content": c, "project": "nimbus", "category": k} for c, k in DECISIONS)
+    engine.add_many({"content": c, "project": "atlas"} for c in CROWD)
+    return engine
+
+
+def test_a_narrow_filter_shows_every_memory_it_admits(decisions: cortex.Engine) -> None:
+    # No word of "what did we decide" is in either decision: the floor hid both. The
+    # filters admit two memories: they are what was asked, ordered by relevance (keyword
+    # mode ranks only memories holding a word of the query: here none).
+    opts = {"project": "nimbus", "category": "decision", "record": False}
+    for mode in ("hybrid", "semantic"):
+        found = decisions.search("what did we decide", mode=mode, **opts)
+        assert {r.memory.content for r in found} == {c for c, k in DECISIONS if k == "decision"}
+    # an explicit floor still holds
+    assert list(decisions.search("what did we decide", min_score=0.9, **opts)) == []
+
+
+def test_the_project_alone_is_not_a_narrow_filter(decisions: cortex.Engine) -> None:
+    # nimbus holds four memories, yet a question none of them answers stays unanswered
+    found = decisions.search("who owns the RabbitMQ cluster?", project="nimbus", record=False)
+    assert list(found) == []
+
+
+def test_a_wide_filter_keeps_the_floor(
+    decisions: cortex.Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(pipeline, "NARROW_FILTER", 1)  # two decisions: no longer narrow
+    found = decisions.search(
+        "what did we decide", project="nimbus", category="decision", record=False
+    )
+    assert list(found) == []
+
+
+def test_a_narrow_filter_pages_the_same_for_every_limit(decisions: cortex.Engine) -> None:
+    full = decisions.search("rollout", category="decision", record=False, limit=20)
+    assert len(full) == 2
+    for limit in (1, 2, 5):
+        page = decisions.search("rollout", category="decision", record=False, limit=limit)
+        assert ids(page) == ids(full)[:limit]

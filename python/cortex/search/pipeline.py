@@ -17,7 +17,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from cortex import code, fusion, keyword, recall, validate
+from cortex import code, filters, fusion, keyword, recall, validate
 from cortex.errors import EmbeddingError, IndexFormatError, StorageError
 from cortex.interpret import interpret
 from cortex.log import get_logger
@@ -90,6 +90,14 @@ UNKNOWN_NAME_BASE = 0.8
 STANDOUT_RANK = 10
 STANDOUT_GAP = 1.5
 STANDOUT_FLOOR = 0.3
+
+#: A search whose filters (other than the project and dates) admit at most NARROW_FILTER memories
+#: (a default page) shows every one of them, ordered by relevance, without the min_score
+#: floor (unless min_score is given). A count, not the page size: the first n results stay
+#: the same for every limit. On the tune halves nDCG@10 0.888 -> 0.902 ("what did we
+#: decide" with category decision scored 0.03: no word of it is in the two decisions of
+#: the project); see BENCHMARKS.md, "Ranking: abstention".
+NARROW_FILTER = 20
 
 #: Seed 002's temporal decay of dated journal notes is bounded below: a note keeps at least
 #: this share of its score however old it is. Unbounded, a 30-day half-life took an exact
@@ -219,11 +227,14 @@ class Pipeline:
         if not text.strip():  # nothing but time words: the window's memories, newest first
             return self._browse(shown, opts, now, pool)
         t0 = time.perf_counter()
-        p, kw, sem, mode, candidates, notices = self.candidates(text, opts, pool)
+        p, kw, sem, mode, candidates, notices, allowed = self._candidates(text, opts, pool)
         t1 = time.perf_counter()
         damaged: list[str] = []
+        threshold = opts.threshold(mode)
+        if threshold > 0 and opts.min_score is None and self._narrow(opts, allowed):
+            threshold = 0.0
         ranked, hidden = self._rank(
-            candidates, opts, now, threshold=opts.threshold(mode), window=window, damaged=damaged
+            candidates, opts, now, threshold=threshold, window=window, damaged=damaged
         )
         default_type = MatchType.SEMANTIC if mode is Mode.SEMANTIC else MatchType.BM25
         terms = kw.terms if kw is not None else _content_words(p.text)
@@ -256,6 +267,12 @@ class Pipeline:
     ) -> tuple[Plan, Leg | None, Leg | None, Mode, list[Candidate], list[str]]:
         """Plan, retrieve and fuse: every candidate with its score parts, before boosts,
         thresholds and order (what benches/tune_fusion.py tunes on)."""
+        return self._candidates(query, opts, pool)[:6]
+
+    def _candidates(
+        self, query: str, opts: Options, pool: int | None = None
+    ) -> tuple[Plan, Leg | None, Leg | None, Mode, list[Candidate], list[str], Any]:
+        """candidates(), and the ids the filters admit when they were read (else None)."""
         wants_semantic = opts.mode is Mode.SEMANTIC or (
             opts.mode is Mode.HYBRID and opts.alpha > 0.0
         )
@@ -271,7 +288,7 @@ class Pipeline:
         selective = opts.code is not None or opts.fact_type is not None
         allowed = self._store.allowed_ids(opts) if needs or selective else None
         if allowed is not None and len(allowed) == 0 and selective:
-            return p, None, None, p.mode, [], notices
+            return p, None, None, p.mode, [], notices, allowed
         kw, sem, mode = self._legs(p, opts, allowed, notices)
         unknown: list[str] = []
         if p.named and mode is Mode.HYBRID and min(UNKNOWN_NAME_FACTOR, UNKNOWN_NAME_BASE) < 1.0:
@@ -289,7 +306,22 @@ class Pipeline:
         candidates = self._fuse(p, opts, kw, sem, mode, discount=bool(unknown), anchored=anchored)
         if CODE_WEIGHT and not p.constrained and opts.fusion is not Fusion.RRF:
             candidates = self._code_named(p, opts, kw, sem, mode, candidates)
-        return p, kw, sem, mode, candidates, notices
+        return p, kw, sem, mode, candidates, notices, allowed
+
+    def _narrow(self, opts: Options, allowed: Any) -> bool:
+        """Whether filters other than the project admit at most NARROW_FILTER memories:
+        then the filters are what was asked, and every memory they admit is shown, ordered
+        by relevance, as a hard time window does ("what did we decide" in category
+        decision of one project; "what was the fix" in one session). The project never
+        counts (it is the store: a young project's searches still leave out what does not
+        match), nor do dates (a window is the time filter's: explicit dates keep the
+        floor)."""
+        kinds = opts.replace(project=None, created_since=None, created_until=None)
+        if not NARROW_FILTER or not filters.narrows(kinds):
+            return False
+        if allowed is None:
+            allowed = self._store.allowed_ids(opts)
+        return allowed is not None and len(allowed) <= NARROW_FILTER
 
     def _code_named(
         self,
