@@ -232,9 +232,16 @@ def test_a_wide_filter_keeps_the_floor(
     assert list(found) == []
 
 
+def test_a_narrow_filter_with_a_match_keeps_the_floor(decisions: cortex.Engine) -> None:
+    # one decision holds "rollout": the floor keeps what matches, the other is left out
+    found = decisions.search("rollout", category="decision", project="nimbus", record=False)
+    assert [r.memory.content for r in found] == [DECISIONS[1][0]]
+
+
 def test_a_narrow_filter_pages_the_same_for_every_limit(decisions: cortex.Engine) -> None:
-    full = decisions.search("rollout", category="decision", record=False, limit=20)
+    opts = {"project": "nimbus", "category": "decision", "record": False}
+    full = decisions.search("what did we decide", limit=20, **opts)
     assert len(full) == 2
     for limit in (1, 2, 5):
-        page = decisions.search("rollout", category="decision", record=False, limit=limit)
+        page = decisions.search("what did we decide", limit=limit, **opts)
         assert ids(page) == ids(full)[:limit]

@@ -91,12 +91,12 @@ STANDOUT_RANK = 10
 STANDOUT_GAP = 1.5
 STANDOUT_FLOOR = 0.3
 
-#: A search whose filters (other than the project and dates) admit at most NARROW_FILTER memories
-#: (a default page) shows every one of them, ordered by relevance, without the min_score
-#: floor (unless min_score is given). A count, not the page size: the first n results stay
-#: the same for every limit. On the tune halves nDCG@10 0.888 -> 0.902 ("what did we
-#: decide" with category decision scored 0.03: no word of it is in the two decisions of
-#: the project); see BENCHMARKS.md, "Ranking: abstention".
+#: A search that nothing clears min_score for, whose filters (other than the project and
+#: dates) admit at most NARROW_FILTER memories (a default page), shows every one of them,
+#: ordered by relevance (unless min_score is given). A count, not the page size: the first
+#: n results stay the same for every limit. On the tune halves nDCG@10 0.888 -> 0.902
+#: ("what did we decide" with category decision scored 0.03: no word of it is in the two
+#: decisions of the project); see BENCHMARKS.md, "Ranking: abstention".
 NARROW_FILTER = 20
 
 #: Seed 002's temporal decay of dated journal notes is bounded below: a note keeps at least
@@ -231,11 +231,15 @@ class Pipeline:
         t1 = time.perf_counter()
         damaged: list[str] = []
         threshold = opts.threshold(mode)
-        if threshold > 0 and opts.min_score is None and self._narrow(opts, allowed):
-            threshold = 0.0
         ranked, hidden = self._rank(
             candidates, opts, now, threshold=threshold, window=window, damaged=damaged
         )
+        if not ranked and hidden and opts.min_score is None and self._narrow(opts, allowed):
+            # nothing cleared the floor, and the filters picked a handful: show them
+            damaged = []
+            ranked, hidden = self._rank(
+                candidates, opts, now, threshold=0.0, window=window, damaged=damaged
+            )
         default_type = MatchType.SEMANTIC if mode is Mode.SEMANTIC else MatchType.BM25
         terms = kw.terms if kw is not None else _content_words(p.text)
         results = self._results(ranked, opts, now, default_type, terms, damaged)
@@ -310,12 +314,12 @@ class Pipeline:
 
     def _narrow(self, opts: Options, allowed: Any) -> bool:
         """Whether filters other than the project admit at most NARROW_FILTER memories:
-        then the filters are what was asked, and every memory they admit is shown, ordered
-        by relevance, as a hard time window does ("what did we decide" in category
-        decision of one project; "what was the fix" in one session). The project never
-        counts (it is the store: a young project's searches still leave out what does not
-        match), nor do dates (a window is the time filter's: explicit dates keep the
-        floor)."""
+        then, when nothing clears the floor, the filters are what was asked, and every
+        memory they admit is shown, ordered by relevance, as a hard time window does
+        ("what did we decide" in category decision of one project; "what was the fix" in
+        one session). The project never counts (it is the store: a young project's
+        searches still come back empty when nothing matches), nor do dates (explicit
+        dates keep the floor)."""
         kinds = opts.replace(project=None, created_since=None, created_until=None)
         if not NARROW_FILTER or not filters.narrows(kinds):
             return False
