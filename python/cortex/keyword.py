@@ -42,7 +42,7 @@ import sqlite3
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from cortex import filters
 from cortex.errors import StorageError
@@ -87,8 +87,7 @@ _SYNTAX = re.compile(r'["*()^]|\b(?:AND|OR|NOT|NEAR)\b|\w:')
 _WORD = re.compile(r"\w[\w\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff]*")
 
 
-@dataclass(frozen=True, slots=True)
-class Hit:
+class Hit(NamedTuple):  # a tuple: built for every candidate of every search
     memory_id: int
     score: float  # in [0, 1)
     raw: float  # -bm25 for FTS tiers, the number of matched terms for LIKE
