@@ -83,6 +83,28 @@ def edit_distance(a: str, b: str, limit: int = 2) -> int:
     return prev[len(b)]
 
 
+def _one_apart(a: str, b: str) -> bool:
+    """``edit_distance(a, b, 1) == 1`` in one pass, without the table: one substitution,
+    insertion, deletion or adjacent swap makes `b` of `a` (a != b). A correction compares
+    a word with hundreds of the vocabulary's (~95 % of a search's time when a word is
+    unknown)."""
+    la, lb = len(a), len(b)
+    if la > lb:
+        a, b, la, lb = b, a, lb, la
+    if lb - la > 1:
+        return False
+    i = 0
+    while i < la and a[i] == b[i]:
+        i += 1
+    if la < lb:
+        return a[i:] == b[i + 1 :]
+    if i >= la:
+        return False  # equal
+    return a[i + 1 :] == b[i + 1 :] or (
+        i + 1 < la and a[i] == b[i + 1] and a[i + 1] == b[i] and a[i + 2 :] == b[i + 2 :]
+    )
+
+
 @dataclass(slots=True)
 class Vocabulary:
     """The unstemmed index's words: by first letter (the candidates of a correction) and
@@ -168,10 +190,15 @@ def corrections(store: Store, words: Sequence[str], opts: Options) -> dict[str, 
     out: dict[str, str] = {}
     for word in missing:
         limit = 2 if len(word) >= LONG_WORD else 1
-        close = sorted(
-            ((d, -n, term) for term, n in _candidates(vocab, word, limit)
-             if term != word and (d := edit_distance(word, term, limit)) <= limit),
-        )[:8]  # fmt: skip
+        if limit == 1:  # the same words, found without the distance table
+            close = sorted(
+                (1, -n, term) for term, n in _candidates(vocab, word, 1) if _one_apart(word, term)
+            )[:8]
+        else:
+            close = sorted(
+                ((d, -n, term) for term, n in _candidates(vocab, word, limit)
+                 if term != word and (d := edit_distance(word, term, limit)) <= limit),
+            )[:8]  # fmt: skip
         best: tuple[int, int, str] | None = None
         for d, _, term in close:
             inside = _count(store, term, opts)  # the wall: only words the filters admit
