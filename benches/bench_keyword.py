@@ -23,7 +23,8 @@ turn with the bare query (run in this process), so that all see the same machine
 reports wall and CPU time (``time.process_time``) per search and the ids and scores it
 answered. With ``--before PATH`` (the ``python`` folder of another checkout, e.g. an
 exported copy of main) the same is measured for that code on the same file, and the
-answers of the two are compared query by query (``same_answers``: ids, order and scores).
+answers of the two are compared query by query (``same_answers``: ids, order, scores and
+the suggestions offered).
 """
 
 from __future__ import annotations
@@ -122,8 +123,9 @@ def serve(db: Path, index: str, now: float) -> None:
     engine.search("warm up", opts)  # builds the in-memory index
     print(json.dumps({"ready": round(time.perf_counter() - t0, 3)}), flush=True)
 
-    def one(q: str) -> list[tuple[int, float]]:
-        return [(r.memory.id, round(r.score, 9)) for r in engine.search(q, opts)]
+    def one(q: str) -> list[Any]:
+        found = engine.search(q, opts)
+        return [[(r.memory.id, round(r.score, 9)) for r in found], list(found.suggestions)]
 
     for line in sys.stdin:
         print(json.dumps(timed_round(one, json.loads(line))), flush=True)

@@ -18,3 +18,27 @@ def test_one_apart_is_edit_distance_one() -> None:
             assert _one_apart(a, b) == want, (a, b)
             found += want
     assert found > 1000  # the pairs one edit apart are many, and all were checked
+
+
+def test_count_is_the_number_of_hits_under_the_filters(tmp_path) -> None:
+    """keyword.count (suggestions' capped count of a word's memories) says what the
+    length of the quoted word's keyword search did, under a project wall and the cap."""
+    import cortex
+    from cortex import keyword
+
+    words = ["deploy", "rollback", "cluster", "ghost"]
+    with cortex.open(tmp_path / "c.db", embedder=None, keyword_index="off") as engine:
+        for i in range(60):
+            text = " ".join(w for j, w in enumerate(words[:3]) if (i >> j) & 1) or "nothing"
+            engine.add(f"note {i}: {text} deployed", project="a" if i % 3 else "b")
+        engine.delete(1)
+        store = engine.store
+        checked = 0
+        for opts in (cortex.Options(), cortex.Options(project="b"), cortex.Options(project="a")):
+            for word in [*words, "deployed"]:
+                quoted = '"' + word + '"'
+                for cap in (3, 50):
+                    want = len(keyword.search(store, quoted, opts, cap).hits)
+                    assert keyword.count(store, quoted, opts, cap) == want, (word, opts, cap)
+                    checked += want > 0
+        assert checked > 10

@@ -65,6 +65,7 @@ __all__ = [
     "Marker",
     "Scope",
     "bm25_to_score",
+    "count",
     "highlighter",
     "positive_phrases",
     "rescore",
@@ -226,6 +227,21 @@ def _first(store: Store, table: str, expression: str, opts: Options) -> list[Hit
         [expression, *params],
     ).fetchone()
     return [] if row is None else [Hit(int(row[0]), 0.0, 0.0, RankInfo(*row[1:]))]
+
+
+def count(store: Store, expression: str, opts: Options, cap: int) -> int:
+    """How many memories under `opts`'s filters the FTS5 `expression` matches in the
+    stemmed index, counting no further than `cap` (no ranking: what `len(search(...).hits)`
+    of a quoted word says, at the price of reading `cap` matches)."""
+    predicate, params = filters.where(opts)
+    sql = (
+        "SELECT COUNT(*) FROM (SELECT 1 FROM memories_fts CROSS JOIN memories m"
+        f" ON m.id = memories_fts.rowid WHERE memories_fts MATCH ? AND {predicate} LIMIT ?)"
+    )
+    try:
+        return int(store.conn.execute(sql, [expression, *params, cap]).fetchone()[0])
+    except sqlite3.DatabaseError as exc:
+        raise StorageError(f"{store.path}: {exc}") from None
 
 
 def _matches(store: Store, table: str, expression: str, cap: int) -> int:
