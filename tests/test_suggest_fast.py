@@ -42,3 +42,24 @@ def test_count_is_the_number_of_hits_under_the_filters(tmp_path) -> None:
                     assert keyword.count(store, quoted, opts, cap) == want, (word, opts, cap)
                     checked += want > 0
         assert checked > 10
+
+
+def test_words_the_search_matched_together_are_not_looked_up_again(tmp_path) -> None:
+    """A search whose plain terms all matched one memory hands them to the suggestions
+    as held (no lookup); a misspelt word is not among them and is still corrected."""
+    import cortex
+    from cortex import suggest
+
+    with cortex.open(tmp_path / "c.db", embedder=None, keyword_index="off") as engine:
+        engine.add("the deploy pipeline runs the rollback when the canary fails")
+        engine.add("rollback steps for the billing service")
+        found = engine.search("rollback canary", mode="keyword", record=False)
+        assert set(found._held) == {"rollback", "canary"}
+        typo = engine.search("rollbakc canary", mode="keyword", record=False)
+        assert "rollbakc" not in typo._held
+        assert typo.suggestions and typo.suggestions[0] == "rollback canary"
+        opts = cortex.Options(mode="keyword", limit=1, record=False)
+        words = ["rollbakc", "canary"]
+        assert suggest.corrections(engine.store, words, opts, typo._held) == (
+            suggest.corrections(engine.store, words, opts)
+        )

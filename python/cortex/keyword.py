@@ -115,6 +115,9 @@ class KeywordResult:
     rescore_expression: str | None = None
     # The projects the statistics are those of (None: the whole table, FTS5's bm25()).
     scope: Scope | None = None
+    # Terms a memory under the filters holds all of (the AND of the plain terms matched),
+    # so each is a known word (suggestions need not look them up again).
+    held: list[str] = field(default_factory=list)
 
 
 #: BM25 value that maps to a keyword score of 0.5. Chosen on SciFact's train split
@@ -694,6 +697,7 @@ def _latin(
         return KeywordResult(
             hits, "fts", tier_expr, tier_expr, notices, terms, bound=bound,
             rescore_table=words, rescore_expression=any_term,
+            held=terms if tier_expr is expression else [],
         )  # fmt: skip
     prefix_expr = " OR ".join(q + "*" for q in quoted)
     hits = _fts(store, EXACT, prefix_expr, opts, pool, scope=scope, probe=probe)

@@ -175,6 +175,7 @@ class Results(list[Result]):
     """
 
     __slots__ = (
+        "_held",
         "aggregations",
         "documents",
         "has_more",
@@ -218,6 +219,9 @@ class Results(list[Result]):
         self.notices = notices
         self.hidden = hidden
         self.documents: list[Any] | None = None
+        # words of the query some memory under its filters is known to hold (the
+        # keyword search matched them all together): suggestions skip looking them up
+        self._held: tuple[str, ...] = ()
 
     @property
     def total_found(self) -> int:

@@ -183,10 +183,13 @@ def _count(store: Store, word: str, opts: Options, cap: int = 50) -> int:
         return len(keyword.search(store, quoted, opts, cap).hits)
 
 
-def corrections(store: Store, words: Sequence[str], opts: Options) -> dict[str, str]:
-    """The best correction of each of `words` that no memory within the filters holds."""
+def corrections(
+    store: Store, words: Sequence[str], opts: Options, held: Sequence[str] = ()
+) -> dict[str, str]:
+    """The best correction of each of `words` that no memory within the filters holds
+    (`held`: words known to be held, not looked up)."""
     wanted = [w for w in words if len(w) >= MIN_WORD and not has_cjk(w) and not w.isdigit()]
-    missing = [w for w in wanted if not _holds(store, w, opts)]
+    missing = [w for w in wanted if w not in held and not _holds(store, w, opts)]
     if not missing:
         return {}
     vocab = vocabulary(store)
@@ -277,7 +280,9 @@ def suggest(
         return []
     base = opts.replace(mode=Mode.KEYWORD, limit=1, cursor=None, offset=0, record=False)
     out: list[str] = []
-    fixed = corrections(store, words, base)
+    # the words the search matched together are held within its filters (which are
+    # these, or narrower: a time window's)
+    fixed = corrections(store, words, base, getattr(results, "_held", ()))
     if fixed and not _together(store, [fixed.get(w, w) for w in words], words, fixed, base):
         fixed = {}  # each word exists, but no memory holds them together: no better query
     if fixed:

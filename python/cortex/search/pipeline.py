@@ -231,6 +231,7 @@ class Pipeline:
         _damage_notice(damaged, notices)
         results.query, results.mode, results.hidden = shown, str(mode), hidden
         results.rewritten = kw.rewritten if kw is not None else None
+        results._held = tuple(getattr(kw.state, "held", ())) if kw is not None else ()
         if not results and hidden:
             notices.append(
                 f"nothing passed the thresholds: {hidden} match(es) scored below min_score"
