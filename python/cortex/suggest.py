@@ -278,13 +278,16 @@ def suggest(
     words = [w for w in keyword._terms(searched) if w not in DROPPED]
     if not words:
         return []
-    base = opts.replace(mode=Mode.KEYWORD, limit=1, cursor=None, offset=0, record=False)
     out: list[str] = []
     # the words the search matched together are held within its filters (which are
-    # these, or narrower: a time window's)
-    fixed = corrections(store, words, base, getattr(results, "_held", ()))
-    if fixed and not _together(store, [fixed.get(w, w) for w in words], words, fixed, base):
-        fixed = {}  # each word exists, but no memory holds them together: no better query
+    # these, or narrower: a time window's): nothing to correct, nothing to look up
+    held = getattr(results, "_held", ())
+    fixed: dict[str, str] = {}
+    if any(w not in held for w in words):
+        base = opts.replace(mode=Mode.KEYWORD, limit=1, cursor=None, offset=0, record=False)
+        fixed = corrections(store, words, base, held)
+        if fixed and not _together(store, [fixed.get(w, w) for w in words], words, fixed, base):
+            fixed = {}  # each word exists, but no memory holds them together: no better query
     if fixed:
         out.append(" ".join(fixed.get(w, w) for w in words))
     if related:

@@ -133,10 +133,10 @@ class Pipeline:
             )
         clock = opts.now if opts.now is not None else datetime.now(UTC)
         results = self._interpreted(query, opts, clock, pool)
-        if results.has_more:  # the fingerprint (a hash of the options) only when needed
-            fp = pages.fingerprint(query, asked)
-            results.next_cursor = pages.encode(
-                pages.Cursor(opts.offset + opts.limit, clock.timestamp(), pool, fp)
+        if results.has_more:  # the cursor (a hash of the options) when it is first read
+            at, offset = clock.timestamp(), opts.offset + opts.limit
+            results._cursor_of = lambda: pages.encode(
+                pages.Cursor(offset, at, pool, pages.fingerprint(query, asked))
             )
         return results
 
