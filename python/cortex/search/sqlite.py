@@ -212,11 +212,16 @@ class SemanticRetriever:
         state = (query, mean, sd, seen)
         if len(ids) == 0:
             return Leg(state=state)
-        info = self._semantic.store.rank_info(ids.tolist(), opts)
+        found = ids.tolist()
+        # The rows beyond the pool (OVERFETCH) are read only when filters refused some
+        # of the pool's: most searches keep the first `pool` rows as they are.
+        info = self._semantic.store.rank_info(found[: plan.pool], opts)
+        if len(info) < len(found[: plan.pool]):
+            info.update(self._semantic.store.rank_info(found[plan.pool :], opts))
         hits = [
-            Hit(int(i), semantic_score(float(s), mean, sd), float(s), info[int(i)])
-            for i, s in zip(ids.tolist(), scores.tolist(), strict=True)
-            if int(i) in info
+            Hit(i, semantic_score(s, mean, sd), s, info[i])
+            for i, s in zip(found, scores.tolist(), strict=True)
+            if i in info
         ]
         return Leg(hits[: plan.pool], state=state, tier="vector")
 
