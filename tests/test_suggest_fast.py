@@ -63,3 +63,16 @@ def test_words_the_search_matched_together_are_not_looked_up_again(tmp_path) -> 
         assert suggest.corrections(engine.store, words, opts, typo._held) == (
             suggest.corrections(engine.store, words, opts)
         )
+
+
+def test_the_letter_set_filter_never_drops_a_word_two_edits_away() -> None:
+    """corrections() skips the distance table for words whose sets of letters differ by
+    more than two per allowed edit: never one within the limit."""
+    words = [""] + ["".join(p) for n in range(1, 6) for p in itertools.product("abcd", repeat=n)]
+    kept = 0
+    for a in words[:200]:
+        for b in words:
+            if edit_distance(a, b, 2) <= 2:
+                assert len(set(a).symmetric_difference(b)) <= 4, (a, b)
+                kept += 1
+    assert kept > 10_000

@@ -200,10 +200,12 @@ def corrections(
             close = sorted(
                 (1, -n, term) for term, n in _candidates(vocab, word, 1) if _one_apart(word, term)
             )[:8]
-        else:
+        else:  # an edit changes the set of letters by two at most: most words fail that
+            letters = set(word)
             close = sorted(
                 ((d, -n, term) for term, n in _candidates(vocab, word, limit)
-                 if term != word and (d := edit_distance(word, term, limit)) <= limit),
+                 if term != word and len(letters.symmetric_difference(term)) <= 2 * limit
+                 and (d := edit_distance(word, term, limit)) <= limit),
             )[:8]  # fmt: skip
         best: tuple[int, int, str] | None = None
         for d, _, term in close:
