@@ -695,3 +695,43 @@ def test_rebuilds_are_invisible_to_a_concurrent_searcher(
     assert report["searches"] >= 200
     assert (report["errors"], report["wrong"]) == (0, 0), report["messages"]
     assert rebuilt["rebuilds"] >= 20, rebuilt  # the races did happen
+
+
+@pytest.mark.parametrize("mode", ["semantic", "hybrid"])
+def test_damage_under_an_open_engine_never_reaches_a_page(
+    tmp_path: Path, base: Base, embedder, mode: str
+) -> None:
+    """The search pipeline checks the semantic rows of the page it answers against
+    SQLite (not every candidate it ranks): a row made to look better under an open
+    engine reaches the page, is caught there, the index is rebuilt and the search runs
+    again, answering what the undamaged database answers (ids and scores)."""
+    from datetime import UTC, datetime
+
+    now = datetime(2026, 11, 26, 12, tzinfo=UTC)
+    clean = _copy(base, tmp_path / "clean")
+    with cortex.open(clean.db, embedder=embedder) as engine:
+        want = engine.search(QUERIES[0], mode=mode, limit=5, record=False, now=now)
+    ctx = _copy(base, tmp_path / "damaged")
+    with cortex.open(ctx.db, embedder=embedder) as engine:
+        before = engine.search(QUERIES[0], mode=mode, limit=5, record=False, now=now)
+        uuid = engine._semantic.index().uuid
+        # A low row now holds the query itself: cosine 1.0, it would come first.
+        ctx.write(ctx.vec, ctx.row_at(ctx.best_row(K + 20)), base.queries[0].tobytes())
+        got = engine.search(QUERIES[0], mode=mode, limit=5, record=False, now=now)
+        assert engine._semantic.index().uuid != uuid  # caught on the page, rebuilt
+    answer = [(r.memory.id, r.score) for r in want]
+    assert [(r.memory.id, r.score) for r in before] == answer
+    assert [(r.memory.id, r.score) for r in got] == answer
+
+
+def test_damage_under_a_read_only_engine_is_refused_at_the_page(
+    tmp_path: Path, base: Base, embedder
+) -> None:
+    """Read-only, the same damage cannot be repaired: the search refuses (and says how to
+    fix it) rather than answer the wrong row."""
+    ctx = _copy(base, tmp_path)
+    with cortex.open(ctx.db, embedder=embedder, read_only=True) as engine:
+        engine.search(QUERIES[0], mode="semantic", limit=5, record=False)
+        ctx.write(ctx.vec, ctx.row_at(ctx.best_row(K + 20)), base.queries[0].tobytes())
+        with pytest.raises(IndexFormatError, match="reindex"):
+            engine.search(QUERIES[0], mode="semantic", limit=5, record=False)

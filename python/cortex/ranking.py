@@ -10,7 +10,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = [
     "DEFAULT_FACT_DECAY",
@@ -66,9 +66,9 @@ DEFAULT_FACT_DECAY = 0.01
 _DATED = re.compile(r"(?:^|[/\\])(\d{4})-(\d{2})-(\d{2})\.(?:md|markdown)$")
 
 
-@dataclass(frozen=True, slots=True)
-class RankInfo:
-    """The columns of RANK_COLUMNS, in that order."""
+class RankInfo(NamedTuple):
+    """The columns of RANK_COLUMNS, in that order. A named tuple: every search builds one
+    per candidate (100+), and a tuple is built in a fifth of a frozen dataclass's time."""
 
     created_at: float
     confidence: float

@@ -782,6 +782,48 @@ class Semantic:
             f"{self.index_path()}: the database kept changing under the search; search again"
         )
 
+    def search_unchecked(
+        self, query: np.ndarray, k: int, allowed: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray, Any]:
+        """`index().search(query, k, allowed=allowed)` without verified_search's check of
+        every row, and the SQLite position the index was in step with: for a caller that
+        checks the rows it keeps with `check` (the search pipeline checks the rows of the
+        page it answers, not the ~230 candidates it ranks: their embeddings, read from
+        SQLite, were ~2 ms of a hybrid search at 100k). Rows the index returns twice are
+        refused here already: they cannot all reach a page."""
+        index = self.index()
+        seen = self._index_state
+        ids, scores = index.search(query, k, allowed=allowed)
+        if len(np.unique(ids)) != len(ids):  # damage: verified_search repairs or refuses
+            ids, scores = self.verified_search(query, k, allowed=allowed)
+            seen = self._index_state
+        return ids, scores, seen
+
+    def check(
+        self,
+        query: np.ndarray,
+        ids: np.ndarray,
+        scores: np.ndarray,
+        seen: Any,
+        *,
+        rebuilt: bool = False,
+    ) -> str | None:
+        """verified_search's check of rows that `search_unchecked` returned (`seen`: the
+        position it returned): None when every row is right; "changed" when SQLite moved
+        under the search and "rebuilt" when the index was damaged and has just been
+        rebuilt (search again, in both cases). A damaged index that cannot be rebuilt
+        (read-only, or `rebuilt` already in this search) raises IndexFormatError."""
+        problem = self._mismatch(query, ids, scores)
+        if problem is None:
+            return None
+        if self._wanted() != seen:
+            return "changed"
+        if self._store.read_only or rebuilt:
+            fix = "rebuild the index (`cortex reindex`)"
+            raise IndexFormatError(f"{self.index_path()}: {problem}; {fix}")
+        self.rebuild()
+        return "rebuilt"
+
     def _mismatch(self, query: np.ndarray, ids: np.ndarray, scores: np.ndarray) -> str | None:
         """What is wrong with these results against SQLite, or None (see verified_search).
         One query for the k blobs and k dot products: ~0.1 ms for k = 50."""

@@ -582,7 +582,8 @@ def row_to_memory(row: Sequence[Any]) -> Memory:
     naming the memory, never a raw exception: readers skip it or report it.
     """
     try:
-        metadata = json.loads(row[18]) if row[18] else {}
+        raw = row[18]
+        metadata = {} if not raw or raw == "{}" else json.loads(raw)  # most hold none
         if not isinstance(metadata, dict):
             raise TypeError("metadata is not a JSON object")
         if not isinstance(row[2], str) or not isinstance(row[1], str | None):

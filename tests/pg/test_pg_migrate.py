@@ -36,6 +36,8 @@ def _fill(path: Path) -> None:
         e.start_session("s2", project="ops", summary="a session")
         e.link(ids[6], "s2", "reinforced")
         e.search("deploy auth", limit=5)  # writes the recall log
+        e.save_lens("ops-only", project="ops", min_confidence=0.5, description="ops notes")
+        e.save_lens("everything", limit=7)
     rng = np.random.default_rng(1)
     with sqlite3.connect(path) as conn:
         for memory_id in range(1, 27):
@@ -88,6 +90,20 @@ def test_round_trip_keeps_every_row_and_id(pg_url: str, tmp_path: Path) -> None:
     with sqlite3.connect(src) as a, sqlite3.connect(back) as b:
         assert b.execute(refs).fetchall() == a.execute(refs).fetchall()
         assert len(a.execute(refs).fetchall()) == 7
+    # lenses came along: the same lens search gives the same ids on all three databases
+    with cortex.open(src, embedder=None) as a, cortex.open(back, embedder=None) as b, \
+            cortex.open(pg_url, embedder=None) as c:  # fmt: skip
+        assert a.lenses() == b.lenses() == c.lenses() and len(a.lenses()) == 2
+        for lens in ("ops-only", "everything"):
+            want = [
+                r.memory.id for r in a.search("deploy", lens=lens, mode="keyword", record=False)
+            ]
+            assert want
+            assert [
+                r.memory.id for r in b.search("deploy", lens=lens, mode="keyword", record=False)
+            ] == want
+            got = [r.memory.id for r in c.search("deploy", lens=lens, mode="keyword", record=False)]
+            assert got == [i for i in want if i != 27], lens
 
 
 def test_a_stopped_copy_resumes(pg_url: str, tmp_path: Path) -> None:

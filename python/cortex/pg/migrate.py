@@ -1,8 +1,13 @@
 """`cortex migrate SRC DST`: copy a cortex database between SQLite and PostgreSQL.
 
 Every table (memories, facts, sessions, session links, relationships, the recall log,
-embeddings of every model, meta) is copied with its ids, so the same queries return the
-same ids on both sides. The copy is:
+embeddings of every model, import sources, lenses, meta) is copied with its ids, so the
+same queries return the same ids on both sides. What one side derives from those is
+derived again, not copied: the keyword indexes and their totals (FTS5 tables,
+``keyword_totals``; ``tsvector`` columns, ``keyword_stats``), code references
+(``memory_code``, from each memory's text) and documents (the whole texts of imported
+files, from their chunks) in a SQLite destination, and the change logs each side keeps
+for its own caches (``memory_changes``; ``cortex_changes``). The copy is:
 
 * **idempotent**: rows are inserted with ON CONFLICT DO NOTHING / INSERT OR IGNORE, so a
   second run adds nothing;
@@ -45,6 +50,7 @@ TABLES: tuple[tuple[str, str, str], ...] = (
     ("memory_relationships", "id", "id"),
     ("recall_log", "id", "id"),
     ("embeddings", "rowid", "memory_id"),
+    ("lenses", "rowid", "name"),
 )
 
 BATCH = 1000
@@ -63,6 +69,7 @@ _COLUMNS = {
     "memory_relationships": "id, source_id, target_id, type, created_by, created_at",
     "recall_log": "id, memory_id, fact_id, query, session_id, lens, score, recalled_at",
     "embeddings": "memory_id, model_id, dim, content_hash, vector, created_at",
+    "lenses": "name, options, description, created_at, updated_at",
 }
 
 
@@ -226,6 +233,12 @@ def _pg_insert(tx: Any, table: str, rows: Sequence[tuple[Any, ...]]) -> int:
             " FROM memories m WHERE m.id = %s ON CONFLICT DO NOTHING",
             [(r[1], r[3], r[4], r[5], r[6], r[7], r[8], r[2]) for r in rows],
         )
+    elif table == "lenses":  # options as saved: project names as the API spells them
+        cur.executemany(
+            "INSERT INTO lenses (name, options, description, created_at, updated_at)"
+            " VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+            [tuple(r[1:]) for r in rows],
+        )
     elif table == "embeddings":
         cur.executemany(
             "INSERT INTO embeddings (project_id, memory_id, model_id, dim, content_hash,"
@@ -285,6 +298,7 @@ _PG_KEYS = {
     "embeddings": ("memory_id", "model_id"),
     "sessions": ("project_id", "id"),
     "import_sources": ("import_project", "source_path", "project"),
+    "lenses": ("name",),
 }
 
 

@@ -166,10 +166,10 @@ class Pipeline:
             )
         clock = opts.now if opts.now is not None else datetime.now(UTC)
         results = self._interpreted(query, opts, clock, pool)
-        if results.has_more:  # the fingerprint (a hash of the options) only when needed
-            fp = pages.fingerprint(query, asked)
-            results.next_cursor = pages.encode(
-                pages.Cursor(opts.offset + opts.limit, clock.timestamp(), pool, fp)
+        if results.has_more:  # the cursor (a hash of the options) when it is first read
+            at, offset = clock.timestamp(), opts.offset + opts.limit
+            results._cursor_of = lambda: pages.encode(
+                pages.Cursor(offset, at, pool, pages.fingerprint(query, asked))
             )
         return results
 
@@ -222,7 +222,31 @@ class Pipeline:
         query: str | None = None,
         window: tuple[float, float] | None = None,
     ) -> Results:
-        """One search of `text` (`query` is what the user typed, when it differs)."""
+        """One search of `text` (`query` is what the user typed, when it differs). The
+        semantic rows of the page are checked against SQLite before it is answered
+        (`verify`); when SQLite changed under the search, or a damaged vector index has
+        just been rebuilt, the search runs again."""
+        rebuilt = False
+        for _ in range(4):
+            try:
+                return self._search_once(
+                    text, opts, now, pool, query=query, window=window, rebuilt=rebuilt
+                )
+            except _SearchAgain as again:
+                rebuilt = rebuilt or again.rebuilt
+        raise IndexFormatError("the database kept changing under the search; search again")
+
+    def _search_once(
+        self,
+        text: str,
+        opts: Options,
+        now: float,
+        pool: int,
+        *,
+        query: str | None = None,
+        window: tuple[float, float] | None = None,
+        rebuilt: bool = False,
+    ) -> Results:
         shown = query if query is not None else text
         if not text.strip():  # nothing but time words: the window's memories, newest first
             return self._browse(shown, opts, now, pool)
@@ -242,10 +266,12 @@ class Pipeline:
             )
         default_type = MatchType.SEMANTIC if mode is Mode.SEMANTIC else MatchType.BM25
         terms = kw.terms if kw is not None else _content_words(p.text)
-        results = self._results(ranked, opts, now, default_type, terms, damaged)
+        check = self._page_check(sem, rebuilt)
+        results = self._results(ranked, opts, now, default_type, terms, damaged, check)
         _damage_notice(damaged, notices)
         results.query, results.mode, results.hidden = shown, str(mode), hidden
         results.rewritten = kw.rewritten if kw is not None else None
+        results._held = tuple(getattr(kw.state, "held", ())) if kw is not None else ()
         if not results and hidden:
             notices.append(
                 f"nothing passed the thresholds: {hidden} match(es) scored below min_score"
@@ -265,6 +291,23 @@ class Pipeline:
                 (t1 - t0) * 1e3, (time.perf_counter() - t0) * 1e3,
             )  # fmt: skip
         return results
+
+    def _page_check(
+        self, sem: Leg | None, rebuilt: bool
+    ) -> Callable[[list[Candidate]], None] | None:
+        """What checks the page's semantic scores against their source before it is
+        answered (the retriever's `verify`, when it has one): raises _SearchAgain."""
+        verify = getattr(self._semantic, "verify", None)
+        if sem is None or verify is None:
+            return None
+
+        def check(page: list[Candidate]) -> None:
+            rows = [(c.memory_id, c.cosine) for c in page if c.cosine is not None]
+            outcome = verify(sem, rows, rebuilt)
+            if outcome is not None:
+                raise _SearchAgain(outcome == "rebuilt")
+
+        return check
 
     def candidates(
         self, query: str, opts: Options, pool: int | None = None
@@ -603,12 +646,14 @@ class Pipeline:
         match_type: MatchType,
         terms: Sequence[str],
         damaged: list[str],
+        check: Callable[[list[Candidate]], None] | None = None,
     ) -> Results:
-        """The page of `ranked` that `opts` asks for, enriched, with the counts of all."""
+        """The page of `ranked` that `opts` asks for, enriched, with the counts of all
+        (`check`: called with the page's candidates before it is enriched)."""
         end = opts.offset + opts.limit
         sessions = self._store.sessions_of([c.memory_id for c in ranked])
         return Results(
-            self._finish(ranked[opts.offset :], opts, now, match_type, terms, damaged),
+            self._finish(ranked[opts.offset :], opts, now, match_type, terms, damaged, check),
             total=len(ranked),
             has_more=len(ranked) > end,
             aggregations=pages.aggregations(ranked, sessions),
@@ -697,6 +742,7 @@ class Pipeline:
         match_type: MatchType,
         terms: Sequence[str],
         damaged: list[str],
+        check: Callable[[list[Candidate]], None] | None = None,
     ) -> list[Result]:
         """Limit, budget and enrichment (pipeline steps 5-6) of the ranked candidates from
         the page's first on. A memory whose row cannot be read is skipped (named in
@@ -719,6 +765,8 @@ class Pipeline:
                     top = top[:n]
                     break
                 used += cost
+        if check is not None:
+            check(top)
         ids = [c.memory_id for c in top]
         marker = keyword.highlighter(list(terms)) if terms else None
         snippets = {i: keyword.text_snippet(memories[i].content, marker) for i in ids}
@@ -847,6 +895,15 @@ def standout_factor(scores: Sequence[float]) -> float:
     if gap is None or STANDOUT_GAP <= 0:
         return 1.0
     return max(STANDOUT_FLOOR, min(1.0, gap / STANDOUT_GAP))
+
+
+class _SearchAgain(Exception):
+    """The page's semantic rows did not match SQLite: it changed under the search, or the
+    damaged index was rebuilt (`rebuilt`). The search runs again."""
+
+    def __init__(self, rebuilt: bool) -> None:
+        super().__init__("search again")
+        self.rebuilt = rebuilt
 
 
 def _damage_notice(damaged: list[str], notices: list[str]) -> None:
