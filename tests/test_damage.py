@@ -94,7 +94,7 @@ def exact(db: Path, model: str, query: np.ndarray, k: int) -> tuple[list[int], n
     finally:
         conn.close()
     ids = np.array([r[0] for r in rows], dtype=np.int64)
-    mat = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4").reshape(len(rows), -1)
+    mat = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f2").reshape(len(rows), -1)
     mat = mat.astype(np.float64)
     q = query.astype(np.float64)
     scores = (mat @ q) / (np.linalg.norm(mat, axis=1) * np.linalg.norm(q))
@@ -600,7 +600,7 @@ SEARCHER = textwrap.dedent(
             " WHERE e.model_id = ? AND m.deleted_at IS NULL", (model,)).fetchall()
         conn.close()
         ids = np.array([r[0] for r in rows], dtype=np.int64)
-        mat = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4").reshape(len(rows), -1)
+        mat = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f2").reshape(len(rows), -1)
         mat = mat.astype(np.float64)
         s = (mat @ q.astype(np.float64)) / (np.linalg.norm(mat, axis=1) * np.linalg.norm(q))
         o = np.lexsort((ids, -s))[:k]

@@ -57,7 +57,7 @@ try:
 except ImportError:  # pragma: no cover - only without the compiled extension
     _native = None  # type: ignore[assignment]
 
-__all__ = ["QUANTIZED_MIN_ROWS", "Backend", "VectorIndex"]
+__all__ = ["QUANTIZED_MIN_ROWS", "Backend", "VectorIndex", "decode_stored", "encode_stored"]
 
 Backend = Literal["native", "numpy", "python"]
 _BACKENDS = ("native", "numpy", "python")
@@ -95,6 +95,58 @@ def _read_mapped(path: str, offset: int, length: int) -> bytes:
             return b""
         with mmap.mmap(f.fileno(), end, access=mmap.ACCESS_READ) as m:
             return m[offset:end]
+
+
+# ---------------------------------------------------------------- the stored form
+#
+# The one place that knows how an embedding is stored in SQLite (`embeddings.vector`,
+# the source of truth every derived file is rebuilt from): the vector L2-normalised in
+# float64, then rounded to little-endian float16. Half the bytes of float32 (768 for 384
+# dimensions: 4 rows a 4 KiB page instead of 2), and nothing a cosine needs is lost: every
+# value lies in [-1, 1], where float16 keeps a relative error <= 2^-11 and cannot
+# overflow (a raw vector of large values would); on SciFact (real embeddings) rounding
+# moved recall@10 against float32 to 0.9997 and no score by more than 5e-5
+# (BENCHMARKS.md, "Footprint: vectors stored once"). Databases from before the
+# conversion (schema migration `_SCHEMA_EMBEDDINGS_F16`) hold float32 rows, which are
+# still read: a database opened read-only is not migrated.
+
+_STORED: np.dtype[Any] = np.dtype("<f2")
+_LEGACY: np.dtype[Any] = np.dtype("<f4")
+
+
+def encode_stored(rows: np.ndarray) -> list[bytes]:
+    """The stored form of each row of `rows` ((n, dim), finite): L2-normalised, float16.
+    An all-zero row stays zero (the vector index refuses it when it is appended)."""
+    mat = np.asarray(rows, dtype=np.float64)
+    if mat.ndim != 2:
+        raise InvalidOptionError(f"rows must have 2 dimensions, got shape {mat.shape}")
+    norms = np.sqrt(np.einsum("ij,ij->i", mat, mat))
+    scale = np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)
+    half = np.ascontiguousarray(mat * scale[:, None], dtype=_STORED)
+    return [row.tobytes() for row in half]
+
+
+def decode_stored(blobs: list[bytes], dim: int) -> np.ndarray:
+    """Stored rows back as float32 ((len(blobs), dim)), float16 or (before the migration)
+    float32. Raises ValueError when a blob is neither ``dim`` float16 nor float32 values."""
+    n = len(blobs)
+    raw = b"".join(blobs)
+    if len(raw) == n * dim * _STORED.itemsize and all(
+        len(b) == dim * _STORED.itemsize for b in blobs
+    ):
+        dtype = _STORED
+    elif len(raw) == n * dim * _LEGACY.itemsize and all(
+        len(b) == dim * _LEGACY.itemsize for b in blobs
+    ):
+        dtype = _LEGACY
+    else:
+        raise ValueError(f"an embedding is not {dim} float16 (or float32) values")
+    return np.frombuffer(raw, dtype=dtype).reshape(n, dim).astype(np.float32)
+
+
+def stored_dim(blob: bytes | None, dim: int) -> bool:
+    """Whether `blob` is a stored vector of `dim` dimensions (either form)."""
+    return blob is not None and len(blob) in (dim * _STORED.itemsize, dim * _LEGACY.itemsize)
 
 
 class _FileView:
