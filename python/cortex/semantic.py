@@ -815,8 +815,9 @@ class Semantic:
         mat = decode_stored([blobs[i] for i in id_list], dim).astype(np.float64)
         q = query.astype(np.float64)
         with np.errstate(all="ignore"):
-            norms = np.sqrt(np.einsum("ij,ij->i", mat, mat) * float(q @ q))
-            exact = (mat @ q) / norms
+            # The index scores the stored row as it is (unit to within f16 rounding),
+            # not divided by its length: so does this check.
+            exact = (mat @ q) / math.sqrt(float(q @ q))
         got = scores.astype(np.float64)
         bad = ~(np.abs(exact - got) <= _score_tolerance(dim))
         if bad.any():
@@ -829,9 +830,10 @@ class Semantic:
 
 
 def _score_tolerance(dim: int) -> float:
-    """How far an index score may be from the f64 cosine of the SQLite vectors: the f32
-    dot product of unit vectors is within dim * 2^-24 of the real value (quant.rs,
-    `margin`), plus the rounding of normalising both to f32; doubled for room."""
+    """How far an index score may be from the f64 inner product of the SQLite row and the
+    unit query: the f32 dot product of (near-)unit vectors is within dim * 2^-24 of the
+    real value (quant.rs, `margin`), plus the rounding of normalising the query to f32
+    (the row is the stored f16, widened exactly); doubled for room."""
     return 2.0 * (dim + 8) * 2.0**-24
 
 

@@ -1,7 +1,8 @@
-"""The vector index: memory-mapped L2-normalised f32 rows, exact cosine top-k.
+"""The vector index: memory-mapped L2-normalised rows stored as f16, exact top-k.
 
 The index is derived data beside the SQLite store (DESIGN.md, "The native
-extension"): four files share a stem, ``path`` (header + f32 rows),
+extension"): four files share a stem, ``path`` (header + f16 rows: the values SQLite
+stores, see `encode_stored`),
 ``path.ids`` (row -> memory id, and a mask flag), ``path.q8`` (an int8 copy
 with per-row error norms, used to rule rows out quickly) and ``path.sum``
 (a checksum per block of 4096 rows, checked by :meth:`VectorIndex.verify`, which also
@@ -12,10 +13,11 @@ the extension to search.
 
 Decisions:
 
-- ``append`` L2-normalises every row before storing it (an embedder's unit
-  vectors pass through unchanged to within float rounding), and refuses rows
-  with NaN/inf or zero length. Inner product on stored rows is then cosine.
-  Queries are normalised the same way, so scores are cosines in [-1, 1].
+- ``append`` L2-normalises every row and stores it rounded to f16 (a row SQLite
+  stores, already so rounded, comes back bit for bit), and refuses rows with
+  NaN/inf or zero length. Queries are normalised the same way; a score is the
+  inner product of the query with the stored row, the cosine to within f16
+  rounding of the row (its length is 1 within ~2^-11, typically ~1e-5).
 - Appending an id that already has a live row supersedes that row (it is
   masked). ``mask`` hides rows without rewriting them.
 - Results are memory ids (int64) and cosine scores (float32), best first;
@@ -28,8 +30,8 @@ Decisions:
   plain f32 scan; ``True``/``False`` force one. The screen is exact: each int8
   score comes with a proven error bound (Cauchy–Schwarz on the quantization
   residuals, plus f32 rounding), every row the bound cannot rule out is
-  rescored in f32, and the answer is the f32 scan's (same ids, same scores,
-  same order). ``candidates`` switches the screen to the older heuristic
+  rescored from its f16 row, and the answer is the plain scan's (same ids, same
+  scores, same order). ``candidates`` switches the screen to the older heuristic
   (rescore the best ``candidates`` rows by int8 score; recall can fall below 1),
   kept only to measure it.
 - ``allowed`` (memory ids, any order) restricts the search; the native path
@@ -45,7 +47,6 @@ import math
 import mmap
 import os
 import struct
-import sys
 from typing import Any, Literal
 
 import numpy as np
@@ -68,7 +69,8 @@ QUANTIZED_MIN_ROWS = 20_000
 
 _MAGIC = b"CTXVEC\x00\x01"
 _IDS_MAGIC = b"CTXIDS\x00\x01"
-_VERSION = 2
+_VERSION = 3
+_ROW_DTYPE = np.dtype("<f2")
 _HEADER_LEN = 4096
 _SIDE_HEADER_LEN = 64
 _COUNT_AT = 512
@@ -188,7 +190,7 @@ class _FileView:
         count, check = struct.unpack("<QQ", raw)
         if count != (~check & 0xFFFFFFFFFFFFFFFF):
             raise IndexFormatError(f"{self.path}: row count is corrupt; rebuild the index")
-        need = _HEADER_LEN + count * self.dim * 4
+        need = _HEADER_LEN + count * self.dim * _ROW_DTYPE.itemsize
         ids_need = _SIDE_HEADER_LEN + count * _ID_DTYPE.itemsize
         ids_path = self.path + ".ids"
         if os.path.getsize(self.path) < need or os.path.getsize(ids_path) < ids_need:
@@ -202,11 +204,11 @@ class _FileView:
         self.count = count
 
     def matrix(self) -> np.ndarray:
-        """The rows as a read-only (count, dim) float32 memmap: shared pages, no copy."""
+        """The rows as a read-only (count, dim) float16 memmap: shared pages, no copy."""
         if self.count == 0:
-            return np.zeros((0, self.dim), dtype=np.float32)
+            return np.zeros((0, self.dim), dtype=_ROW_DTYPE)
         return np.memmap(
-            self.path, dtype="<f4", mode="r", offset=_HEADER_LEN, shape=(self.count, self.dim)
+            self.path, dtype=_ROW_DTYPE, mode="r", offset=_HEADER_LEN, shape=(self.count, self.dim)
         )
 
     def ids_and_live(self) -> tuple[np.ndarray, np.ndarray]:
@@ -222,12 +224,13 @@ class _FileView:
         return np.asarray(rec["id"], dtype=np.int64), (rec["flags"] & 1) == 0
 
     def rows_python(self) -> tuple[array.array[float], list[int], list[bool]]:
-        """Rows as a flat ``array('f')`` and ids/live as lists: no numpy involved."""
-        rows = array.array("f")
-        rows.frombytes(_read_mapped(self.path, _HEADER_LEN, self.count * self.dim * 4))
+        """Rows as a flat ``array('f')`` (widened from f16 by ``struct``) and ids/live as
+        lists: no numpy involved."""
+        n = self.count * self.dim
+        rows = array.array(
+            "f", struct.unpack(f"<{n}e", _read_mapped(self.path, _HEADER_LEN, n * 2))
+        )
         raw = _read_mapped(self.path + ".ids", _SIDE_HEADER_LEN, self.count * 16)
-        if sys.byteorder != "little":  # pragma: no cover
-            rows.byteswap()
         ids, live = [], []
         for memory_id, flags in struct.iter_unpack("<qQ", raw):
             ids.append(memory_id)
@@ -430,7 +433,7 @@ class VectorIndex:
         if len(rows) == 0:
             return np.zeros(0, dtype=np.int64), np.zeros((0, self.dim), dtype=np.float32)
         pick = rows[np.unique(np.linspace(0, len(rows) - 1, min(n, len(rows))).astype(int))]
-        return ids[pick].copy(), np.array(view.matrix()[pick], dtype=np.float32)
+        return ids[pick].copy(), np.asarray(view.matrix()[pick], dtype=np.float32)
 
     # ------------------------------------------------------------ writing
 
@@ -459,7 +462,7 @@ class VectorIndex:
             self._view.refresh()
 
     def rebuild_quantized(self) -> None:
-        """Rewrite the int8 copy from the f32 rows (writer only)."""
+        """Rewrite the int8 copy from the stored (f16) rows (writer only)."""
         self._writer()
         self._index.rebuild_quantized()
 
@@ -563,7 +566,9 @@ class VectorIndex:
     ) -> tuple[np.ndarray, np.ndarray]:
         view = self._file()
         ids, live = view.ids_and_live()
-        scores = view.matrix() @ q
+        # einsum: the same arithmetic for every row (BLAS's gemv blocks rows, so equal
+        # rows could score a rounding apart and break ties to the lower row)
+        scores = np.einsum("ij,j->i", np.asarray(view.matrix(), dtype=np.float32), q)
         scores = np.asarray(scores, dtype=np.float32)
         keep = live if allowed is None else live & np.isin(ids, allowed)
         scores = np.where(keep, scores, np.float32(-np.inf))
@@ -573,7 +578,7 @@ class VectorIndex:
     def _search_batch_numpy(self, qs: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         view = self._file()
         ids, live = view.ids_and_live()
-        all_scores = np.asarray(qs @ view.matrix().T, dtype=np.float32)
+        all_scores = np.asarray(qs @ np.asarray(view.matrix(), dtype=np.float32).T, np.float32)
         all_scores[:, ~live] = -np.inf
         width = min(k, int(np.count_nonzero(live)))
         out_ids = np.empty((len(qs), width), dtype=np.int64)

@@ -1,15 +1,15 @@
-//! The vector file: L2-normalised f32 rows, memory-mapped, with the row ->
-//! memory id map and an int8 copy beside it.
+//! The vector file: L2-normalised rows stored as f16, memory-mapped, with the
+//! row -> memory id map and an int8 copy beside it.
 //!
 //! Four files share a stem (`path`, `path.ids`, `path.q8`, `path.sum`):
 //!
 //! ```text
-//! path       header (4096 bytes) then rows: count x dim f32 LE, row-major
+//! path       header (4096 bytes) then rows: count x dim f16 LE, row-major
 //!   0  8  magic  b"CTXVEC\0\x01"
 //!   8  4  version u32 (FORMAT_VERSION)
 //!  12  4  header_len u32 (4096)
 //!  16  4  dim u32
-//!  20  4  dtype u32 (1 = f32)
+//!  20  4  dtype u32 (2 = f16; version 2 files held 1 = f32)
 //!  24 16  uuid: random, repeated in the side files so that mixed-up files are caught
 //!  40  4  model_id length u32 (<= 256)
 //!  44 256 model_id UTF-8, zero padded
@@ -26,8 +26,16 @@
 //!              reserved 20, FNV-1a 64 of bytes 0..56 at 56
 //! ```
 //!
+//! **Rows.** f16 (half the bytes of f32: 768 for 384 dimensions), the same
+//! values SQLite stores (`cortex.vectors.encode_stored`: the unit vector
+//! rounded to f16), so the file is one more copy of the source, never a
+//! different one: a row normalised in f32 and rounded again to f16 gives back
+//! the bits it came from. Kernels widen f16 to f32 exactly (simd.rs) and score
+//! the widened row; the int8 records and their error bounds are of the widened
+//! row too, so the screen's answer is still exactly the scan's.
+//!
 //! **Row checksums.** The block checksum is a wrapping sum of one term per row,
-//! each a hash of the row's f32 bytes, its memory id and its row number (not
+//! each a hash of the row's bytes, its memory id and its row number (not
 //! its flags, which change). The writer adds the terms of appended rows and
 //! writes the slots of the blocks they touch before it publishes the count, so
 //! appends cost O(rows appended). A changed word of a row or id always changes
@@ -40,7 +48,8 @@
 //! `verify` (checksums and int8 records, [`VecFile::verify`]) once for each
 //! index it opens and `verify_rows_from` for what is appended later, and checks
 //! every row a search returns against SQLite. Version 1 files have no
-//! checksums: they fail to open with a version error and are rebuilt.
+//! checksums and version 2 files hold f32 rows: both fail to open with a
+//! version error and are rebuilt.
 //!
 //! Every file must be a regular file (opened with `O_NONBLOCK` on unix): a FIFO
 //! or a device in its place is a format error, never a hang or endless bytes.
@@ -73,6 +82,7 @@ use memmap2::Mmap;
 
 use super::files::{self, Open};
 use super::quant;
+use super::simd::{widen, F16};
 use crate::errors::{Error, Result};
 
 pub const MAGIC: &[u8; 8] = b"CTXVEC\0\x01";
@@ -80,8 +90,10 @@ pub const IDS_MAGIC: &[u8; 8] = b"CTXIDS\0\x01";
 pub const Q8_MAGIC: &[u8; 8] = b"CTXQ8\0\0\x01";
 pub const SUM_MAGIC: &[u8; 8] = b"CTXSUM\0\x01";
 /// Version of the main file and of the id and checksum side files. 2 added
-/// the row checksums (`path.sum`).
-pub const FORMAT_VERSION: u32 = 2;
+/// the row checksums (`path.sum`); 3 stores the rows as f16.
+pub const FORMAT_VERSION: u32 = 3;
+/// The `dtype` header field of f16 rows.
+const DTYPE_F16: u32 = 2;
 /// Version of the int8 copy's records (in its side header). 2 added the
 /// residual and row norms of the error bound (quant.rs); 3 sums those norms
 /// in fixed lanes, so that a reader can check every record cheaply. A copy of
@@ -203,7 +215,7 @@ impl Header {
         h[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
         h[12..16].copy_from_slice(&(HEADER_LEN as u32).to_le_bytes());
         h[16..20].copy_from_slice(&(self.dim as u32).to_le_bytes());
-        h[20..24].copy_from_slice(&1u32.to_le_bytes());
+        h[20..24].copy_from_slice(&DTYPE_F16.to_le_bytes());
         h[24..40].copy_from_slice(&self.uuid);
         let m = self.model_id.as_bytes();
         h[40..44].copy_from_slice(&(m.len() as u32).to_le_bytes());
@@ -242,7 +254,7 @@ impl Header {
         let dtype = u32_at(b, 20);
         let mlen = u32_at(b, 40) as usize;
         if header_len != HEADER_LEN
-            || dtype != 1
+            || dtype != DTYPE_F16
             || dim == 0
             || dim > MAX_DIM
             || mlen > MAX_MODEL_ID
@@ -624,7 +636,7 @@ impl VecFile {
     }
 
     fn row_bytes(&self) -> usize {
-        self.header.dim * 4
+        self.header.dim * 2
     }
 
     /// Re-read the committed count and map what was appended since. Cheap when
@@ -701,13 +713,20 @@ impl VecFile {
         Ok(())
     }
 
-    /// The committed rows, `count * dim` f32.
-    pub fn rows(&self) -> &[f32] {
+    /// The committed rows, `count * dim` f16.
+    pub fn rows(&self) -> &[F16] {
         let bytes = &self.main[HEADER_LEN..HEADER_LEN + self.count * self.row_bytes()];
         // SAFETY: the mapping is page aligned and HEADER_LEN is 4096, so `bytes`
-        // is 4-aligned; its length is a multiple of 4; every bit pattern is a
-        // valid f32; the slice borrows `self`, which owns the mapping.
-        unsafe { std::slice::from_raw_parts(bytes.as_ptr() as *const f32, bytes.len() / 4) }
+        // is 2-aligned; its length is a multiple of 2; F16 is a transparent u16,
+        // for which every bit pattern is valid (the file is little-endian, as
+        // every target this builds for); the slice borrows `self`, which owns
+        // the mapping.
+        unsafe { std::slice::from_raw_parts(bytes.as_ptr() as *const F16, bytes.len() / 2) }
+    }
+
+    /// The bytes of the committed rows (what a plain scan reads).
+    pub fn row_bytes_all(&self) -> &[u8] {
+        &self.main[HEADER_LEN..HEADER_LEN + self.count * self.row_bytes()]
     }
 
     /// The int8 records covering rows `0..q8_rows()`.
@@ -974,11 +993,10 @@ impl VecFile {
                 .map(|start| {
                     let end = (start + chunk).min(n);
                     s.spawn(move || {
+                        let mut x = vec![0.0f32; dim];
                         (start..end).find(|&r| {
-                            !quant::check_record(
-                                &rows[r * dim..(r + 1) * dim],
-                                &q8[r * stride..(r + 1) * stride],
-                            )
+                            widen(&rows[r * dim..(r + 1) * dim], &mut x);
+                            !quant::check_record(&x, &q8[r * stride..(r + 1) * stride])
                         })
                     })
                 })
@@ -1013,8 +1031,9 @@ impl VecFile {
         })
     }
 
-    /// Append rows (already validated: finite, L2-normalised, `ids.len()` rows).
-    /// A memory id that already has a live row supersedes it: the old row is masked.
+    /// Append rows (already validated: finite, L2-normalised, `ids.len()` rows),
+    /// stored rounded to f16. A memory id that already has a live row supersedes
+    /// it: the old row is masked.
     pub fn append(&mut self, ids: &[i64], rows: &[f32]) -> Result<()> {
         let dim = self.header.dim;
         assert_eq!(rows.len(), ids.len() * dim);
@@ -1026,11 +1045,12 @@ impl VecFile {
         if ids.is_empty() {
             return Ok(());
         }
-        let mut bytes = Vec::with_capacity(rows.len() * 4);
-        for v in rows {
-            bytes.extend_from_slice(&v.to_le_bytes());
+        let half: Vec<F16> = rows.iter().map(|v| F16::from_f32(*v)).collect();
+        let mut bytes = Vec::with_capacity(rows.len() * 2);
+        for v in &half {
+            bytes.extend_from_slice(&v.0.to_le_bytes());
         }
-        files::write_all_at(&w.main, &bytes, (HEADER_LEN + n0 * dim * 4) as u64)
+        files::write_all_at(&w.main, &bytes, (HEADER_LEN + n0 * dim * 2) as u64)
             .map_err(|e| Error::io("append rows to", &path, e))?;
         let mut rec = Vec::with_capacity(ids.len() * ID_RECORD);
         for id in ids {
@@ -1040,15 +1060,18 @@ impl VecFile {
         files::write_all_at(&w.ids, &rec, (SIDE_HEADER_LEN + n0 * ID_RECORD) as u64)
             .map_err(|e| Error::io("append ids to", &ids_path(&path), e))?;
         if q8_ok {
+            // Records of the stored (f16) rows, widened: the bound is about them.
             let mut q = vec![0u8; ids.len() * stride];
-            for (r, out) in rows.chunks_exact(dim).zip(q.chunks_exact_mut(stride)) {
-                quant::quantize_row(r, out);
+            let mut x = vec![0.0f32; dim];
+            for (r, out) in half.chunks_exact(dim).zip(q.chunks_exact_mut(stride)) {
+                widen(r, &mut x);
+                quant::quantize_row(&x, out);
             }
             files::write_all_at(&w.q8, &q, (SIDE_HEADER_LEN + n0 * stride) as u64)
                 .map_err(|e| Error::io("append to", &q8_path(&path), e))?;
         }
         // Checksums of the blocks the new rows fall in, written before the count.
-        let rb = dim * 4;
+        let rb = dim * 2;
         let n1 = n0 + ids.len();
         let first = n0 / BLOCK_ROWS;
         w.blocks.truncate(n0.div_ceil(BLOCK_ROWS));
@@ -1122,7 +1145,7 @@ impl VecFile {
         Ok(rows.len())
     }
 
-    /// Rewrite the int8 copy from the f32 rows.
+    /// Rewrite the int8 copy from the rows.
     pub fn rebuild_q8(&mut self) -> Result<()> {
         let dim = self.header.dim;
         let stride = quant::record_len(dim);
@@ -1130,12 +1153,14 @@ impl VecFile {
         let mut buf = Vec::with_capacity(SIDE_HEADER_LEN + self.count * stride);
         buf.extend_from_slice(&self.header.side(Q8_MAGIC));
         buf.resize(SIDE_HEADER_LEN + self.count * stride, 0);
+        let mut x = vec![0.0f32; dim];
         for (r, out) in self
             .rows()
             .chunks_exact(dim)
             .zip(buf[SIDE_HEADER_LEN..].chunks_exact_mut(stride))
         {
-            quant::quantize_row(r, out);
+            widen(r, &mut x);
+            quant::quantize_row(&x, out);
         }
         // Renamed into place: a reader's mapping of the old copy stays valid.
         let tmp = suffixed(&qp, &format!(".tmp{}", std::process::id()));
@@ -1201,7 +1226,12 @@ mod tests {
 
         let mut r = VecFile::open(&p, false).unwrap();
         assert_eq!(r.count(), 5);
-        assert_eq!(r.rows(), &rows[..]);
+        // stored as f16: each value rounded to nearest
+        let half: Vec<F16> = rows.iter().map(|v| F16::from_f32(*v)).collect();
+        assert_eq!(r.rows(), &half[..]);
+        for (h, v) in r.rows().iter().zip(&rows) {
+            assert!((h.to_f32() - v).abs() <= v.abs() * (1.0 / 2048.0) + 1e-7);
+        }
         assert!(
             VecFile::open(&p, true).is_err(),
             "a second writer must be refused"
@@ -1299,7 +1329,7 @@ mod tests {
         let good = std::fs::read(&p).unwrap();
         for (row, block) in [(0usize, 0usize), (BLOCK_ROWS + 7, 1), (n - 1, 2)] {
             let mut b = good.clone();
-            b[HEADER_LEN + row * dim * 4 + 5] ^= 0x10;
+            b[HEADER_LEN + row * dim * 2 + 5] ^= 0x10;
             write(&p, &b);
             // Opening checks the last block only.
             match VecFile::open(&p, false) {
