@@ -100,6 +100,11 @@ def test_a_new_database_stores_float16_and_scores_from_it(tmp_path: Path, embedd
         ids = engine.add_many([{"content": t} for t in TEXTS])
         (n,) = engine.store.query("SELECT COUNT(*) FROM embeddings WHERE length(vector) = 768")[0]
         assert n == len(TEXTS)
+        # the vector file holds the very bits SQLite stores (one more copy of the source)
+        engine.search("tea", mode="semantic")
+        vec = engine._semantic.index_path()
+        blobs = [b for (b,) in engine.store.query("SELECT vector FROM embeddings ORDER BY rowid")]
+        assert vec.read_bytes()[4096:] == b"".join(blobs)
         query = "who likes tabs in Go"
         hits = engine.search(query, mode="semantic", explain=True, min_similarity=-1.0)
         assert hits[0].memory.id == ids[5]
