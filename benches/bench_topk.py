@@ -328,7 +328,7 @@ def ratios(rows: list[dict[str, Any]]) -> list[str]:
             if npy and q8:
                 line += f" int8 bound vs numpy {npy / q8:.2f}x;"
             if ex and fl:
-                line += f" 1% filter (int8 bound) vs unfiltered f32 scan {ex / fl:.1f}x;"
+                line += f" 1% filter (int8 bound) vs unfiltered f16 scan {ex / fl:.1f}x;"
             if q8 and fl:
                 line += f" vs unfiltered int8 bound {q8 / fl:.1f}x;"
             if ex and fl32:

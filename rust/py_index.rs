@@ -17,7 +17,7 @@ use crate::kernels::vecfile::VecFile;
 /// Below this many rows covered by the int8 copy, `quantized=None` scans the f16
 /// rows: the plain scan of a matrix that fits in cache is as fast. Both are exact, so
 /// this only moves speed. Measured crossover (benches/vectors.md).
-pub const QUANT_MIN_ROWS: usize = 20_000;
+pub const QUANT_MIN_ROWS: usize = crate::kernels::vecfile::Q8_MIN_ROWS;
 
 /// Threads for a scan: `CORTEX_THREADS` if set to a positive integer, else all cores.
 #[pyfunction]

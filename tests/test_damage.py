@@ -37,6 +37,7 @@ import pytest
 import cortex
 from cortex.errors import IndexFormatError
 from cortex.semantic import index_dir
+from cortex.vectors import VectorIndex
 
 SEED = 1_414
 K = 10
@@ -142,6 +143,11 @@ def base(tmp_path_factory: pytest.TempPathFactory, embedder) -> Base:
         engine.search("warm up", mode="semantic", record=False)  # synced
         vectors = engine._semantic.index_path()
         model = engine._semantic.model_id
+    # An index this small has no int8 copy (written from QUANTIZED_MIN_ROWS rows on):
+    # make it, so that the damage below reaches one (the writer keeps it in step).
+    with VectorIndex.open(vectors, writable=True) as vi:
+        vi.rebuild_quantized()
+        assert vi.quantized_rows == vi.rows
     queries = [np.asarray(embedder.embed(q), dtype=np.float32) for q in QUERIES]
     return Base(folder, db, vectors, model, queries)
 

@@ -19,6 +19,7 @@ from cortex.vectors import VectorIndex
 def make(path, n=20, dim=8):
     rng = np.random.default_rng(0)
     vi = VectorIndex.create(path, dim, "fuzz-model")
+    vi.rebuild_quantized()  # the int8 copy, which a file this small would not get
     vi.append(np.arange(n), rng.standard_normal((n, dim)).astype(np.float32))
     vi.close()
     return [str(path), str(path) + ".ids", str(path) + ".q8", str(path) + ".sum"]

@@ -63,8 +63,10 @@ __all__ = ["QUANTIZED_MIN_ROWS", "Backend", "VectorIndex", "decode_stored", "enc
 Backend = Literal["native", "numpy", "python"]
 _BACKENDS = ("native", "numpy", "python")
 
-#: Rows the int8 copy must cover before ``quantized=None`` uses it (mirrors
-#: ``QUANT_MIN_ROWS`` in rust/py_index.rs).
+#: Rows the int8 copy must cover before ``quantized=None`` uses it, and rows from which
+#: the writer keeps the copy at all (a smaller index has none unless
+#: :meth:`VectorIndex.rebuild_quantized` made it); mirrors ``Q8_MIN_ROWS`` in
+#: rust/kernels/vecfile.rs.
 QUANTIZED_MIN_ROWS = 20_000
 
 _MAGIC = b"CTXVEC\x00\x01"

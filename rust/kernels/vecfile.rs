@@ -61,7 +61,10 @@
 //! Bytes past the committed count (an interrupted append) are ignored and
 //! overwritten by the next append. The int8 copy is derived data: when it is
 //! missing, stale or damaged, the writer rebuilds it, and a reader scans the
-//! rows it does not cover in f32.
+//! rows it does not cover in f16. It is only written from [`Q8_MIN_ROWS`] rows
+//! on (a new file starts without it: an empty `.q8`), the size from which
+//! searches use it: below that it would cost 416 B a row (at 384-d) and never
+//! be read. Once written (or made by `rebuild_q8`) it is kept in step.
 //!
 //! Only one writer at a time: it holds the exclusive lock of the main file
 //! (`files::try_lock`: `flock` on unix, `LockFileEx` on Windows, which readers,
@@ -108,6 +111,9 @@ const COUNT_AT: usize = 512;
 const CHECKSUM_AT: usize = 504;
 const SIDE_CHECKSUM_AT: usize = 56;
 const ID_RECORD: usize = 16;
+/// Rows from which the writer keeps the int8 copy (and from which searches
+/// use it by default: py_index.rs).
+pub const Q8_MIN_ROWS: usize = 20_000;
 /// Rows per checksum block.
 pub const BLOCK_ROWS: usize = 4096;
 const SUM_RECORD: usize = 16;
@@ -471,7 +477,8 @@ impl VecFile {
         let parts: [(PathBuf, Vec<u8>); 4] = [
             (ids_path(path), header.side(IDS_MAGIC).to_vec()),
             (sum_path(path), header.side(SUM_MAGIC).to_vec()),
-            (q8_path(path), header.side(Q8_MAGIC).to_vec()),
+            // No int8 copy until Q8_MIN_ROWS rows (see the module doc).
+            (q8_path(path), Vec::new()),
             (path.to_path_buf(), header.encode()),
         ];
         for (p, bytes) in &parts {
@@ -613,7 +620,10 @@ impl VecFile {
             blocks,
             live,
         });
-        if self.q8.is_none() || self.q8_rows() < self.count {
+        // A copy that exists is kept in step; a missing (or damaged) one is
+        // made again once the rows are enough for searches to use it.
+        let stale = self.q8.is_some() && self.q8_rows() < self.count;
+        if stale || (self.q8.is_none() && self.count >= Q8_MIN_ROWS) {
             self.rebuild_q8()?;
         }
         Ok(())
@@ -1040,7 +1050,8 @@ impl VecFile {
         let n0 = self.count;
         let path = self.path.clone();
         let stride = quant::record_len(dim);
-        let q8_ok = self.q8_rows() == n0;
+        let q8_on = self.q8.is_some();
+        let q8_ok = q8_on && self.q8_rows() == n0;
         let w = self.writer()?;
         if ids.is_empty() {
             return Ok(());
@@ -1119,7 +1130,7 @@ impl VecFile {
         }
         self.set_masked(&old)?;
         self.refresh()?;
-        if !q8_ok {
+        if !q8_ok && (q8_on || n1 as usize >= Q8_MIN_ROWS) {
             self.rebuild_q8()?;
         }
         Ok(())
@@ -1219,6 +1230,8 @@ mod tests {
         let dim = 40;
         let mut w = VecFile::create(&p, dim, "test-model").unwrap();
         assert_eq!((w.count(), w.dim(), w.model_id()), (0, dim, "test-model"));
+        assert!(w.q8.is_none(), "no int8 copy below Q8_MIN_ROWS");
+        w.rebuild_q8().unwrap(); // asked for: kept in step from now on
         let rows: Vec<f32> = (0..5).flat_map(|i| unit(dim, i)).collect();
         w.append(&[10, 11, 12, 13, 14], &rows).unwrap();
         assert_eq!(w.count(), 5);
@@ -1265,18 +1278,20 @@ mod tests {
         let dir = tmpdir("q8");
         let p = dir.join("v.cvx");
         let dim = 16;
+        let n = Q8_MIN_ROWS;
         let mut w = VecFile::create(&p, dim, "m").unwrap();
-        w.append(
-            &[1, 2, 3],
-            &[unit(dim, 1), unit(dim, 2), unit(dim, 3)].concat(),
-        )
-        .unwrap();
+        let ids: Vec<i64> = (0..n as i64 - 1).collect();
+        let rows: Vec<f32> = (0..n - 1).flat_map(|i| unit(dim, i)).collect();
+        w.append(&ids, &rows).unwrap();
+        assert_eq!(w.q8_rows(), 0, "not below Q8_MIN_ROWS");
+        w.append(&[n as i64], &unit(dim, 7)).unwrap();
+        assert_eq!(w.q8_rows(), n, "made when the rows reach it");
         drop(w);
         std::fs::remove_file(q8_path(&p)).unwrap();
         let r = VecFile::open(&p, false).unwrap();
         assert_eq!(r.q8_rows(), 0);
         let w = VecFile::open(&p, true).unwrap();
-        assert_eq!(w.q8_rows(), 3);
+        assert_eq!(w.q8_rows(), n);
         std::fs::remove_dir_all(&dir).ok();
     }
 
@@ -1286,8 +1301,10 @@ mod tests {
         let p = dir.join("v.cvx");
         let dim = 16;
         let mut w = VecFile::create(&p, dim, "m").unwrap();
+        w.rebuild_q8().unwrap();
         w.append(&[1, 2], &[unit(dim, 1), unit(dim, 2)].concat())
             .unwrap();
+        assert_eq!(w.q8_rows(), 2);
         drop(w);
         // Version 1 of the copy: same magic, records without the bound's norms.
         let qp = q8_path(&p);
@@ -1299,7 +1316,11 @@ mod tests {
         let r = VecFile::open(&p, false).unwrap();
         assert_eq!(r.q8_rows(), 0, "a reader must not read old records");
         drop(r);
-        let w = VecFile::open(&p, true).unwrap();
+        // Below Q8_MIN_ROWS a copy the writer cannot read is left (readers
+        // scan f16); its next rebuild replaces it.
+        let mut w = VecFile::open(&p, true).unwrap();
+        assert_eq!(w.q8_rows(), 0);
+        w.rebuild_q8().unwrap();
         assert_eq!(w.q8_rows(), 2, "the writer rebuilds the copy");
         let b = std::fs::read(&qp).unwrap();
         assert_eq!(u32_at(&b, 8), Q8_VERSION);
