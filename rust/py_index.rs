@@ -496,6 +496,10 @@ impl NativeIndex {
                     vf.q8()
                 };
                 let isa = Isa::detect();
+                if threads == 1 {
+                    // on the calling thread, as a one-thread scan runs (par_ranges)
+                    return Ok(simd::read_floor(isa, data));
+                }
                 let per = data.len().div_ceil(threads).div_ceil(128).max(1) * 128;
                 Ok(std::thread::scope(|s| {
                     let parts: Vec<_> = data

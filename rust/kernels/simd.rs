@@ -390,19 +390,27 @@ mod x86 {
         s
     }
 
-    /// [`super::read_floor`]: 128 bytes a step into four accumulators.
+    /// [`super::read_floor`]: 128 bytes a step into four accumulators, with the
+    /// scan kernels' software prefetch (two cache lines a step, 6 KiB ahead: eight
+    /// f16 rows of 384 dimensions), so the floor is no slower than they could be.
     ///
     /// # Safety
     /// The CPU must support AVX2.
     #[target_feature(enable = "avx2,fma,f16c")]
     pub unsafe fn read_floor(data: &[u8]) -> u64 {
+        const AHEAD: usize = 6144;
         let p = data.as_ptr();
         let main = data.len() / 128 * 128;
         let mut a = [_mm256_setzero_si256(); 4];
         let mut i = 0;
         while i < main {
-            // SAFETY: i + 128 <= len; unaligned loads.
+            // SAFETY: i + 128 <= len; unaligned loads; prefetches are hints that
+            // never fault, issued only while they stay inside `data`.
             unsafe {
+                if i + AHEAD + 128 <= data.len() {
+                    _mm_prefetch::<_MM_HINT_T0>(p.add(i + AHEAD) as *const i8);
+                    _mm_prefetch::<_MM_HINT_T0>(p.add(i + AHEAD + 64) as *const i8);
+                }
                 for (l, acc) in a.iter_mut().enumerate() {
                     let v = _mm256_loadu_si256(p.add(i + 32 * l) as *const __m256i);
                     *acc = _mm256_xor_si256(*acc, v);
