@@ -27,7 +27,7 @@ Decisions:
   (a loop and a sort). All three return the same ids; scores agree to ~1e-6.
 - ``quantized`` (native only): ``None`` picks automatically — the int8 screen
   when the int8 copy covers at least ``QUANTIZED_MIN_ROWS`` rows, else the
-  plain f32 scan; ``True``/``False`` force one. The screen is exact: each int8
+  plain scan of the f16 rows; ``True``/``False`` force one. The screen is exact: each int8
   score comes with a proven error bound (Cauchy–Schwarz on the quantization
   residuals, plus f32 rounding), every row the bound cannot rule out is
   rescored from its f16 row, and the answer is the plain scan's (same ids, same
@@ -109,8 +109,9 @@ def _read_mapped(path: str, offset: int, length: int) -> bytes:
 # dimensions: 4 rows a 4 KiB page instead of 2), and nothing a cosine needs is lost: every
 # value lies in [-1, 1], where float16 keeps a relative error <= 2^-11 and cannot
 # overflow (a raw vector of large values would); on SciFact (real embeddings) rounding
-# moved recall@10 against float32 to 0.9997 and no score by more than 5e-5
-# (BENCHMARKS.md, "Footprint: vectors stored once"). Databases from before the
+# moved recall@10 against float32 to 0.9997 and no score by more than 5e-5 (BENCHMARKS.md,
+# "Ingest with pre-computed vectors"), and left hybrid nDCG@10 at 0.7352 ("Footprint:
+# vectors stored once"). Databases from before the
 # conversion (schema migration `_SCHEMA_EMBEDDINGS_F16`) hold float32 rows, which are
 # still read: a database opened read-only is not migrated.
 
