@@ -725,7 +725,9 @@ def test_damage_under_an_open_engine_never_reaches_a_page(
         before = engine.search(QUERIES[0], mode=mode, limit=5, record=False, now=now)
         uuid = engine._semantic.index().uuid
         # A low row now holds the query itself: cosine 1.0, it would come first.
-        ctx.write(ctx.vec, ctx.row_at(ctx.best_row(K + 20)), base.queries[0].tobytes())
+        ctx.write(
+            ctx.vec, ctx.row_at(ctx.best_row(K + 20)), base.queries[0].astype("<f2").tobytes()
+        )
         got = engine.search(QUERIES[0], mode=mode, limit=5, record=False, now=now)
         assert engine._semantic.index().uuid != uuid  # caught on the page, rebuilt
     answer = [(r.memory.id, r.score) for r in want]
@@ -741,6 +743,8 @@ def test_damage_under_a_read_only_engine_is_refused_at_the_page(
     ctx = _copy(base, tmp_path)
     with cortex.open(ctx.db, embedder=embedder, read_only=True) as engine:
         engine.search(QUERIES[0], mode="semantic", limit=5, record=False)
-        ctx.write(ctx.vec, ctx.row_at(ctx.best_row(K + 20)), base.queries[0].tobytes())
+        ctx.write(
+            ctx.vec, ctx.row_at(ctx.best_row(K + 20)), base.queries[0].astype("<f2").tobytes()
+        )
         with pytest.raises(IndexFormatError, match="reindex"):
             engine.search(QUERIES[0], mode="semantic", limit=5, record=False)
