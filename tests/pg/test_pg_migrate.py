@@ -15,6 +15,7 @@ from cortex.pg import keyword, vectors
 from cortex.pg.migrate import TABLES, migrate
 from cortex.pg.store import PgStore
 from cortex.store import Store
+from cortex.vectors import decode_stored, encode_stored
 from tests.conftest import run_cli
 
 OPTS = Options(mode=Mode.KEYWORD, record=False)
@@ -42,10 +43,12 @@ def _fill(path: Path) -> None:
     with sqlite3.connect(path) as conn:
         for memory_id in range(1, 27):
             for model, dim in (("model-a", 8), ("model-b", 4)):
-                vec = rng.standard_normal(dim).astype("<f4")
+                # as cortex stores them: the unit vector in f16 (encode_stored); the
+                # round trip through pgvector's f32 must give back the same bits
+                vec = encode_stored(rng.standard_normal((1, dim)))[0]
                 conn.execute(
                     "INSERT INTO embeddings VALUES (?, ?, ?, ?, ?, ?)",
-                    (memory_id, model, dim, f"h{memory_id}", vec.tobytes(), 1.0),
+                    (memory_id, model, dim, f"h{memory_id}", vec, 1.0),
                 )
 
 
@@ -73,7 +76,7 @@ def test_round_trip_keeps_every_row_and_id(pg_url: str, tmp_path: Path) -> None:
             ours = [h.memory_id for h in keyword.search(pg, query, OPTS, 50).hits]
             theirs = [h.memory_id for h in lite_keyword.search(lite, query, OPTS, 50).hits]
             assert ours == theirs and ours, query
-        vec = np.frombuffer(original["embeddings"][0][4], dtype="<f4")
+        vec = decode_stored([original["embeddings"][0][4]], original["embeddings"][0][2])[0]
         hits = vectors.search(pg, vec, original["embeddings"][0][1], Options(), 3, exact=True)
         assert hits[0].memory_id == original["embeddings"][0][0]
         # new memories continue after the copied ids

@@ -34,6 +34,7 @@ from cortex.pg.db import Vector, is_postgres_url, redact
 from cortex.pg.store import PgStore, api_project, db_project
 from cortex.pg.text import index_text
 from cortex.store import Store, has_cjk
+from cortex.vectors import decode_stored, encode_stored
 
 __all__ = ["TABLES", "migrate"]
 
@@ -244,7 +245,7 @@ def _pg_insert(tx: Any, table: str, rows: Sequence[tuple[Any, ...]]) -> int:
             "INSERT INTO embeddings (project_id, memory_id, model_id, dim, content_hash,"
             " vector, created_at) SELECT m.project_id, m.id, %s, %s, %s, %s, %s"
             " FROM memories m WHERE m.id = %s ON CONFLICT DO NOTHING",
-            [(r[2], r[3], r[4], Vector(r[5]), r[6], r[1]) for r in rows],
+            [(r[2], r[3], r[4], Vector(decode_stored([r[5]], r[3])[0]), r[6], r[1]) for r in rows],
         )
     return len(rows)
 
@@ -361,7 +362,7 @@ def _sqlite_insert(conn: sqlite3.Connection, table: str, rows: Sequence[tuple[An
             " created_at) VALUES (?, ?, ?, ?, ?)"
         )
     elif table == "embeddings":
-        data = [(r[2], r[3], r[4], r[5], r[6].astype("<f4").tobytes(), r[7]) for r in rows]
+        data = [(r[2], r[3], r[4], r[5], encode_stored(r[6][None, :])[0], r[7]) for r in rows]
         sql = (
             "INSERT OR IGNORE INTO embeddings (memory_id, model_id, dim, content_hash, vector,"
             " created_at) VALUES (?, ?, ?, ?, ?, ?)"

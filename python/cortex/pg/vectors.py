@@ -10,10 +10,10 @@ search. A model's HNSW index is a partial expression index over its own rows::
 built by :func:`ensure_hnsw` once the model has :data:`HNSW_MIN_ROWS` rows (an exact scan
 is fast enough below that, and exact is always right): the Engine calls
 :func:`build_due` at a bulk load's end (``PgStore.after_bulk_write``) and, on a
-background thread, when a search finds the store grown (cortex.pg.retrievers).
-Filters, the project wall first, are in the query's WHERE: an exact search scans only
-admitted rows; an HNSW search runs with ``hnsw.iterative_scan`` so that a filter that
-rejects most neighbours still fills the pool instead of returning short.
+background thread, when a search finds the store grown (cortex.pg.retrievers). Filters,
+the project wall first, are in the query's WHERE: an exact search scans only admitted
+rows; an HNSW search runs with ``hnsw.iterative_scan`` so that a filter that rejects most
+neighbours still fills the pool instead of returning short.
 """
 
 from __future__ import annotations
