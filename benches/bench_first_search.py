@@ -31,6 +31,7 @@ compared once (``--json``): same ids for the keyword cases, same ids for the hyb
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -85,16 +86,14 @@ def run(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
 
 
 def store_files(db: Path) -> list[Path]:
-    from cortex.model_dir import resolve_model_dir  # noqa: PLC0415
+    from cortex.model_dir import resolve_model_dir
 
     out = [p for p in db.parent.glob(db.name + "*") if p.is_file()]
     folder = db.with_name(f"{db.name}-index")
     if folder.is_dir():
         out += [p for p in folder.rglob("*") if p.is_file()]
-    try:
+    with contextlib.suppress(OSError):  # no model: nothing of it to drop
         out += [p for p in resolve_model_dir()[0].rglob("*") if p.is_file()]
-    except Exception:  # noqa: BLE001 - no model: nothing of it to drop
-        pass
     return out
 
 
@@ -152,13 +151,19 @@ def main() -> None:
     agree = {}
     for mode in ("keyword", "hybrid"):
         got = subprocess.run(
-            [*cli, QUERIES[1], "--mode", mode, "--json"], env=env, capture_output=True,
-            text=True, check=True,
+            [*cli, QUERIES[1], "--mode", mode, "--json"],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
         )
         ids_cli = [r["memory"]["id"] for r in json.loads(got.stdout)["results"]]
         lib = subprocess.run(
-            [py, "-c", LIBRARY_JSON, db, QUERIES[1], mode], env=env, capture_output=True,
-            text=True, check=True,
+            [py, "-c", LIBRARY_JSON, db, QUERIES[1], mode],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
         )
         agree[mode] = ids_cli == json.loads(lib.stdout) and len(ids_cli) > 0
 

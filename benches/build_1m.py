@@ -76,8 +76,10 @@ def main() -> None:
         if p.is_file():
             total += p.stat().st_size
             print(f"{p.stat().st_size / 1e6:10.1f} MB  {p}")
-    print(f"{total / 1e9:.2f} GB in all; {time.perf_counter() - t0:.0f} s in all; "
-          f"load {os.getloadavg()[0]:.1f}")
+    print(
+        f"{total / 1e9:.2f} GB in all; {time.perf_counter() - t0:.0f} s in all; "
+        f"load {os.getloadavg()[0]:.1f}"
+    )
 
 
 if __name__ == "__main__":

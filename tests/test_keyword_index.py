@@ -302,6 +302,16 @@ def test_a_damaged_stale_or_foreign_file_is_rebuilt(tmp_path, monkeypatch):
         from cortex._native import KeywordIndex
 
         KeywordIndex.from_bytes(bytes(damaged))
+    # `load` maps the file: the same index as `from_bytes` of its bytes, the same errors
+    path.write_bytes(good)
+    loaded, tag = KeywordIndex.load(path)
+    assert (loaded.to_bytes(tag), tag) == (KeywordIndex.from_bytes(good)[0].to_bytes(tag), tag)
+    path.write_bytes(bytes(damaged))
+    with pytest.raises(cortex.IndexFormatError, match="checksum"):
+        KeywordIndex.load(path)
+    path.unlink()
+    with pytest.raises(cortex.StorageError):
+        KeywordIndex.load(path)
 
 
 def test_saved_never_builds_and_small_stores_save_nothing(tmp_path, monkeypatch):
