@@ -15,7 +15,9 @@ Cases:
   ``<db>-index/keywords.bin`` from SAVED_MIN memories);
 - ``cortex search``: the CLI's default, hybrid (the model loads for the query vector);
 - ``library hybrid`` / ``library keyword``: ``cortex.open(db)`` then one
-  ``engine.search(q)`` (default options, and mode keyword), record off.
+  ``engine.search(q)`` (default options, and mode keyword), record off;
+- ``library keyword, FTS5 alone``: the same with ``keyword_index="off"`` (what the CLI
+  answers with when no saved index is there, or below SAVED_MIN).
 
 Page cache: by default warm (every case runs once untimed first, and the files stay
 cached between runs; the store is far smaller than this machine's memory). With
@@ -52,7 +54,7 @@ QUERIES = (
 LIBRARY = """
 import sys
 import cortex
-with cortex.open(sys.argv[1]) as e:
+with cortex.open(sys.argv[1], keyword_index=sys.argv[4]) as e:
     r = e.search(sys.argv[2], cortex.Options(mode=sys.argv[3], record=False))
     print(len(r))
 """
@@ -131,8 +133,9 @@ def main() -> None:
             "python -c pass": [py, "-c", "pass"],
             "cortex search --mode keyword": [*cli, q, "--mode", "keyword"],
             "cortex search (hybrid)": [*cli, q],
-            "library keyword": [py, "-c", LIBRARY, db, q, "keyword"],
-            "library hybrid": [py, "-c", LIBRARY, db, q, "hybrid"],
+            "library keyword": [py, "-c", LIBRARY, db, q, "keyword", "auto"],
+            "library hybrid": [py, "-c", LIBRARY, db, q, "hybrid", "auto"],
+            "library keyword, FTS5 alone": [py, "-c", LIBRARY, db, q, "keyword", "off"],
         }
 
     names = [n for n in cases("") if args.only is None or n in args.only]
@@ -148,10 +151,11 @@ def main() -> None:
             times[name].append(run(cases(q)[name], env))
 
     # The answers: the CLI's against the library's, once, warm.
-    agree = {}
+    agree: dict[str, bool] = {}
+    index_used: dict[str, bool] = {}
     for mode in ("keyword", "hybrid"):
         got = subprocess.run(
-            [*cli, QUERIES[1], "--mode", mode, "--json"],
+            [*cli, QUERIES[1], "--mode", mode, "--json", "--verbose"],
             env=env,
             capture_output=True,
             text=True,
@@ -166,6 +170,7 @@ def main() -> None:
             check=True,
         )
         agree[mode] = ids_cli == json.loads(lib.stdout) and len(ids_cli) > 0
+        index_used[mode] = "in-memory index" in got.stderr  # the saved file answered
 
     size = sum(p.stat().st_size for p in args.db.parent.glob(args.db.name + "*") if p.is_file())
     print(
@@ -174,7 +179,7 @@ def main() -> None:
         f"{args.runs} interleaved runs, page cache {'COLD (fadvise)' if args.cold else 'warm'}"
         f", store {size / 1e9:.2f} GB + derived folder"
     )
-    print(f"CLI and library answer alike: {agree}")
+    print(f"CLI and library answer alike: {agree}; the CLI used the saved index: {index_used}")
     print("| case | wall p50 (max) s | CPU p50 (max) s |")
     print("|---|---|---|")
     for name, got in times.items():

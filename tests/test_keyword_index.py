@@ -392,3 +392,25 @@ def test_an_index_far_past_its_file_is_saved_again_at_close(tmp_path, monkeypatc
         for q in ["zyzzyva", *_queries(rng, 8)]:
             _same(native, fts, q)
         assert native.keyword_index.ready()
+
+
+def test_flush_after_a_bulk_load_saves_the_index_once(tmp_path, monkeypatch):
+    """A library bulk load (add_many, then flush) leaves the file the CLI's searches load;
+    a second flush with nothing new writes nothing."""
+    _small_thresholds(monkeypatch)
+    rng = random.Random(14)
+    with cortex.open(tmp_path / "kw.db", embedder=None) as engine:
+        engine.add_many([{"content": _text(rng)} for _ in range(200)])
+        engine.flush()
+        file = engine.keyword_index.file
+        assert file.is_file()
+        written = file.stat().st_mtime_ns, file.stat().st_ino
+        engine.flush()
+        assert (file.stat().st_mtime_ns, file.stat().st_ino) == written
+    _no_builds(monkeypatch)
+    native = cortex.open(tmp_path / "kw.db", embedder=None, keyword_index="saved")
+    fts = cortex.open(tmp_path / "kw.db", embedder=None, keyword_index="off")
+    with native, fts:
+        for q in _queries(rng, 8):
+            _same(native, fts, q)
+        assert native.keyword_index.ready()

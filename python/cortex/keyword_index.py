@@ -141,9 +141,10 @@ class KeywordIndexer:
             self._index = None
 
     def persist(self) -> bool:
-        """Build the index if it is not built, and save it now (`cortex import` calls this
-        so that the CLI's next searches load it). Returns whether a file was written: not
-        for a store under AUTO_MIN memories, read-only, or when the index cannot be built."""
+        """Build the index if it is not built, and save it now unless its file already
+        holds it (`cortex import` and `Engine.flush` call this so that the CLI's next
+        searches load it). Returns whether the file holds the index: not for a store under
+        AUTO_MIN memories, read-only, or when the index cannot be built."""
         if self._policy == "off" or self._closed or self._store.read_only:
             return False
         if self._size() < AUTO_MIN:
@@ -156,6 +157,8 @@ class KeywordIndexer:
                 return False
             if self._index is None:
                 return False
+            if self._saved_seq == self._seq and self.file.is_file():
+                return True  # saved (or loaded) at this very position: nothing to write
             return self._save(self._index, self._seq)
 
     # ------------------------------------------------------------------ searching
