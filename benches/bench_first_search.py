@@ -26,8 +26,11 @@ the model's files are dropped from the page cache with ``posix_fadvise(DONTNEED)
 files only; no global cache drop on a shared machine), so each process reads what it
 touches from disk.
 
-Queries: short and long, rotating per run. The answers of the CLI and the library are
-compared once (``--json``): same ids for the keyword cases, same ids for the hybrid ones.
+Queries: short and long, and with ``--claims N`` the first N SciFact claims, rotating
+per run (``--runs`` a multiple of their number asks each as often). The ``FTS5 alone``
+CLI cases run the same command with SAVED_MIN out of reach (no saved index is loaded).
+The answers of the CLI and the library are compared once (``--json``): same ids for the
+keyword cases, same ids for the hybrid ones.
 """
 
 from __future__ import annotations
@@ -50,6 +53,16 @@ QUERIES = (
     "the effect of vitamin d deficiency on bone density in elderly women",
     "tumor suppressor gene mutations",
 )
+SCIFACT = Path("/work/shared/data/scifact/queries.jsonl")
+
+#: The CLI with FTS5 alone for keywords (SAVED_MIN out of reach: no saved index loaded).
+CLI_FTS5 = """
+import sys
+from cortex import keyword_index
+keyword_index.SAVED_MIN = 1 << 62
+from cortex.__main__ import main
+sys.exit(main(sys.argv[1:]))
+"""
 
 LIBRARY = """
 import sys
@@ -115,6 +128,7 @@ def main() -> None:
     ap.add_argument("--db", type=Path, default=Path("/tmp/big1m/cortex.db"))
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--cold", action="store_true")
+    ap.add_argument("--claims", type=int, default=0, help="add this many SciFact claims")
     ap.add_argument("--only", nargs="*", default=None, help="case names to run")
     args = ap.parse_args()
     if not args.db.exists():
@@ -127,12 +141,20 @@ def main() -> None:
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "python"), env.get("PYTHONPATH", "")])
     db = str(args.db)
     cli = [py, "-m", "cortex", "--db", db, "search"]
+    cli_fts5 = [py, "-c", CLI_FTS5, "--db", db, "search"]
+    queries = list(QUERIES)
+    if args.claims and SCIFACT.exists():  # SciFact claims: long, their AND often empty
+        with SCIFACT.open(encoding="utf-8") as f:
+            lines = [line for _, line in zip(range(args.claims), f, strict=False)]
+        queries += [json.loads(line)["text"] for line in lines]
 
     def cases(q: str) -> dict[str, list[str]]:
         return {
             "python -c pass": [py, "-c", "pass"],
             "cortex search --mode keyword": [*cli, q, "--mode", "keyword"],
             "cortex search (hybrid)": [*cli, q],
+            "cortex search --mode keyword, FTS5 alone": [*cli_fts5, q, "--mode", "keyword"],
+            "cortex search (hybrid), FTS5 alone": [*cli_fts5, q],
             "library keyword": [py, "-c", LIBRARY, db, q, "keyword", "auto"],
             "library hybrid": [py, "-c", LIBRARY, db, q, "hybrid", "auto"],
             "library keyword, FTS5 alone": [py, "-c", LIBRARY, db, q, "keyword", "off"],
@@ -144,7 +166,7 @@ def main() -> None:
         run(cases(QUERIES[0])[name], env)
     times: dict[str, list[tuple[float, float]]] = {n: [] for n in names}
     for i in range(args.runs):
-        q = QUERIES[i % len(QUERIES)]
+        q = queries[i % len(queries)]
         for name in names:
             if files:
                 drop(files)
