@@ -640,7 +640,7 @@ def ingest_child(args: argparse.Namespace) -> None:
     cpu0, t0 = time.process_time(), time.perf_counter()
     if args.system == "cortex":
         import cortex
-        from cortex.model import _locate
+        from cortex.model_dir import _locate
 
         model = _locate(None).model_id  # the active model's id, without loading it
 

@@ -6,6 +6,7 @@ recording, on SciFact texts at 10k and 100k memories.
     python benches/bench_latency.py run --sizes 10000 100000 --queries 200
     python benches/bench_latency.py run --sizes 10000 --before /tmp/cortex-before/python
     python benches/bench_latency.py profile --size 100000 --queries 100 > profile.txt
+    python benches/bench_latency.py stages --size 100000 --queries 100 --kind first
 
 Memories: SciFact's abstracts then sentence-window passages cut from them (the corpus of
 benches/bench_e2e.py), stored with seeded random unit vectors through
@@ -212,7 +213,9 @@ def profile(args: argparse.Namespace) -> None:
     runner = Runner(args.size)
     for q in queries[:5]:
         runner.one("norecord", q)
-    prof = cProfile.Profile()
+    # The CPU clock of the calling thread: a loaded machine's waits are not charged to
+    # the code; the semantic leg's thread is not seen (`stages` times it).
+    prof = cProfile.Profile(time.thread_time) if args.clock == "cpu" else cProfile.Profile()
     prof.enable()
     for q in queries:
         runner.one(args.kind, q)
@@ -220,6 +223,76 @@ def profile(args: argparse.Namespace) -> None:
     runner.close()
     stats = pstats.Stats(prof)
     stats.sort_stats(args.sort).print_stats(args.top)
+
+
+#: What `stages` times: (module, attribute path) of the pipeline's steps, each on the
+#: CPU clock of the thread that runs it (the semantic leg runs on a worker thread).
+STAGES = [
+    ("cortex.search.pipeline", "Pipeline.candidates"),
+    ("cortex.search.sqlite", "KeywordRetriever.retrieve"),
+    ("cortex.search.sqlite", "KeywordRetriever.absent"),
+    ("cortex.search.sqlite", "KeywordRetriever.rescore"),
+    ("cortex.search.sqlite", "SemanticRetriever.retrieve"),
+    ("cortex.search.sqlite", "SemanticRetriever._query"),
+    ("cortex.search.sqlite", "SemanticRetriever._stats"),
+    ("cortex.search.sqlite", "SemanticRetriever.rescore"),
+    ("cortex.search.sqlite", "SemanticRetriever.verify"),
+    ("cortex.semantic", "Semantic.verified_search"),
+    ("cortex.store", "Store.rank_info"),
+    ("cortex.search.pipeline", "Pipeline._fuse"),
+    ("cortex.search.pipeline", "Pipeline._rank"),
+    ("cortex.search.pipeline", "Pipeline._results"),
+    ("cortex.search.pipeline", "Pipeline._finish"),
+    ("cortex.engine", "Engine._suggest"),
+]
+
+
+def stages(args: argparse.Namespace) -> None:
+    """Per-stage CPU time (p50 and mean over the queries, in ms) of one kind of search:
+    each stage on the CPU clock of its own thread, beside the search's wall and process
+    CPU time."""
+    import functools
+    import importlib
+
+    queries, _ = test_queries(args.data, args.queries)
+    runner = Runner(args.size)
+    for q in queries[:5]:
+        runner.one("norecord", q)
+    spent: dict[str, float] = {}
+
+    def timed(name: str, fn: Any) -> Any:
+        @functools.wraps(fn)
+        def wrapper(*a: Any, **k: Any) -> Any:
+            t0 = time.thread_time()
+            try:
+                return fn(*a, **k)
+            finally:
+                spent[name] = spent.get(name, 0.0) + time.thread_time() - t0
+
+        return wrapper
+
+    for module, path in STAGES:
+        owner: Any = importlib.import_module(module)
+        *parents, attr = path.split(".")
+        for part in parents:
+            owner = getattr(owner, part, None)
+        if owner is not None and hasattr(owner, attr):
+            setattr(owner, attr, timed(path, getattr(owner, attr)))
+    samples: dict[str, list[float]] = {}
+    for q in queries:
+        spent.clear()
+        wall, cpu, _, _ = runner.one(args.kind, q)
+        spent["search (wall)"], spent["search (process CPU)"] = wall, cpu
+        for name, value in spent.items():
+            samples.setdefault(name, []).append(value)
+    runner.close()
+    load = os.getloadavg()[0]
+    print(f"{args.kind} searches at {args.size:,}, {len(queries)} queries, load {load:.1f}")
+    for name, values in samples.items():
+        print(
+            f"{name:34s} {len(values):4d}x  p50 {statistics.median(values) * 1e3:7.3f} ms"
+            f"  mean {statistics.mean(values) * 1e3:7.3f} ms"
+        )
 
 
 def main() -> None:
@@ -239,7 +312,12 @@ def main() -> None:
     p.add_argument("--kind", choices=KINDS, default="repeat")
     p.add_argument("--sort", default="cumulative")
     p.add_argument("--top", type=int, default=60)
-    for sp in (b, r, p):
+    p.add_argument("--clock", choices=["cpu", "wall"], default="cpu")
+    st = sub.add_parser("stages")
+    st.add_argument("--size", type=int, default=100_000)
+    st.add_argument("--queries", type=int, default=100)
+    st.add_argument("--kind", choices=KINDS, default="first")
+    for sp in (b, r, p, st):
         sp.add_argument("--data", type=Path, default=DEFAULT_DATA)
     args = ap.parse_args()
     if args.cmd == "build":
@@ -248,6 +326,8 @@ def main() -> None:
         run(args)
     elif args.cmd == "child":
         child(args.size)
+    elif args.cmd == "stages":
+        stages(args)
     else:
         profile(args)
 

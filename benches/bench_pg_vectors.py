@@ -49,6 +49,108 @@ def _vectors() -> tuple[np.ndarray, np.ndarray]:
     return docs, queries
 
 
+def _real(count: int, queries: int) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """SciFact passages embedded by the default model, from `bench_e2e.py prepare`'s cache
+    (CORTEX_BENCH_CACHE, default /tmp/cortex-bench: the whole 100k, or the prefix it has
+    finished), and SciFact's queries embedded by the same model (cached beside them)."""
+    import json
+    import os
+
+    cache = Path(os.environ.get("CORTEX_BENCH_CACHE", "/tmp/cortex-bench"))
+    texts = json.loads((cache / "corpus.json").read_text())["texts"]
+    full = cache / "passages-100k.npy"
+    vecs = np.load(full if full.exists() else cache / "partial.npy")
+    zero = np.flatnonzero(np.linalg.norm(vecs, axis=1) == 0)  # not embedded yet
+    n = min(count, int(zero[0]) if len(zero) else len(vecs))
+    qfile = cache / f"queries-{queries}.npy"
+    if qfile.exists():
+        qv = np.load(qfile)
+    else:
+        from cortex.embed import load_default_embedder
+
+        data = Path(os.environ.get("SCIFACT", "/work/shared/data/scifact"))
+        lines = (data / "queries.jsonl").read_text()
+        qs = [json.loads(x)["text"] for x in lines.splitlines() if x.strip()][:queries]
+        qv = np.asarray(load_default_embedder().embed_batch(qs), np.float32)
+        np.save(qfile, qv)
+    return texts[:n], vecs[:n], qv
+
+
+def real_main(args: argparse.Namespace) -> None:
+    """HNSW against the exact scan on real embeddings: for each size, exact p50 and, per
+    ef_search, HNSW p50 and recall@10 (the top 10 of a pool of --pool, as the Engine
+    asks) against the exact top 10; unfiltered, walled to one of 4 projects, and walled
+    with a category filter that keeps 1 in 10 of those (iterative scans)."""
+    from tests.pg_server import running_server
+
+    from cortex.options import Options
+    from cortex.pg import vectors
+    from cortex.pg.store import EmbeddingBatch, PgStore
+    from cortex.store import MemoryInput, content_hash
+
+    sizes = [int(x) for x in args.sizes.split(",")]
+    texts, docs, queries = _real(max(sizes), args.queries)
+    print(f"{len(texts)} real passages available; {len(queries)} queries", flush=True)
+    sizes = [x for x in sizes if x <= len(texts)]
+    vectors.HNSW_M, vectors.HNSW_EF_CONSTRUCTION = args.m, args.ef_construction
+    efs = [int(x) for x in args.ef.split(",")]
+    model = "all-MiniLM-L6-v2"
+    settings = {
+        "all": Options(),
+        "walled": Options(project="p1"),
+        "walled+category": Options(project="p1", category="c0"),
+    }
+    with running_server() as server:
+        store = PgStore.open(server.create_database("vectors"))
+        have = 0
+        for size in sizes:
+            while have < size:
+                n = min(2000, size - have)
+                items = [
+                    MemoryInput(texts[i], project=f"p{i % 4}", category=f"c{(i // 4) % 10}")
+                    for i in range(have, have + n)
+                ]
+                by_hash = {content_hash(it.content): docs[have + j] for j, it in enumerate(items)}
+                store.add_many(items, EmbeddingBatch(model, docs.shape[1], by_hash))
+                have += n
+            with store.transaction() as tx:
+                tx.execute("ANALYZE embeddings")
+                tx.execute("ANALYZE memories")
+
+            def run(opts: Options, exact: bool, ef: int | None = None):
+                out, times = [], []
+                for q in queries:
+                    t0 = time.perf_counter()
+                    hits = vectors.search(store, q, model, opts, args.pool, exact=exact,
+                                          ef_search=ef)  # fmt: skip
+                    times.append(time.perf_counter() - t0)
+                    out.append([h.memory_id for h in hits[:10]])
+                return out, statistics.median(times) * 1e3
+
+            def recall(a: list[list[int]], b: list[list[int]]) -> float:
+                return sum(len(set(x) & set(y)) for x, y in zip(a, b, strict=True)) / max(
+                    1, sum(len(y) for y in b)
+                )
+
+            exact = {k: run(o, True) for k, o in settings.items()}
+            name = vectors.hnsw_index_name(model, docs.shape[1])
+            with store.transaction() as tx:
+                tx.execute(f'DROP INDEX IF EXISTS "{name}"')
+            t0 = time.perf_counter()
+            vectors.ensure_hnsw(store, model, docs.shape[1], min_rows=0)
+            build_s = time.perf_counter() - t0
+            print(f"\n{size} rows (m {args.m}, ef_construction {args.ef_construction}):"
+                  f" HNSW build {build_s:.1f} s; pool {args.pool}", flush=True)  # fmt: skip
+            print("| filter | exact p50 | ef_search | HNSW p50 | recall@10 |")
+            print("| --- | --- | --- | --- | --- |")
+            for key, o in settings.items():
+                for ef in efs:
+                    got, ms = run(o, False, ef)
+                    print(f"| {key} | {exact[key][1]:.1f} ms | {ef} | {ms:.1f} ms"
+                          f" | {recall(got, exact[key][0]):.4f} |", flush=True)  # fmt: skip
+        store.close()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="5000,20000,50000")
@@ -58,7 +160,15 @@ def main() -> None:
         action="store_true",
         help="clustered random vectors instead of SciFact's embeddings (no model needed)",
     )
+    ap.add_argument("--real", action="store_true", help="SciFact passages (bench_e2e prepare)")
+    ap.add_argument("--pool", type=int, default=100, help="--real: rows asked (the Engine's pool)")
+    ap.add_argument("--ef", default="40,64,100,200", help="--real: ef_search values")
+    ap.add_argument("--m", type=int, default=16)
+    ap.add_argument("--ef-construction", type=int, default=64)
     args = ap.parse_args()
+    if args.real:
+        real_main(args)
+        return
     from tests.pg_server import running_server
 
     from cortex.options import Options

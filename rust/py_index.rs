@@ -10,14 +10,14 @@ use numpy::{
 use pyo3::prelude::*;
 
 use crate::errors::{Error, Result};
-use crate::kernels::simd::Isa;
+use crate::kernels::simd::{self, Isa};
 use crate::kernels::topk::{self, Keep};
 use crate::kernels::vecfile::VecFile;
 
-/// Below this many rows covered by the int8 copy, `quantized=None` scans f32:
-/// the f32 scan of a matrix that fits in cache is as fast. Both are exact, so
+/// Below this many rows covered by the int8 copy, `quantized=None` scans the f16
+/// rows: the plain scan of a matrix that fits in cache is as fast. Both are exact, so
 /// this only moves speed. Measured crossover (benches/vectors.md).
-pub const QUANT_MIN_ROWS: usize = 20_000;
+pub const QUANT_MIN_ROWS: usize = crate::kernels::vecfile::Q8_MIN_ROWS;
 
 /// Threads for a scan: `CORTEX_THREADS` if set to a positive integer, else all cores.
 #[pyfunction]
@@ -391,7 +391,7 @@ impl NativeIndex {
         Ok(py.detach(|| self.write(|vf| vf.refresh()))?)
     }
 
-    /// Rebuild the int8 copy from the f32 rows (writer only).
+    /// Rebuild the int8 copy from the stored (f16) rows (writer only).
     fn rebuild_quantized(&self, py: Python<'_>) -> PyResult<()> {
         Ok(py.detach(|| self.write(|vf| vf.rebuild_q8()))?)
     }
@@ -430,8 +430,8 @@ impl NativeIndex {
     /// Top-k by cosine: (memory ids int64, scores float32), best first, ties to
     /// the lower row. `allowed`: memory ids the result may contain (any order).
     /// `quantized`: None = automatic (the int8 screen when the copy covers >=
-    /// QUANT_MIN_ROWS rows), True forces the int8 screen, False the plain f32
-    /// scan. The screen returns exactly the f32 scan's answer unless
+    /// QUANT_MIN_ROWS rows), True forces the int8 screen, False the plain scan
+    /// of the f16 rows. The screen returns exactly the plain scan's answer unless
     /// `candidates` is given (then the best `candidates` rows by int8 score are
     /// rescored: the older heuristic, for comparisons).
     #[allow(clippy::too_many_arguments)]
@@ -473,6 +473,46 @@ impl NativeIndex {
         let ids = PyArray1::from_vec(py, ids).reshape([m, width])?;
         let scores = PyArray1::from_vec(py, scores).reshape([m, width])?;
         Ok((ids, scores))
+    }
+
+    /// Bench helper (benches/bench_topk.py), not API: a bare read of the bytes a
+    /// scan reads (`part`: "rows", every f16 row; "q8", every int8 record) on
+    /// `threads` threads, each folding its contiguous share with the SIMD loads
+    /// of the scan kernels and nothing else. Returns the fold (so the reads are
+    /// not optimised away); time it to get the scan's read floor.
+    #[pyo3(signature = (part, threads = 1))]
+    fn read_floor(&self, py: Python<'_>, part: &str, threads: usize) -> PyResult<u64> {
+        if part != "rows" && part != "q8" {
+            return Err(
+                Error::Invalid(format!("part must be 'rows' or 'q8', got {part:?}")).into(),
+            );
+        }
+        let threads = threads.max(1);
+        Ok(py.detach(|| {
+            self.read(|vf| {
+                let data = if part == "rows" {
+                    vf.row_bytes_all()
+                } else {
+                    vf.q8()
+                };
+                let isa = Isa::detect();
+                if threads == 1 {
+                    // on the calling thread, as a one-thread scan runs (par_ranges)
+                    return Ok(simd::read_floor(isa, data));
+                }
+                let per = data.len().div_ceil(threads).div_ceil(128).max(1) * 128;
+                Ok(std::thread::scope(|s| {
+                    let parts: Vec<_> = data
+                        .chunks(per)
+                        .map(|c| s.spawn(move || simd::read_floor(isa, c)))
+                        .collect();
+                    parts
+                        .into_iter()
+                        .map(|h| h.join().expect("read thread panicked"))
+                        .fold(0, |a, b| a ^ b)
+                }))
+            })
+        })?)
     }
 
     fn __repr__(&self) -> String {

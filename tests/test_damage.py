@@ -37,6 +37,7 @@ import pytest
 import cortex
 from cortex.errors import IndexFormatError
 from cortex.semantic import index_dir
+from cortex.vectors import VectorIndex
 
 SEED = 1_414
 K = 10
@@ -82,8 +83,9 @@ SIDE = 64
 
 
 def exact(db: Path, model: str, query: np.ndarray, k: int) -> tuple[list[int], np.ndarray]:
-    """Top-k by cosine over the SQLite embeddings of live memories, in numpy (float64),
-    ties to the lower memory id: the answer every search must give."""
+    """Top-k by score over the SQLite embeddings of live memories, in numpy (float64):
+    the stored f16 row (unit to within its rounding) against the unit query, ties to the
+    lower memory id: the answer every search must give."""
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
         rows = conn.execute(
@@ -94,10 +96,10 @@ def exact(db: Path, model: str, query: np.ndarray, k: int) -> tuple[list[int], n
     finally:
         conn.close()
     ids = np.array([r[0] for r in rows], dtype=np.int64)
-    mat = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4").reshape(len(rows), -1)
+    mat = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f2").reshape(len(rows), -1)
     mat = mat.astype(np.float64)
     q = query.astype(np.float64)
-    scores = (mat @ q) / (np.linalg.norm(mat, axis=1) * np.linalg.norm(q))
+    scores = (mat @ q) / np.linalg.norm(q)
     order = np.lexsort((ids, -scores))[:k]
     return ids[order].tolist(), scores[order]
 
@@ -141,6 +143,11 @@ def base(tmp_path_factory: pytest.TempPathFactory, embedder) -> Base:
         engine.search("warm up", mode="semantic", record=False)  # synced
         vectors = engine._semantic.index_path()
         model = engine._semantic.model_id
+    # An index this small has no int8 copy (written from QUANTIZED_MIN_ROWS rows on):
+    # make it, so that the damage below reaches one (the writer keeps it in step).
+    with VectorIndex.open(vectors, writable=True) as vi:
+        vi.rebuild_quantized()
+        assert vi.quantized_rows == vi.rows
     queries = [np.asarray(embedder.embed(q), dtype=np.float32) for q in QUERIES]
     return Base(folder, db, vectors, model, queries)
 
@@ -192,7 +199,7 @@ class Ctx:
             return f.read(n)
 
     def row_at(self, row: int) -> int:
-        return HEADER + row * self.dim * 4
+        return HEADER + row * self.dim * 2  # f16 rows
 
     def q8_at(self, row: int) -> int:
         return SIDE + row * ((self.dim + 12 + 31) // 32 * 32)
@@ -222,18 +229,18 @@ def _copy(base: Base, dest: Path) -> Ctx:
 
 def _flip_sign(c: Ctx) -> None:
     at = c.row_at(c.best_row())
-    row = np.frombuffer(c.read(c.vec, at, c.dim * 4), dtype="<f4")
-    c.write(c.vec, at, (-row).astype("<f4").tobytes())
+    row = np.frombuffer(c.read(c.vec, at, c.dim * 2), dtype="<f2")
+    c.write(c.vec, at, (-row).astype("<f2").tobytes())
 
 
 def _overwrite_with(c: Ctx, other: int) -> None:
-    src = c.read(c.vec, c.row_at(other), c.dim * 4)
+    src = c.read(c.vec, c.row_at(other), c.dim * 2)
     c.write(c.vec, c.row_at(c.best_row()), src)
 
 
 def _unit_row(c: Ctx, seed: int) -> bytes:
     v = np.random.default_rng(seed).standard_normal(c.dim).astype(np.float32)
-    return (v / np.linalg.norm(v)).astype("<f4").tobytes()
+    return (v / np.linalg.norm(v)).astype("<f2").tobytes()
 
 
 def _swap_ids(c: Ctx, a: int, b: int) -> None:
@@ -311,14 +318,14 @@ _EMBEDDER: list = []  # the session's model, for damage that needs to build an i
 
 
 DAMAGE: dict[str, Callable[[Ctx], None]] = {
-    # the f32 rows (header intact)
+    # the f16 rows (header intact)
     "best row sign-flipped": _flip_sign,
     "best row overwritten by another row": lambda c: _overwrite_with(c, c.best_row(5)),
     "best row overwritten by a valid unit vector": lambda c: c.write(
         c.vec, c.row_at(c.best_row()), _unit_row(c, 1)
     ),
     "a low row overwritten by a copy of the query": lambda c: c.write(
-        c.vec, c.row_at(c.best_row(K + 20)), c.base.queries[0].astype("<f4").tobytes()
+        c.vec, c.row_at(c.best_row(K + 20)), c.base.queries[0].astype("<f2").tobytes()
     ),
     "4 bytes changed inside the best row": lambda c: c.write(
         c.vec, c.row_at(c.best_row()) + 4 * (c.dim // 2), b"\x11\x22\x33\x44"
@@ -328,9 +335,9 @@ DAMAGE: dict[str, Callable[[Ctx], None]] = {
         c.row_at(c.best_row()) + 40,
         bytes([c.read(c.vec, c.row_at(c.best_row()) + 40, 1)[0] ^ 1]),
     ),
-    "best row zeroed": lambda c: c.write(c.vec, c.row_at(c.best_row()), bytes(c.dim * 4)),
+    "best row zeroed": lambda c: c.write(c.vec, c.row_at(c.best_row()), bytes(c.dim * 2)),
     "NaN in the best row": lambda c: c.write(
-        c.vec, c.row_at(c.best_row()) + 8, struct.pack("<f", float("nan"))
+        c.vec, c.row_at(c.best_row()) + 8, struct.pack("<e", float("nan"))
     ),
     "all rows scribbled": lambda c: _scribble(c, c.vec, HEADER, c.vec.stat().st_size - HEADER),
     # the main file as a whole
@@ -560,7 +567,9 @@ def test_damage_under_an_open_engine_never_returns_a_wrong_row(
     with cortex.open(ctx.db, embedder=embedder) as engine:
         assert_exact(engine, ctx.db, base.queries)
         # A low row now holds the query itself: it would come first with score 1.0.
-        ctx.write(ctx.vec, ctx.row_at(ctx.best_row(K + 20)), base.queries[0].tobytes())
+        ctx.write(
+            ctx.vec, ctx.row_at(ctx.best_row(K + 20)), base.queries[0].astype("<f2").tobytes()
+        )
         assert_exact(engine, ctx.db, base.queries)
 
 
@@ -638,9 +647,9 @@ SEARCHER = textwrap.dedent(
             " WHERE e.model_id = ? AND m.deleted_at IS NULL", (model,)).fetchall()
         conn.close()
         ids = np.array([r[0] for r in rows], dtype=np.int64)
-        mat = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4").reshape(len(rows), -1)
+        mat = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f2").reshape(len(rows), -1)
         mat = mat.astype(np.float64)
-        s = (mat @ q.astype(np.float64)) / (np.linalg.norm(mat, axis=1) * np.linalg.norm(q))
+        s = (mat @ q.astype(np.float64)) / np.linalg.norm(q)
         o = np.lexsort((ids, -s))[:k]
         return ids[o].tolist()
 
@@ -733,3 +742,47 @@ def test_rebuilds_are_invisible_to_a_concurrent_searcher(
     assert report["searches"] >= 200
     assert (report["errors"], report["wrong"]) == (0, 0), report["messages"]
     assert rebuilt["rebuilds"] >= 20, rebuilt  # the races did happen
+
+
+@pytest.mark.parametrize("mode", ["semantic", "hybrid"])
+def test_damage_under_an_open_engine_never_reaches_a_page(
+    tmp_path: Path, base: Base, embedder, mode: str
+) -> None:
+    """The search pipeline checks the semantic rows of the page it answers against
+    SQLite (not every candidate it ranks): a row made to look better under an open
+    engine reaches the page, is caught there, the index is rebuilt and the search runs
+    again, answering what the undamaged database answers (ids and scores)."""
+    from datetime import UTC, datetime
+
+    now = datetime(2026, 11, 26, 12, tzinfo=UTC)
+    clean = _copy(base, tmp_path / "clean")
+    with cortex.open(clean.db, embedder=embedder) as engine:
+        want = engine.search(QUERIES[0], mode=mode, limit=5, record=False, now=now)
+    ctx = _copy(base, tmp_path / "damaged")
+    with cortex.open(ctx.db, embedder=embedder) as engine:
+        before = engine.search(QUERIES[0], mode=mode, limit=5, record=False, now=now)
+        uuid = engine._semantic.index().uuid
+        # A low row now holds the query itself: cosine 1.0, it would come first.
+        ctx.write(
+            ctx.vec, ctx.row_at(ctx.best_row(K + 20)), base.queries[0].astype("<f2").tobytes()
+        )
+        got = engine.search(QUERIES[0], mode=mode, limit=5, record=False, now=now)
+        assert engine._semantic.index().uuid != uuid  # caught on the page, rebuilt
+    answer = [(r.memory.id, r.score) for r in want]
+    assert [(r.memory.id, r.score) for r in before] == answer
+    assert [(r.memory.id, r.score) for r in got] == answer
+
+
+def test_damage_under_a_read_only_engine_is_refused_at_the_page(
+    tmp_path: Path, base: Base, embedder
+) -> None:
+    """Read-only, the same damage cannot be repaired: the search refuses (and says how to
+    fix it) rather than answer the wrong row."""
+    ctx = _copy(base, tmp_path)
+    with cortex.open(ctx.db, embedder=embedder, read_only=True) as engine:
+        engine.search(QUERIES[0], mode="semantic", limit=5, record=False)
+        ctx.write(
+            ctx.vec, ctx.row_at(ctx.best_row(K + 20)), base.queries[0].astype("<f2").tobytes()
+        )
+        with pytest.raises(IndexFormatError, match="reindex"):
+            engine.search(QUERIES[0], mode="semantic", limit=5, record=False)

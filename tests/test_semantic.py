@@ -89,12 +89,17 @@ def test_embed_and_search(tmp_path: Path, embedder) -> None:
         engine.add("Stock markets fell sharply on Tuesday")
         rows = engine.store.query("SELECT memory_id, model_id, dim, length(vector) FROM embeddings")
         assert len(rows) == 2
-        assert all(r[1] == embedder.model_id and r[2] == 384 and r[3] == 384 * 4 for r in rows)
+        # float16 (half the bytes of float32) of the unit vector: each value within 2^-11
+        # of it relatively (and 2^-25 absolutely, below float16's normal range)
+        assert all(r[1] == embedder.model_id and r[2] == 384 and r[3] == 384 * 2 for r in rows)
         stored = np.frombuffer(
             engine.store.query("SELECT vector FROM embeddings WHERE memory_id = ?", (a,))[0][0],
-            dtype="<f4",
-        )
-        assert np.allclose(stored, embedder.embed("The cat sat on the mat"), atol=1e-6)
+            dtype="<f2",
+        ).astype(np.float64)
+        unit = embedder.embed("The cat sat on the mat").astype(np.float64)
+        unit /= np.linalg.norm(unit)
+        assert np.all(np.abs(stored - unit) <= np.abs(unit) * 2.0**-11 + 2.0**-25)
+        assert not np.array_equal(stored, unit)  # rounded, not float32 relabelled
         results = engine.search("a kitten resting on a rug", SEM)
         assert results[0].memory.id == a
 

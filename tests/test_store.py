@@ -262,7 +262,10 @@ def test_add_many_with_vectors_checks_and_stores_them(engine: cortex.Engine, emb
         "SELECT memory_id, model_id, vector FROM embeddings ORDER BY memory_id"
     )
     assert [r[0] for r in stored] == ids and {r[1] for r in stored} == {engine.model_id}
-    np.testing.assert_allclose(np.frombuffer(stored[1][2], dtype="<f4"), vecs[1] * 3.0)
+    # stored as the unit vector (the scale is not a direction) rounded to float16
+    unit = vecs[1] / np.linalg.norm(vecs[1])
+    half = np.frombuffer(stored[1][2], dtype="<f2")
+    np.testing.assert_allclose(half, unit, rtol=2**-11, atol=1e-7)
     hits = engine.search("what does alice drink", mode="semantic", explain=True)
     assert hits[0].memory.id == ids[1]
     assert hits[0].explain is not None

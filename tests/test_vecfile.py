@@ -19,6 +19,7 @@ from cortex.vectors import VectorIndex
 def make(path, n=20, dim=8):
     rng = np.random.default_rng(0)
     vi = VectorIndex.create(path, dim, "fuzz-model")
+    vi.rebuild_quantized()  # the int8 copy, which a file this small would not get
     vi.append(np.arange(n), rng.standard_normal((n, dim)).astype(np.float32))
     vi.close()
     return [str(path), str(path) + ".ids", str(path) + ".q8", str(path) + ".sum"]
@@ -149,12 +150,12 @@ _CHILD = textwrap.dedent(
 @pytest.mark.timeout(120)
 def test_a_second_process_shares_the_pages(tmp_path):
     path = tmp_path / "v.cvx"
-    n, dim = 40_000, 384  # 61 MB of f32 rows
+    n, dim = 80_000, 384  # 61 MB of f16 rows
     vi = VectorIndex.create(path, dim, "m")
     rng = np.random.default_rng(0)
     for start in range(0, n, 10_000):
         vi.append(np.arange(start, start + 10_000), rng.random((10_000, dim), dtype=np.float32))
-    size = n * dim * 4
+    size = n * dim * 2
     # This process maps and touches the rows too, so the child's pages are shared.
     vi.search(np.ones(dim, np.float32), 10, quantized=False)
     out = subprocess.run(
@@ -207,7 +208,7 @@ def test_verify_names_the_block_of_a_flipped_byte(tmp_path, row):
     vi.verify()
     vi.close()
     data = bytearray(read(path))
-    data[4096 + row * dim * 4 + 2] ^= 0x01
+    data[4096 + row * dim * 2 + 1] ^= 0x01
     with open(path, "wb") as f:
         f.write(data)
     block = row // 4096
@@ -291,3 +292,24 @@ def test_a_file_that_is_not_a_regular_file_is_refused_never_a_hang(tmp_path, whi
         assert vi.quantized_rows == 0
         ids, _ = vi.search(np.ones(vi.dim, dtype=np.float32), 5)
         assert len(ids) == 5
+
+
+def test_read_floor_reads_every_byte_of_the_rows_and_records(tmp_path):
+    """The bench helper's bare read folds exactly the bytes a scan reads: the f16 rows
+    after the header, or the int8 records after the side header (benches/bench_topk.py)."""
+    vi = VectorIndex.create(tmp_path / "v.cvx", 40, "m")
+    vi.append(np.arange(1001), np.random.default_rng(2).standard_normal((1001, 40), np.float32))
+
+    def fold(data: bytes) -> int:
+        main = len(data) // 128 * 128
+        out = np.bitwise_xor.reduce(np.frombuffer(data[:main], dtype="<u8"), initial=0)
+        tail = np.bitwise_xor.reduce(np.frombuffer(data[main:], np.uint8), initial=0)
+        return int(out) ^ int(tail)
+
+    rows = read(tmp_path / "v.cvx")[4096 : 4096 + 1001 * 40 * 2]
+    q8 = read(tmp_path / "v.cvx.q8")[64:]
+    for threads in (1, 2, 3):
+        assert vi._index.read_floor("rows", threads) == fold(rows)
+        assert vi._index.read_floor("q8", threads) == fold(q8)
+    with pytest.raises(ValueError, match="part"):
+        vi._index.read_floor("ids")

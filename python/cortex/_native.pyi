@@ -99,6 +99,7 @@ class NativeIndex:
         threads: int | None = None,
         candidates: int | None = None,
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]: ...
+    def read_floor(self, part: str, threads: int = 1) -> int: ...
 
 @final
 class KeywordIndex:

@@ -277,14 +277,14 @@ class Engine:
                 f"{self._semantic.model_id!r}; embed the texts with the active model or"
                 " leave out vectors= to let cortex embed them"
             )
-        blobs = self._semantic.supplied(vectors, len(items))
+        rows = self._semantic.supplied(vectors, len(items))
         if self._pg:
-            given = {content_hash(i.content): b for i, b in zip(items, blobs, strict=True)}
+            given = {content_hash(i.content): r for i, r in zip(items, rows, strict=True)}
             return self._store.add_many(items, self._semantic.batch(given))  # type: ignore[no-any-return]
         store_vectors = self._semantic.bulk_writer(time.time())
 
         def after(tx: Any, ids: list[int], written: list[MemoryInput]) -> None:
-            store_vectors(tx, ids, [content_hash(i.content) for i in written], blobs)
+            store_vectors(tx, ids, [content_hash(i.content) for i in written], rows)
 
         return self._store.add_many(items, after=after)  # type: ignore[no-any-return]
 

@@ -42,7 +42,7 @@ import sqlite3
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from cortex import filters
 from cortex.errors import StorageError
@@ -65,6 +65,7 @@ __all__ = [
     "Marker",
     "Scope",
     "bm25_to_score",
+    "count",
     "highlighter",
     "positive_phrases",
     "rescore",
@@ -87,8 +88,7 @@ _SYNTAX = re.compile(r'["*()^]|\b(?:AND|OR|NOT|NEAR)\b|\w:')
 _WORD = re.compile(r"\w[\w\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff]*")
 
 
-@dataclass(frozen=True, slots=True)
-class Hit:
+class Hit(NamedTuple):  # a tuple: built for every candidate of every search
     memory_id: int
     score: float  # in [0, 1)
     raw: float  # -bm25 for FTS tiers, the number of matched terms for LIKE
@@ -115,6 +115,9 @@ class KeywordResult:
     rescore_expression: str | None = None
     # The projects the statistics are those of (None: the whole table, FTS5's bm25()).
     scope: Scope | None = None
+    # Terms a memory under the filters holds all of (the AND of the plain terms matched),
+    # so each is a known word (suggestions need not look them up again).
+    held: list[str] = field(default_factory=list)
 
 
 #: BM25 value that maps to a keyword score of 0.5. Chosen on SciFact's train split
@@ -179,9 +182,14 @@ def _fts(
     pool: int,
     extra: str = "",
     scope: Scope | None = None,
+    *,
+    probe: bool = False,
 ) -> list[Hit]:
     """Run one MATCH against `table` (a fixed name, never user text) under the filters;
-    with a `scope`, ranked by the BM25 of its projects' statistics."""
+    with a `scope`, ranked by the BM25 of its projects' statistics. `probe`: any one
+    match, unranked (see _first)."""
+    if probe:
+        return _first(store, table, expression, opts)
     if scope is not None and table in _SCOPED_TABLES:
         return scope.search(table, expression, opts, pool)
     predicate, params = filters.where(opts)
@@ -209,6 +217,34 @@ def _fts(
     )
     rows = store.conn.execute(sql, [expression, *params, pool]).fetchall()
     return [Hit(int(i), bm25_to_score(r), -r, RankInfo(*rest)) for i, r, *rest in rows]
+
+
+def _first(store: Store, table: str, expression: str, opts: Options) -> list[Hit]:
+    """One memory under `opts`'s filters that `expression` matches in `table`, unranked
+    (score 0): whether any memory holds a word (`holds`) does not need the BM25 of every
+    match, which is what ranking them costs (~5 ms for a common word at 100k)."""
+    predicate, params = filters.where(opts)
+    row = store.conn.execute(
+        f"SELECT m.id, {RANK_COLUMNS} FROM {table} CROSS JOIN memories m"
+        f" ON m.id = {table}.rowid WHERE {table} MATCH ? AND {predicate} LIMIT 1",
+        [expression, *params],
+    ).fetchone()
+    return [] if row is None else [Hit(int(row[0]), 0.0, 0.0, RankInfo(*row[1:]))]
+
+
+def count(store: Store, expression: str, opts: Options, cap: int) -> int:
+    """How many memories under `opts`'s filters the FTS5 `expression` matches in the
+    stemmed index, counting no further than `cap` (no ranking: what `len(search(...).hits)`
+    of a quoted word says, at the price of reading `cap` matches)."""
+    predicate, params = filters.where(opts)
+    sql = (
+        "SELECT COUNT(*) FROM (SELECT 1 FROM memories_fts CROSS JOIN memories m"
+        f" ON m.id = memories_fts.rowid WHERE memories_fts MATCH ? AND {predicate} LIMIT ?)"
+    )
+    try:
+        return int(store.conn.execute(sql, [expression, *params, cap]).fetchone()[0])
+    except sqlite3.DatabaseError as exc:
+        raise StorageError(f"{store.path}: {exc}") from None
 
 
 def _matches(store: Store, table: str, expression: str, cap: int) -> int:
@@ -241,7 +277,7 @@ def holds(
     projects = projects_of(opts)
     scope = Scope(store, projects) if projects is not None and Scope.supported(store) else None
     try:
-        found = _latin(store, text, opts, 1, "memories_fts", native, allowed, scope)
+        found = _latin(store, text, opts, 1, "memories_fts", native, allowed, scope, probe=True)
     except sqlite3.Error:
         return True  # not an answer either way: never discount on a failed check
     return bool(found.hits)
@@ -605,15 +641,19 @@ def _latin(
     native: KeywordIndexer | None,
     allowed: Sequence[int] | None = None,
     scope: Scope | None = None,
+    *,
+    probe: bool = False,
 ) -> KeywordResult:
     """Tier 1. `words` is the index of word queries; prefix queries use the unstemmed one.
-    `native` (the in-memory twin of `words`) runs the plain-text AND and OR when it can."""
+    `native` (the in-memory twin of `words`) runs the plain-text AND and OR when it can.
+    `probe`: only whether a tier finds anything (`holds`): at most one hit, unranked,
+    and no bound."""
     terms = _terms(text)
     if _SYNTAX.search(text):
         try:
             table = EXACT if "*" in text else words
-            hits = _fts(store, table, text, opts, pool, scope=scope)
-            bound = _bound(store, table, positive_phrases(text), scope=scope)
+            hits = _fts(store, table, text, opts, pool, scope=scope, probe=probe)
+            bound = 0.0 if probe else _bound(store, table, positive_phrases(text), scope=scope)
             return KeywordResult(
                 hits, "fts", text, None, [], terms, final=True, bound=bound,
                 rescore_table=table, rescore_expression=text,
@@ -642,7 +682,7 @@ def _latin(
     any_term = " OR ".join(quoted)
     hits = _plain(
         store, words, native, terms, expression, opts, pool, require_all=True, allowed=allowed,
-        scope=scope,
+        scope=scope, probe=probe,
     )  # fmt: skip
     if hits or len(terms) == 1:
         tier_expr = expression
@@ -650,17 +690,19 @@ def _latin(
         tier_expr = any_term
         hits = _plain(
             store, words, native, terms, tier_expr, opts, pool, require_all=False,
-            allowed=allowed, scope=scope,
+            allowed=allowed, scope=scope, probe=probe,
         )  # fmt: skip
     if hits:
-        bound = _bound(store, words, quoted, native, scope)
+        bound = 0.0 if probe else _bound(store, words, quoted, native, scope)
         return KeywordResult(
             hits, "fts", tier_expr, tier_expr, notices, terms, bound=bound,
             rescore_table=words, rescore_expression=any_term,
+            held=terms if tier_expr is expression else [],
         )  # fmt: skip
     prefix_expr = " OR ".join(q + "*" for q in quoted)
-    hits = _fts(store, EXACT, prefix_expr, opts, pool, scope=scope)
-    bound = _bound(store, EXACT, [q + "*" for q in quoted], scope=scope) if hits else 0.0
+    hits = _fts(store, EXACT, prefix_expr, opts, pool, scope=scope, probe=probe)
+    probed = [q + "*" for q in quoted]
+    bound = _bound(store, EXACT, probed, scope=scope) if hits and not probe else 0.0
     return KeywordResult(
         hits, "prefix" if hits else "none", prefix_expr, prefix_expr, notices, terms,
         bound=bound, rescore_table=EXACT, rescore_expression=prefix_expr,
@@ -685,8 +727,10 @@ def _plain(
     require_all: bool,
     allowed: Sequence[int] | None = None,
     scope: Scope | None = None,
+    probe: bool = False,
 ) -> list[Hit]:
-    """One plain-text tier: from the in-memory index when it can answer, else FTS5."""
+    """One plain-text tier: from the in-memory index when it can answer, else FTS5
+    (`probe`: any one match under the filters, unranked; see _first)."""
     kind = "AND" if require_all else "OR"
     if native is not None and opts.order_by is OrderBy.RELEVANCE:
         hits = _native(store, native, terms, opts, pool, require_all, allowed)
@@ -694,7 +738,9 @@ def _plain(
             _log.debug("keyword %s of %d terms: in-memory index, %d hits", kind, len(terms),
                        len(hits))  # fmt: skip
             return hits
-    if scope is not None and words in _SCOPED_TABLES:
+    if probe:
+        hits = _first(store, words, expression, opts)
+    elif scope is not None and words in _SCOPED_TABLES:
         hits = scope.search(words, expression, opts, pool, require_all=require_all)
     else:
         hits = _fts(store, words, expression, opts, pool)

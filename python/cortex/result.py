@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -175,13 +176,15 @@ class Results(list[Result]):
     """
 
     __slots__ = (
+        "_cursor_of",
+        "_held",
+        "_next_cursor",
         "aggregations",
         "documents",
         "has_more",
         "hidden",
         "interpretation",
         "mode",
-        "next_cursor",
         "notices",
         "query",
         "rewritten",
@@ -210,7 +213,10 @@ class Results(list[Result]):
         self.interpretation = interpretation
         self.total = len(results) if total is None else total
         self.has_more = has_more
-        self.next_cursor = next_cursor
+        self._next_cursor = next_cursor
+        # what makes next_cursor when it is first read (a hash of the options: ~0.1 ms,
+        # which a caller that reads only the results need not pay)
+        self._cursor_of: Callable[[], str] | None = None
         self.aggregations = aggregations
         self.query = query
         self.mode = mode
@@ -218,6 +224,20 @@ class Results(list[Result]):
         self.notices = notices
         self.hidden = hidden
         self.documents: list[Any] | None = None
+        # words of the query some memory under its filters is known to hold (the
+        # keyword search matched them all together): suggestions skip looking them up
+        self._held: tuple[str, ...] = ()
+
+    @property
+    def next_cursor(self) -> str | None:
+        """The cursor of the next page (``Options(cursor=...)``), None when there is none."""
+        if self._cursor_of is not None:
+            self._next_cursor, self._cursor_of = self._cursor_of(), None
+        return self._next_cursor
+
+    @next_cursor.setter
+    def next_cursor(self, value: str | None) -> None:
+        self._next_cursor, self._cursor_of = value, None
 
     @property
     def total_found(self) -> int:

@@ -1,6 +1,7 @@
 """Semantic search: the embedder, the stored embeddings and the derived vector index.
 
-Embeddings live in SQLite (`embeddings`: memory id, model id, content hash, f32 blob),
+Embeddings live in SQLite (`embeddings`: memory id, model id, content hash, and the vector
+normalised and stored as float16: `cortex.vectors.encode_stored`),
 written in the same transaction as the memory they belong to. The vector index, in the
 folder beside the database (``<db>-index/vectors-<model>``), is derived from them:
 appended as embeddings are added, masked as memories are deleted, and rebuilt from
@@ -229,8 +230,11 @@ class Semantic:
     # ------------------------------------------------------------------ writing
 
     def vectors_for(self, contents: Sequence[str], progress: Any = None) -> dict[str, bytes]:
-        """f32 blobs by content hash for `contents`: reused from SQLite when this model
-        already embedded the same text, embedded in batches otherwise."""
+        """Stored vectors (`encode_stored`) by content hash for `contents`: reused from
+        SQLite when this model already embedded the same text, embedded in batches
+        otherwise."""
+        from cortex.vectors import encode_stored
+
         embedder = self.embedder()
         model = str(embedder.model_id)
         hashes = {content_hash(c): c for c in contents}
@@ -248,13 +252,12 @@ class Semantic:
         missing = [h for h in todo if h not in known]
         if missing:
             vecs = _embed_sorted(embedder, [hashes[h] for h in missing], progress)
-            for h, v in zip(missing, vecs, strict=True):
-                known[h] = np.ascontiguousarray(v, dtype="<f4").tobytes()
+            known.update(zip(missing, encode_stored(vecs), strict=True))
         return known
 
-    def supplied(self, vectors: Any, n: int) -> list[bytes]:
-        """f32 blobs of vectors a caller computed with the active model, checked: shape
-        ``(n, dim)``, every value finite, no zero row."""
+    def supplied(self, vectors: Any, n: int) -> np.ndarray:
+        """Vectors a caller computed with the active model, checked (shape ``(n, dim)``,
+        every value finite, no zero row), as a float32 array."""
         embedder = self.embedder()
         dim = int(embedder.dim)
         try:
@@ -270,16 +273,19 @@ class Semantic:
             raise InvalidOptionError("vectors holds NaN or infinite values")
         if n and not (np.abs(arr).max(axis=1) > 0).all():
             raise InvalidOptionError("vectors holds an all-zero row, which has no direction")
-        arr = np.ascontiguousarray(arr, dtype="<f4")
-        return [row.tobytes() for row in arr]
+        checked: np.ndarray = np.ascontiguousarray(arr, dtype=np.float32)
+        return checked
 
     def bulk_writer(self, now: float) -> Any:
         """Stores the vectors of many memories in one statement, inside the caller's
-        transaction: (tx, memory ids, content hashes, f32 blobs)."""
+        transaction: (tx, memory ids, content hashes, rows as `supplied` returns them)."""
+        from cortex.vectors import encode_stored
+
         embedder = self.embedder()
         model, dim = str(embedder.model_id), int(embedder.dim)
 
-        def write(tx: Any, ids: list[int], hashes: list[str], blobs: list[bytes]) -> None:
+        def write(tx: Any, ids: list[int], hashes: list[str], rows: np.ndarray) -> None:
+            blobs = encode_stored(rows)
             tx.executemany(
                 "INSERT OR REPLACE INTO embeddings (memory_id, model_id, dim, content_hash,"
                 " vector, created_at) VALUES (?, ?, ?, ?, ?, ?)",
@@ -291,7 +297,8 @@ class Semantic:
     def write(
         self, tx: Any, memory_id: int, chash: str, blob: bytes, now: float, *, replace: bool = True
     ) -> None:
-        """Store one embedding inside the caller's transaction; with ``replace=False`` only
+        """Store one embedding (as `vectors_for` returns it) inside the caller's
+        transaction; with ``replace=False`` only
         when the memory has no vector of this model yet (a kept, unchanged memory)."""
         embedder = self.embedder()
         verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
@@ -805,6 +812,8 @@ class Semantic:
     def _embedding_batches(
         self, model: str, dim: int, after: int, upto: int
     ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        from cortex.vectors import decode_stored
+
         last = after
         while True:
             # `+model_id` keeps the planner on the rowid range: through the model index it
@@ -817,15 +826,14 @@ class Semantic:
             if not rows:
                 return
             ids = np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows))
-            blob = b"".join(r[2] for r in rows)
-            if len(blob) != len(rows) * dim * 4:
+            try:
+                vecs = decode_stored([r[2] for r in rows], dim)
+            except ValueError as exc:
                 raise EmbeddingError(
-                    f"an embedding of {model} in {self._store.path} is not {dim} float32"
-                    " values; run `cortex reindex`"
-                )
-            vecs = np.frombuffer(blob, dtype="<f4").reshape(-1, dim)
+                    f"{exc} (model {model}, {self._store.path}); run `cortex reindex`"
+                ) from None
             last = int(rows[-1][0])
-            yield ids, np.ascontiguousarray(vecs, dtype=np.float32)
+            yield ids, vecs
 
     def rebuild(self) -> int:
         """Rebuild the vector index of the active model from SQLite; returns its live rows.
@@ -870,6 +878,48 @@ class Semantic:
             f"{self.index_path()}: the database kept changing under the search; search again"
         )
 
+    def search_unchecked(
+        self, query: np.ndarray, k: int, allowed: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray, Any]:
+        """`index().search(query, k, allowed=allowed)` without verified_search's check of
+        every row, and the SQLite position the index was in step with: for a caller that
+        checks the rows it keeps with `check` (the search pipeline checks the rows of the
+        page it answers, not the ~230 candidates it ranks: their embeddings, read from
+        SQLite, were ~2 ms of a hybrid search at 100k). Rows the index returns twice are
+        refused here already: they cannot all reach a page."""
+        index = self.index()
+        seen = self._index_state
+        ids, scores = index.search(query, k, allowed=allowed)
+        if len(np.unique(ids)) != len(ids):  # damage: verified_search repairs or refuses
+            ids, scores = self.verified_search(query, k, allowed=allowed)
+            seen = self._index_state
+        return ids, scores, seen
+
+    def check(
+        self,
+        query: np.ndarray,
+        ids: np.ndarray,
+        scores: np.ndarray,
+        seen: Any,
+        *,
+        rebuilt: bool = False,
+    ) -> str | None:
+        """verified_search's check of rows that `search_unchecked` returned (`seen`: the
+        position it returned): None when every row is right; "changed" when SQLite moved
+        under the search and "rebuilt" when the index was damaged and has just been
+        rebuilt (search again, in both cases). A damaged index that cannot be rebuilt
+        (read-only, or `rebuilt` already in this search) raises IndexFormatError."""
+        problem = self._mismatch(query, ids, scores)
+        if problem is None:
+            return None
+        if self._wanted() != seen:
+            return "changed"
+        if self._store.read_only or rebuilt:
+            fix = "rebuild the index (`cortex reindex`)"
+            raise IndexFormatError(f"{self.index_path()}: {problem}; {fix}")
+        self.rebuild()
+        return "rebuilt"
+
     def _mismatch(self, query: np.ndarray, ids: np.ndarray, scores: np.ndarray) -> str | None:
         """What is wrong with these results against SQLite, or None (see verified_search).
         One query for the k blobs and k dot products: ~0.1 ms for k = 50."""
@@ -886,16 +936,18 @@ class Semantic:
                 [self.model_id, *id_list],
             )
         )
+        from cortex.vectors import decode_stored, stored_dim
+
         dim = query.shape[0]
         for i in id_list:
-            if len(blobs.get(i) or b"") != dim * 4:
+            if not stored_dim(blobs.get(i), dim):
                 return f"memory {i} has no embedding of {self.model_id} of dimension {dim}"
-        mat = np.frombuffer(b"".join([blobs[i] for i in id_list]), dtype="<f4")
-        mat = mat.reshape(-1, dim).astype(np.float64)
+        mat = decode_stored([blobs[i] for i in id_list], dim).astype(np.float64)
         q = query.astype(np.float64)
         with np.errstate(all="ignore"):
-            norms = np.sqrt(np.einsum("ij,ij->i", mat, mat) * float(q @ q))
-            exact = (mat @ q) / norms
+            # The index scores the stored row as it is (unit to within f16 rounding),
+            # not divided by its length: so does this check.
+            exact = (mat @ q) / math.sqrt(float(q @ q))
         got = scores.astype(np.float64)
         bad = ~(np.abs(exact - got) <= _score_tolerance(dim))
         if bad.any():
@@ -908,9 +960,10 @@ class Semantic:
 
 
 def _score_tolerance(dim: int) -> float:
-    """How far an index score may be from the f64 cosine of the SQLite vectors: the f32
-    dot product of unit vectors is within dim * 2^-24 of the real value (quant.rs,
-    `margin`), plus the rounding of normalising both to f32; doubled for room."""
+    """How far an index score may be from the f64 inner product of the SQLite row and the
+    unit query: the f32 dot product of (near-)unit vectors is within dim * 2^-24 of the
+    real value (quant.rs, `margin`), plus the rounding of normalising the query to f32
+    (the row is the stored f16, widened exactly); doubled for room."""
     return 2.0 * (dim + 8) * 2.0**-24
 
 

@@ -1,7 +1,8 @@
-"""The vector index: memory-mapped L2-normalised f32 rows, exact cosine top-k.
+"""The vector index: memory-mapped L2-normalised rows stored as f16, exact top-k.
 
 The index is derived data beside the SQLite store (DESIGN.md, "The native
-extension"): four files share a stem, ``path`` (header + f32 rows),
+extension"): four files share a stem, ``path`` (header + f16 rows: the values SQLite
+stores, see `encode_stored`),
 ``path.ids`` (row -> memory id, and a mask flag), ``path.q8`` (an int8 copy
 with per-row error norms, used to rule rows out quickly) and ``path.sum``
 (a checksum per block of 4096 rows, checked by :meth:`VectorIndex.verify`, which also
@@ -12,10 +13,11 @@ the extension to search.
 
 Decisions:
 
-- ``append`` L2-normalises every row before storing it (an embedder's unit
-  vectors pass through unchanged to within float rounding), and refuses rows
-  with NaN/inf or zero length. Inner product on stored rows is then cosine.
-  Queries are normalised the same way, so scores are cosines in [-1, 1].
+- ``append`` L2-normalises every row and stores it rounded to f16 (a row SQLite
+  stores, already so rounded, comes back bit for bit), and refuses rows with
+  NaN/inf or zero length. Queries are normalised the same way; a score is the
+  inner product of the query with the stored row, the cosine to within f16
+  rounding of the row (its length is 1 within ~2^-11, typically ~1e-5).
 - Appending an id that already has a live row supersedes that row (it is
   masked). ``mask`` hides rows without rewriting them.
 - Results are memory ids (int64) and cosine scores (float32), best first;
@@ -25,11 +27,11 @@ Decisions:
   (a loop and a sort). All three return the same ids; scores agree to ~1e-6.
 - ``quantized`` (native only): ``None`` picks automatically — the int8 screen
   when the int8 copy covers at least ``QUANTIZED_MIN_ROWS`` rows, else the
-  plain f32 scan; ``True``/``False`` force one. The screen is exact: each int8
+  plain scan of the f16 rows; ``True``/``False`` force one. The screen is exact: each int8
   score comes with a proven error bound (Cauchy–Schwarz on the quantization
   residuals, plus f32 rounding), every row the bound cannot rule out is
-  rescored in f32, and the answer is the f32 scan's (same ids, same scores,
-  same order). ``candidates`` switches the screen to the older heuristic
+  rescored from its f16 row, and the answer is the plain scan's (same ids, same
+  scores, same order). ``candidates`` switches the screen to the older heuristic
   (rescore the best ``candidates`` rows by int8 score; recall can fall below 1),
   kept only to measure it.
 - ``allowed`` (memory ids, any order) restricts the search; the native path
@@ -45,7 +47,6 @@ import math
 import mmap
 import os
 import struct
-import sys
 from typing import Any, Literal
 
 import numpy as np
@@ -57,18 +58,21 @@ try:
 except ImportError:  # pragma: no cover - only without the compiled extension
     _native = None  # type: ignore[assignment]
 
-__all__ = ["QUANTIZED_MIN_ROWS", "Backend", "VectorIndex"]
+__all__ = ["QUANTIZED_MIN_ROWS", "Backend", "VectorIndex", "decode_stored", "encode_stored"]
 
 Backend = Literal["native", "numpy", "python"]
 _BACKENDS = ("native", "numpy", "python")
 
-#: Rows the int8 copy must cover before ``quantized=None`` uses it (mirrors
-#: ``QUANT_MIN_ROWS`` in rust/py_index.rs).
+#: Rows the int8 copy must cover before ``quantized=None`` uses it, and rows from which
+#: the writer keeps the copy at all (a smaller index has none unless
+#: :meth:`VectorIndex.rebuild_quantized` made it); mirrors ``Q8_MIN_ROWS`` in
+#: rust/kernels/vecfile.rs.
 QUANTIZED_MIN_ROWS = 20_000
 
 _MAGIC = b"CTXVEC\x00\x01"
 _IDS_MAGIC = b"CTXIDS\x00\x01"
-_VERSION = 2
+_VERSION = 3
+_ROW_DTYPE = np.dtype("<f2")
 _HEADER_LEN = 4096
 _SIDE_HEADER_LEN = 64
 _COUNT_AT = 512
@@ -95,6 +99,59 @@ def _read_mapped(path: str, offset: int, length: int) -> bytes:
             return b""
         with mmap.mmap(f.fileno(), end, access=mmap.ACCESS_READ) as m:
             return m[offset:end]
+
+
+# ---------------------------------------------------------------- the stored form
+#
+# The one place that knows how an embedding is stored in SQLite (`embeddings.vector`,
+# the source of truth every derived file is rebuilt from): the vector L2-normalised in
+# float64, then rounded to little-endian float16. Half the bytes of float32 (768 for 384
+# dimensions: 4 rows a 4 KiB page instead of 2), and nothing a cosine needs is lost: every
+# value lies in [-1, 1], where float16 keeps a relative error <= 2^-11 and cannot
+# overflow (a raw vector of large values would); on SciFact (real embeddings) rounding
+# moved recall@10 against float32 to 0.9997 and no score by more than 5e-5 (BENCHMARKS.md,
+# "Ingest with pre-computed vectors"), and left hybrid nDCG@10 at 0.7352 ("Footprint:
+# vectors stored once"). Databases from before the
+# conversion (schema migration `_SCHEMA_EMBEDDINGS_F16`) hold float32 rows, which are
+# still read: a database opened read-only is not migrated.
+
+_STORED: np.dtype[Any] = np.dtype("<f2")
+_LEGACY: np.dtype[Any] = np.dtype("<f4")
+
+
+def encode_stored(rows: np.ndarray) -> list[bytes]:
+    """The stored form of each row of `rows` ((n, dim), finite): L2-normalised, float16.
+    An all-zero row stays zero (the vector index refuses it when it is appended)."""
+    mat = np.asarray(rows, dtype=np.float64)
+    if mat.ndim != 2:
+        raise InvalidOptionError(f"rows must have 2 dimensions, got shape {mat.shape}")
+    norms = np.sqrt(np.einsum("ij,ij->i", mat, mat))
+    scale = np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)
+    half = np.ascontiguousarray(mat * scale[:, None], dtype=_STORED)
+    return [row.tobytes() for row in half]
+
+
+def decode_stored(blobs: list[bytes], dim: int) -> np.ndarray:
+    """Stored rows back as float32 ((len(blobs), dim)), float16 or (before the migration)
+    float32. Raises ValueError when a blob is neither ``dim`` float16 nor float32 values."""
+    n = len(blobs)
+    raw = b"".join(blobs)
+    if len(raw) == n * dim * _STORED.itemsize and all(
+        len(b) == dim * _STORED.itemsize for b in blobs
+    ):
+        dtype = _STORED
+    elif len(raw) == n * dim * _LEGACY.itemsize and all(
+        len(b) == dim * _LEGACY.itemsize for b in blobs
+    ):
+        dtype = _LEGACY
+    else:
+        raise ValueError(f"an embedding is not {dim} float16 (or float32) values")
+    return np.frombuffer(raw, dtype=dtype).reshape(n, dim).astype(np.float32)
+
+
+def stored_dim(blob: bytes | None, dim: int) -> bool:
+    """Whether `blob` is a stored vector of `dim` dimensions (either form)."""
+    return blob is not None and len(blob) in (dim * _STORED.itemsize, dim * _LEGACY.itemsize)
 
 
 class _FileView:
@@ -136,7 +193,7 @@ class _FileView:
         count, check = struct.unpack("<QQ", raw)
         if count != (~check & 0xFFFFFFFFFFFFFFFF):
             raise IndexFormatError(f"{self.path}: row count is corrupt; rebuild the index")
-        need = _HEADER_LEN + count * self.dim * 4
+        need = _HEADER_LEN + count * self.dim * _ROW_DTYPE.itemsize
         ids_need = _SIDE_HEADER_LEN + count * _ID_DTYPE.itemsize
         ids_path = self.path + ".ids"
         if os.path.getsize(self.path) < need or os.path.getsize(ids_path) < ids_need:
@@ -150,11 +207,11 @@ class _FileView:
         self.count = count
 
     def matrix(self) -> np.ndarray:
-        """The rows as a read-only (count, dim) float32 memmap: shared pages, no copy."""
+        """The rows as a read-only (count, dim) float16 memmap: shared pages, no copy."""
         if self.count == 0:
-            return np.zeros((0, self.dim), dtype=np.float32)
+            return np.zeros((0, self.dim), dtype=_ROW_DTYPE)
         return np.memmap(
-            self.path, dtype="<f4", mode="r", offset=_HEADER_LEN, shape=(self.count, self.dim)
+            self.path, dtype=_ROW_DTYPE, mode="r", offset=_HEADER_LEN, shape=(self.count, self.dim)
         )
 
     def ids_and_live(self) -> tuple[np.ndarray, np.ndarray]:
@@ -170,12 +227,13 @@ class _FileView:
         return np.asarray(rec["id"], dtype=np.int64), (rec["flags"] & 1) == 0
 
     def rows_python(self) -> tuple[array.array[float], list[int], list[bool]]:
-        """Rows as a flat ``array('f')`` and ids/live as lists: no numpy involved."""
-        rows = array.array("f")
-        rows.frombytes(_read_mapped(self.path, _HEADER_LEN, self.count * self.dim * 4))
+        """Rows as a flat ``array('f')`` (widened from f16 by ``struct``) and ids/live as
+        lists: no numpy involved."""
+        n = self.count * self.dim
+        rows = array.array(
+            "f", struct.unpack(f"<{n}e", _read_mapped(self.path, _HEADER_LEN, n * 2))
+        )
         raw = _read_mapped(self.path + ".ids", _SIDE_HEADER_LEN, self.count * 16)
-        if sys.byteorder != "little":  # pragma: no cover
-            rows.byteswap()
         ids, live = [], []
         for memory_id, flags in struct.iter_unpack("<qQ", raw):
             ids.append(memory_id)
@@ -378,7 +436,7 @@ class VectorIndex:
         if len(rows) == 0:
             return np.zeros(0, dtype=np.int64), np.zeros((0, self.dim), dtype=np.float32)
         pick = rows[np.unique(np.linspace(0, len(rows) - 1, min(n, len(rows))).astype(int))]
-        return ids[pick].copy(), np.array(view.matrix()[pick], dtype=np.float32)
+        return ids[pick].copy(), np.asarray(view.matrix()[pick], dtype=np.float32)
 
     # ------------------------------------------------------------ writing
 
@@ -407,7 +465,7 @@ class VectorIndex:
             self._view.refresh()
 
     def rebuild_quantized(self) -> None:
-        """Rewrite the int8 copy from the f32 rows (writer only)."""
+        """Rewrite the int8 copy from the stored (f16) rows (writer only)."""
         self._writer()
         self._index.rebuild_quantized()
 
@@ -511,7 +569,9 @@ class VectorIndex:
     ) -> tuple[np.ndarray, np.ndarray]:
         view = self._file()
         ids, live = view.ids_and_live()
-        scores = view.matrix() @ q
+        # einsum: the same arithmetic for every row (BLAS's gemv blocks rows, so equal
+        # rows could score a rounding apart and break ties to the lower row)
+        scores = np.einsum("ij,j->i", np.asarray(view.matrix(), dtype=np.float32), q)
         scores = np.asarray(scores, dtype=np.float32)
         keep = live if allowed is None else live & np.isin(ids, allowed)
         scores = np.where(keep, scores, np.float32(-np.inf))
@@ -521,7 +581,7 @@ class VectorIndex:
     def _search_batch_numpy(self, qs: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         view = self._file()
         ids, live = view.ids_and_live()
-        all_scores = np.asarray(qs @ view.matrix().T, dtype=np.float32)
+        all_scores = np.asarray(qs @ np.asarray(view.matrix(), dtype=np.float32).T, np.float32)
         all_scores[:, ~live] = -np.inf
         width = min(k, int(np.count_nonzero(live)))
         out_ids = np.empty((len(qs), width), dtype=np.int64)

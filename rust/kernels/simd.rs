@@ -8,16 +8,121 @@
 //!
 //! AVX-512 is deliberately not dispatched to: no machine this was developed
 //! on has it, and an untested kernel is worse than a slower tested one. The
-//! x86 path is AVX2+FMA (f32) and AVX2 (int8); aarch64 uses NEON, which is part
-//! of the aarch64 baseline and so needs no runtime check.
+//! x86 path is AVX2+FMA+F16C (f32 and f16 rows) and AVX2 (int8); aarch64 uses
+//! NEON, which is part of the aarch64 baseline and so needs no runtime check.
+//!
+//! Rows are f32 or [`F16`] (the vector file stores f16: half the bytes); the
+//! query is always f32, and an f16 row is widened to f32 exactly (F16C's
+//! `vcvtph2ps`) before the same FMA chain, so an f16 row scores what its f32
+//! widening would.
 use std::sync::OnceLock;
+
+/// An IEEE 754 binary16 value (its bits, little-endian in files).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(transparent)]
+pub struct F16(pub u16);
+
+impl F16 {
+    /// Exact widening (every f16 is an f32).
+    #[inline]
+    pub fn to_f32(self) -> f32 {
+        let h = self.0 as u32;
+        let sign = (h & 0x8000) << 16;
+        let exp = (h >> 10) & 0x1f;
+        let man = h & 0x3ff;
+        let bits = if exp == 0x1f {
+            sign | 0x7f80_0000 | (man << 13) // inf / NaN
+        } else if exp != 0 {
+            sign | ((exp + 112) << 23) | (man << 13)
+        } else if man == 0 {
+            sign // +-0
+        } else {
+            // subnormal: man * 2^-24, exactly representable as a normal f32
+            let v = man as f32 * (1.0 / 16_777_216.0);
+            return if sign != 0 { -v } else { v };
+        };
+        f32::from_bits(bits)
+    }
+
+    /// Round to nearest, ties to even (what numpy's `astype(float16)` and F16C
+    /// do); overflow gives infinity, NaN stays NaN.
+    pub fn from_f32(x: f32) -> F16 {
+        let b = x.to_bits();
+        let sign = ((b >> 16) & 0x8000) as u16;
+        let exp = ((b >> 23) & 0xff) as i32;
+        let man = b & 0x7f_ffff;
+        if exp == 0xff {
+            let nan = if man != 0 { 0x200 } else { 0 };
+            return F16(sign | 0x7c00 | nan);
+        }
+        let e = exp - 127 + 15;
+        if e >= 0x1f {
+            return F16(sign | 0x7c00);
+        }
+        if e <= 0 {
+            // subnormal (or zero) in f16: value = m * 2^-24, rounded
+            if e < -10 {
+                return F16(sign);
+            }
+            let m = man | 0x80_0000; // 24 bits, value m * 2^(exp - 150)
+            let shift = (14 - e) as u32; // to units of 2^-24
+            let q = m >> shift;
+            let rem = m & ((1 << shift) - 1);
+            let half = 1 << (shift - 1);
+            let q = if rem > half || (rem == half && q & 1 == 1) {
+                q + 1
+            } else {
+                q
+            };
+            return F16(sign | q as u16);
+        }
+        let q = (e as u32) << 10 | (man >> 13);
+        let rem = man & 0x1fff;
+        let q = if rem > 0x1000 || (rem == 0x1000 && q & 1 == 1) {
+            q + 1
+        } else {
+            q
+        };
+        F16(sign | q as u16) // a carry into the exponent is the right rounding
+    }
+}
+
+/// The element type of rows: f32 or [`F16`].
+pub trait Elem: Copy + Send + Sync + 'static {
+    /// Whether the kernels widen it from f16.
+    const HALF: bool;
+    fn f32(self) -> f32;
+}
+
+impl Elem for f32 {
+    const HALF: bool = false;
+    #[inline]
+    fn f32(self) -> f32 {
+        self
+    }
+}
+
+impl Elem for F16 {
+    const HALF: bool = true;
+    #[inline]
+    fn f32(self) -> f32 {
+        self.to_f32()
+    }
+}
+
+/// `row` widened to f32 into `out` (same length).
+pub fn widen<E: Elem>(row: &[E], out: &mut [f32]) {
+    for (o, v) in out.iter_mut().zip(row) {
+        *o = v.f32();
+    }
+}
 
 /// The instruction set a kernel runs with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Isa {
     /// Portable Rust, no explicit SIMD (the reference).
     Scalar,
-    /// x86-64 with AVX2 and FMA.
+    /// x86-64 with AVX2, FMA and F16C (every AVX2 CPU has F16C).
     #[cfg(target_arch = "x86_64")]
     Avx2,
     /// aarch64 Advanced SIMD.
@@ -41,7 +146,10 @@ impl Isa {
     pub fn best() -> Isa {
         #[cfg(target_arch = "x86_64")]
         {
-            if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+            if is_x86_feature_detected!("avx2")
+                && is_x86_feature_detected!("fma")
+                && is_x86_feature_detected!("f16c")
+            {
                 return Isa::Avx2;
             }
         }
@@ -66,7 +174,7 @@ impl Isa {
         match self {
             Isa::Scalar => "scalar",
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => "avx2+fma",
+            Isa::Avx2 => "avx2+fma+f16c",
             #[cfg(target_arch = "aarch64")]
             Isa::Neon => "neon",
         }
@@ -77,25 +185,25 @@ impl Isa {
 
 /// Inner product, scalar reference. Eight partial sums so that the compiler
 /// may vectorise it and so its rounding resembles the SIMD versions.
-pub fn dot_scalar(a: &[f32], b: &[f32]) -> f32 {
+pub fn dot_scalar<E: Elem>(a: &[f32], b: &[E]) -> f32 {
     debug_assert_eq!(a.len(), b.len());
     let mut acc = [0.0f32; 8];
     let chunks = a.len() / 8;
     for c in 0..chunks {
         for l in 0..8 {
-            acc[l] += a[c * 8 + l] * b[c * 8 + l];
+            acc[l] += a[c * 8 + l] * b[c * 8 + l].f32();
         }
     }
     let mut s = 0.0f32;
     for i in chunks * 8..a.len() {
-        s += a[i] * b[i];
+        s += a[i] * b[i].f32();
     }
     let t = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
     t + s
 }
 
 /// Scores of `rows` (row-major, `rows.len() == n * dim`) against `q` into `out`.
-pub fn scores(isa: Isa, q: &[f32], rows: &[f32], out: &mut [f32]) {
+pub fn scores<E: Elem>(isa: Isa, q: &[f32], rows: &[E], out: &mut [f32]) {
     let dim = q.len();
     assert!(
         dim > 0 && rows.len() == out.len() * dim,
@@ -109,33 +217,66 @@ pub fn scores(isa: Isa, q: &[f32], rows: &[f32], out: &mut [f32]) {
         }
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `Isa::Avx2` is only constructed after `is_x86_feature_detected!`
-        // confirmed AVX2 and FMA; the shape was checked above.
+        // confirmed AVX2, FMA and F16C; the shape was checked above.
         Isa::Avx2 => unsafe { x86::scores(q, rows, out) },
         #[cfg(target_arch = "aarch64")]
         Isa::Neon => {
             for (o, r) in out.iter_mut().zip(rows.chunks_exact(dim)) {
-                *o = neon::dot(q, r);
+                *o = neon_dot(q, r);
             }
         }
     }
 }
 
-/// One inner product with the chosen instruction set.
-pub fn dot(isa: Isa, a: &[f32], b: &[f32]) -> f32 {
+/// One inner product of the query `a` and the row `b` with the chosen instruction set.
+pub fn dot<E: Elem>(isa: Isa, a: &[f32], b: &[E]) -> f32 {
     assert_eq!(a.len(), b.len(), "dot: length mismatch");
     match isa {
         Isa::Scalar => dot_scalar(a, b),
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: AVX2+FMA were detected before `Isa::Avx2` was chosen; lengths match.
+        // SAFETY: AVX2+FMA+F16C were detected before `Isa::Avx2` was chosen; lengths match.
         Isa::Avx2 => unsafe { x86::dot(a, b) },
         #[cfg(target_arch = "aarch64")]
-        Isa::Neon => neon::dot(a, b),
+        Isa::Neon => neon_dot(a, b),
     }
+}
+
+/// A bare read of `data`: every 32-byte word loaded once and folded into four
+/// independent XOR accumulators, nothing else. The read floor a scan of the
+/// same bytes is measured against (benches/bench_topk.py); the result only
+/// keeps the loads from being optimised away.
+pub fn read_floor(isa: Isa, data: &[u8]) -> u64 {
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: AVX2 was detected before `Isa::Avx2` was chosen.
+        Isa::Avx2 => unsafe { x86::read_floor(data) },
+        _ => {
+            let mut acc = [0u64; 4];
+            let words = data.chunks_exact(32);
+            let tail = words.remainder();
+            for w in words {
+                for (l, a) in acc.iter_mut().enumerate() {
+                    *a ^= u64::from_le_bytes(w[l * 8..l * 8 + 8].try_into().expect("8 bytes"));
+                }
+            }
+            tail.iter()
+                .fold(acc[0] ^ acc[1] ^ acc[2] ^ acc[3], |h, b| h ^ *b as u64)
+        }
+    }
+}
+
+/// NEON inner product of an f32 query and a row of either type (an f16 row is
+/// widened into a buffer first: aarch64 has no runtime-checked f16 path here).
+#[cfg(target_arch = "aarch64")]
+fn neon_dot<E: Elem>(q: &[f32], row: &[E]) -> f32 {
+    let mut w = vec![0.0f32; row.len()];
+    widen(row, &mut w);
+    neon::dot(q, &w)
 }
 
 /// Hint the CPU to bring `data` into cache (no effect where unsupported).
 #[inline]
-pub fn prefetch(data: &[f32]) {
+pub fn prefetch<E>(data: &[E]) {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
@@ -157,19 +298,19 @@ pub fn prefetch(data: &[f32]) {
 /// row-major with the same `dim`; `out[r * nq + j] = <rows[r], queries[j]>`.
 /// This is the batch kernel: a block of rows stays in L1 while every query
 /// passes over it, so the matrix is read from memory once per batch.
-pub fn scores_tile(isa: Isa, dim: usize, rows: &[f32], queries: &[f32], out: &mut [f32]) {
+pub fn scores_tile<E: Elem>(isa: Isa, dim: usize, rows: &[E], queries: &[f32], out: &mut [f32]) {
     assert!(dim > 0 && rows.len().is_multiple_of(dim) && queries.len().is_multiple_of(dim));
     let nr = rows.len() / dim;
     let nq = queries.len() / dim;
     assert_eq!(out.len(), nr * nq, "scores_tile: output shape mismatch");
     match isa {
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: AVX2+FMA detected before `Isa::Avx2` exists; shapes checked above.
+        // SAFETY: AVX2+FMA+F16C detected before `Isa::Avx2` exists; shapes checked above.
         Isa::Avx2 => unsafe { x86::scores_tile(dim, rows, queries, out) },
         _ => {
             for (r, row) in rows.chunks_exact(dim).enumerate() {
                 for (j, q) in queries.chunks_exact(dim).enumerate() {
-                    out[r * nq + j] = dot(isa, row, q);
+                    out[r * nq + j] = dot(isa, q, row);
                 }
             }
         }
@@ -178,13 +319,30 @@ pub fn scores_tile(isa: Isa, dim: usize, rows: &[f32], queries: &[f32], out: &mu
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
+    use super::Elem;
     use std::arch::x86_64::*;
+
+    /// Eight elements at `p` as f32: a plain load, or eight f16 widened (F16C).
+    ///
+    /// # Safety
+    /// AVX2+F16C; 8 elements readable at `p`.
+    #[inline(always)]
+    unsafe fn load8<E: Elem>(p: *const E) -> __m256 {
+        // SAFETY: the caller guarantees 8 readable elements and the features.
+        unsafe {
+            if E::HALF {
+                _mm256_cvtph_ps(_mm_loadu_si128(p as *const __m128i))
+            } else {
+                _mm256_loadu_ps(p as *const f32)
+            }
+        }
+    }
 
     /// Sum each of four accumulators: returns [sum(a), sum(b), sum(c), sum(d)].
     /// # Safety
     /// The CPU must support AVX2 and FMA.
     #[inline]
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn hsum4(a: __m256, b: __m256, c: __m256, d: __m256) -> __m128 {
         let ab = _mm256_hadd_ps(a, b);
         let cd = _mm256_hadd_ps(c, d);
@@ -201,7 +359,7 @@ mod x86 {
     /// # Safety
     /// The CPU must support AVX2 and FMA.
     #[inline]
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn reduce(v: __m256) -> f32 {
         _mm_cvtss_f32(hsum4(v, v, v, v))
     }
@@ -211,8 +369,8 @@ mod x86 {
     ///
     /// # Safety
     /// The CPU must support AVX2 and FMA; `a.len() == b.len()`.
-    #[target_feature(enable = "avx2,fma")]
-    pub unsafe fn dot(a: &[f32], b: &[f32]) -> f32 {
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn dot<E: Elem>(a: &[f32], b: &[E]) -> f32 {
         let n = a.len();
         let main = n / 8 * 8;
         let (pa, pb) = (a.as_ptr(), b.as_ptr());
@@ -221,15 +379,52 @@ mod x86 {
         while i < main {
             // SAFETY: i + 8 <= n = len of both slices; loadu has no alignment need.
             unsafe {
-                acc = _mm256_fmadd_ps(_mm256_loadu_ps(pb.add(i)), _mm256_loadu_ps(pa.add(i)), acc);
+                acc = _mm256_fmadd_ps(load8(pb.add(i)), _mm256_loadu_ps(pa.add(i)), acc);
             }
             i += 8;
         }
         let mut s = reduce(acc);
         for j in main..n {
-            s += b[j] * a[j];
+            s += b[j].f32() * a[j];
         }
         s
+    }
+
+    /// [`super::read_floor`]: 128 bytes a step into four accumulators, with the
+    /// scan kernels' software prefetch (two cache lines a step, 6 KiB ahead: eight
+    /// f16 rows of 384 dimensions), so the floor is no slower than they could be.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn read_floor(data: &[u8]) -> u64 {
+        const AHEAD: usize = 6144;
+        let p = data.as_ptr();
+        let main = data.len() / 128 * 128;
+        let mut a = [_mm256_setzero_si256(); 4];
+        let mut i = 0;
+        while i < main {
+            // SAFETY: i + 128 <= len; unaligned loads; prefetches are hints that
+            // never fault, issued only while they stay inside `data`.
+            unsafe {
+                if i + AHEAD + 128 <= data.len() {
+                    _mm_prefetch::<_MM_HINT_T0>(p.add(i + AHEAD) as *const i8);
+                    _mm_prefetch::<_MM_HINT_T0>(p.add(i + AHEAD + 64) as *const i8);
+                }
+                for (l, acc) in a.iter_mut().enumerate() {
+                    let v = _mm256_loadu_si256(p.add(i + 32 * l) as *const __m256i);
+                    *acc = _mm256_xor_si256(*acc, v);
+                }
+            }
+            i += 128;
+        }
+        let all = _mm256_xor_si256(_mm256_xor_si256(a[0], a[1]), _mm256_xor_si256(a[2], a[3]));
+        let mut w = [0u64; 4];
+        // SAFETY: `w` has room for 32 bytes.
+        unsafe { _mm256_storeu_si256(w.as_mut_ptr() as *mut __m256i, all) };
+        data[main..]
+            .iter()
+            .fold(w[0] ^ w[1] ^ w[2] ^ w[3], |h, b| h ^ *b as u64)
     }
 
     /// Four rows at a time against one query: four independent FMA chains
@@ -237,8 +432,8 @@ mod x86 {
     ///
     /// # Safety
     /// AVX2+FMA; `rows.len() == out.len() * q.len()`.
-    #[target_feature(enable = "avx2,fma")]
-    pub unsafe fn scores(q: &[f32], rows: &[f32], out: &mut [f32]) {
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn scores<E: Elem>(q: &[f32], rows: &[E], out: &mut [f32]) {
         let dim = q.len();
         let n = out.len();
         let main = dim / 8 * 8;
@@ -250,12 +445,15 @@ mod x86 {
             let mut a1 = _mm256_setzero_ps();
             let mut a2 = _mm256_setzero_ps();
             let mut a3 = _mm256_setzero_ps();
-            // The four rows are contiguous (16 * dim bytes): prefetch the group
-            // two ahead, two cache lines per step of 8 floats, so that it is in
-            // cache when its turn comes (~10 % faster than the hardware
-            // prefetcher alone on the AMD EPYC (Zen 1) this was tuned on; the
-            // same trick made the int8 scan 1.9x faster there).
-            let ahead = if r + 12 <= n { 8 * dim } else { 0 };
+            // The four rows are contiguous (4 * dim elements): prefetch the group
+            // two ahead, two cache lines per step of 8 f32 (one per 8 f16), so
+            // that it is in cache when its turn comes (~10 % faster than the
+            // hardware prefetcher alone on the AMD EPYC (Zen 1) this was tuned on;
+            // the same trick made the int8 scan 1.9x faster there).
+            let esz = std::mem::size_of::<E>();
+            let group = 4 * dim * esz; // bytes of four rows
+            let step = 8 * esz * 4; // bytes of the four rows one step covers
+            let ahead = if r + 12 <= n { 2 * group } else { 0 };
             let pb = p0 as *const i8;
             let mut line = 0usize;
             let mut i = 0;
@@ -264,17 +462,19 @@ mod x86 {
                 // load stays inside `rows` and `q`; prefetches are hints (they never
                 // fault) and stay inside rows r+8..r+12 when `ahead` is non-zero.
                 unsafe {
-                    if ahead != 0 && line + 128 <= 16 * dim {
-                        let pf = pb.add(4 * ahead + line);
+                    if ahead != 0 && line + step <= group {
+                        let pf = pb.add(ahead + line);
                         _mm_prefetch::<_MM_HINT_T0>(pf);
-                        _mm_prefetch::<_MM_HINT_T0>(pf.add(64));
+                        if step > 64 {
+                            _mm_prefetch::<_MM_HINT_T0>(pf.add(64));
+                        }
                     }
-                    line += 128;
+                    line += step;
                     let vq = _mm256_loadu_ps(pq.add(i));
-                    a0 = _mm256_fmadd_ps(_mm256_loadu_ps(p0.add(i)), vq, a0);
-                    a1 = _mm256_fmadd_ps(_mm256_loadu_ps(p0.add(dim + i)), vq, a1);
-                    a2 = _mm256_fmadd_ps(_mm256_loadu_ps(p0.add(2 * dim + i)), vq, a2);
-                    a3 = _mm256_fmadd_ps(_mm256_loadu_ps(p0.add(3 * dim + i)), vq, a3);
+                    a0 = _mm256_fmadd_ps(load8(p0.add(i)), vq, a0);
+                    a1 = _mm256_fmadd_ps(load8(p0.add(dim + i)), vq, a1);
+                    a2 = _mm256_fmadd_ps(load8(p0.add(2 * dim + i)), vq, a2);
+                    a3 = _mm256_fmadd_ps(load8(p0.add(3 * dim + i)), vq, a3);
                 }
                 i += 8;
             }
@@ -284,7 +484,7 @@ mod x86 {
             for (k, sk) in s.iter_mut().enumerate() {
                 let row = &rows[(r + k) * dim..(r + k + 1) * dim];
                 for j in main..dim {
-                    *sk += row[j] * q[j];
+                    *sk += row[j].f32() * q[j];
                 }
             }
             out[r..r + 4].copy_from_slice(&s);
@@ -302,8 +502,8 @@ mod x86 {
     ///
     /// # Safety
     /// AVX2+FMA; `rows.len() = nr*dim`, `queries.len() = nq*dim`, `out.len() = nr*nq`.
-    #[target_feature(enable = "avx2,fma")]
-    pub unsafe fn scores_tile(dim: usize, rows: &[f32], queries: &[f32], out: &mut [f32]) {
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn scores_tile<E: Elem>(dim: usize, rows: &[E], queries: &[f32], out: &mut [f32]) {
         let nr = rows.len() / dim;
         let nq = queries.len() / dim;
         let main = dim / 8 * 8;
@@ -322,7 +522,7 @@ mod x86 {
                         let q1 = _mm256_loadu_ps(pq.add(dim + i));
                         let q2 = _mm256_loadu_ps(pq.add(2 * dim + i));
                         for k in 0..4 {
-                            let vr = _mm256_loadu_ps(pr.add(k * dim + i));
+                            let vr = load8(pr.add(k * dim + i));
                             acc[k * 3] = _mm256_fmadd_ps(vr, q0, acc[k * 3]);
                             acc[k * 3 + 1] = _mm256_fmadd_ps(vr, q1, acc[k * 3 + 1]);
                             acc[k * 3 + 2] = _mm256_fmadd_ps(vr, q2, acc[k * 3 + 2]);
@@ -336,7 +536,7 @@ mod x86 {
                         let row = &rows[(r + k) * dim..(r + k + 1) * dim];
                         let q = &queries[(j + l) * dim..(j + l + 1) * dim];
                         for t in main..dim {
-                            s += row[t] * q[t];
+                            s += row[t].f32() * q[t];
                         }
                         out[(r + k) * nq + j + l] = s;
                     }
@@ -359,7 +559,7 @@ mod x86 {
             let row = &rows[r * dim..(r + 1) * dim];
             for j in 0..nq {
                 // SAFETY: same CPU features; lengths equal.
-                out[r * nq + j] = unsafe { dot(row, &queries[j * dim..(j + 1) * dim]) };
+                out[r * nq + j] = unsafe { dot(&queries[j * dim..(j + 1) * dim], row) };
             }
             r += 1;
         }
@@ -442,6 +642,105 @@ mod tests {
                     let d = dot(isa, &q, &rows[r * dim..(r + 1) * dim]);
                     assert!((d - want).abs() < 1e-4);
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn f16_conversions_are_exact_and_round_to_nearest_even() {
+        // Every f16 widens exactly and rounds back to itself (NaN stays NaN).
+        for bits in 0..=u16::MAX {
+            let h = F16(bits);
+            let x = h.to_f32();
+            if x.is_nan() {
+                assert!(F16::from_f32(x).to_f32().is_nan());
+                continue;
+            }
+            assert_eq!(F16::from_f32(x), h, "{bits:#06x}");
+            // against the hardware where it exists
+            #[cfg(target_arch = "x86_64")]
+            if is_x86_feature_detected!("f16c") {
+                // SAFETY: F16C detected.
+                let hw = unsafe { hw_widen(bits) };
+                assert_eq!(hw.to_bits(), x.to_bits(), "{bits:#06x}");
+            }
+        }
+        // Rounding: against the f64 nearest (ties to even) and the hardware.
+        let mut seed = 5u64;
+        for i in 0..200_000 {
+            let scale = [1.0f32, 1e-3, 1e-5, 1e-7, 6e4, 7e4][i % 6];
+            let x = lcg(&mut seed) * scale;
+            let h = F16::from_f32(x);
+            #[cfg(target_arch = "x86_64")]
+            if is_x86_feature_detected!("f16c") {
+                // SAFETY: F16C detected.
+                assert_eq!(h.0, unsafe { hw_narrow(x) }, "{x:e}");
+            }
+            if h.to_f32().is_finite() {
+                let (lo, hi) = (F16(h.0.wrapping_sub(1)), F16(h.0.wrapping_add(1)));
+                let err = (h.to_f32() as f64 - x as f64).abs();
+                for n in [lo, hi] {
+                    let v = n.to_f32();
+                    if v.is_finite() && (v < 0.0) == (h.to_f32() < 0.0) {
+                        assert!(err <= (v as f64 - x as f64).abs(), "{x:e}");
+                    }
+                }
+            }
+        }
+        for &(x, h) in &[
+            (65520.0f32, 0x7c00u16),
+            (65519.0, 0x7bff),
+            (5.96e-8, 0x0001),
+        ] {
+            assert_eq!(F16::from_f32(x).0, h, "{x:e}");
+        }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "f16c")]
+    unsafe fn hw_widen(bits: u16) -> f32 {
+        use std::arch::x86_64::*;
+        _mm_cvtss_f32(_mm_cvtph_ps(_mm_set1_epi16(bits as i16)))
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "f16c")]
+    unsafe fn hw_narrow(x: f32) -> u16 {
+        use std::arch::x86_64::*;
+        _mm_extract_epi16::<0>(_mm_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(_mm_set1_ps(x))) as u16
+    }
+
+    #[test]
+    fn an_f16_row_scores_exactly_what_its_f32_widening_scores() {
+        for dim in [1usize, 7, 8, 9, 17, 100, 384, 385] {
+            let n = 13;
+            let q = data(dim, dim as u64);
+            let half: Vec<F16> = data(dim * n, 7 + dim as u64)
+                .iter()
+                .map(|v| F16::from_f32(*v))
+                .collect();
+            let wide: Vec<f32> = half.iter().map(|h| h.to_f32()).collect();
+            let qs = data(dim * 5, 3);
+            for isa in Isa::available() {
+                let (mut a, mut b) = (vec![0.0; n], vec![0.0; n]);
+                scores(isa, &q, &half, &mut a);
+                scores(isa, &q, &wide, &mut b);
+                assert_eq!(a, b, "{isa:?} dim {dim}");
+                for r in 0..n {
+                    let row = &half[r * dim..(r + 1) * dim];
+                    // one chain or four: the same bits
+                    assert_eq!(
+                        dot(isa, &q, row).to_bits(),
+                        a[r].to_bits(),
+                        "{isa:?} {dim} {r}"
+                    );
+                    let want = reference(&q, &wide[r * dim..(r + 1) * dim]);
+                    assert!((a[r] - want).abs() < 1e-4);
+                }
+                let (mut ta, mut tb) = (vec![0.0; n * 5], vec![0.0; n * 5]);
+                scores_tile(isa, dim, &half, &qs, &mut ta);
+                scores_tile(isa, dim, &wide, &qs, &mut tb);
+                assert_eq!(ta, tb, "{isa:?} tile dim {dim}");
             }
         }
     }

@@ -17,7 +17,7 @@
 //! rows that would enter the result, so masking costs nothing on the rows that
 //! lose anyway.
 use super::quant::{self, QuantQuery};
-use super::simd::{self, Isa};
+use super::simd::{self, Elem, Isa};
 
 /// One result: a row and its score.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -157,9 +157,9 @@ const QUANT_BLOCK: usize = 64;
 /// every row: the plain scan, the reference of every other path. With more
 /// than one query the matrix is read once per batch (register tiles), not once
 /// per query; the scores are bit-identical either way.
-pub fn exact(
+pub fn exact<E: Elem>(
     isa: Isa,
-    rows: &[f32],
+    rows: &[E],
     queries: &[f32],
     dim: usize,
     k: usize,
@@ -200,9 +200,9 @@ pub fn exact(
 
 /// Exact top-k over the listed rows only (ascending, in range): the cost
 /// follows `subset.len()`, not the number of rows.
-pub fn exact_subset(
+pub fn exact_subset<E: Elem>(
     isa: Isa,
-    rows: &[f32],
+    rows: &[E],
     q: &[f32],
     k: usize,
     subset: &[u32],
@@ -401,9 +401,9 @@ fn survivors(keep: Keep, k: usize, parts: Vec<Screened>) -> Vec<u32> {
 /// `subset`: only these rows (ascending, in range); for filtered searches the
 /// scattered int8 records (416 B at 384-d) are read instead of f32 rows (1.5 KiB).
 #[allow(clippy::too_many_arguments)]
-pub fn screened(
+pub fn screened<E: Elem>(
     isa: Isa,
-    rows: &[f32],
+    rows: &[E],
     q8: &[u8],
     queries: &[f32],
     dim: usize,
@@ -764,6 +764,45 @@ mod tests {
                 assert_eq!(batch[j], exact(isa, &rows, q, dim, 10, &|r| r != 17, 1)[0]);
                 let sub = exact_subset(isa, &rows, q, 10, &subset, &|_| true, 2);
                 assert_eq!(ids(&sub), brute(&rows, q, 10, |r| r % 3 == 0));
+            }
+        }
+    }
+
+    #[test]
+    fn f16_rows_screen_and_scan_to_the_same_answer_as_their_widening() {
+        use crate::kernels::simd::F16;
+        let (n, dim) = (6_000, 384);
+        let half: Vec<F16> = unit_rows(n, dim, 9)
+            .iter()
+            .map(|v| F16::from_f32(*v))
+            .collect();
+        let wide: Vec<f32> = half.iter().map(|h| h.to_f32()).collect();
+        let q8 = quantize(&wide, dim, 5_000); // records of the widened rows; tail scanned
+        let qs = unit_rows(4, dim, 10);
+        let subset: Vec<u32> = (0..n as u32).filter(|r| r % 4 != 1).collect();
+        let live = |r: u32| !r.is_multiple_of(11);
+        for isa in Isa::available() {
+            let want = exact(isa, &wide, &qs, dim, 10, &live, 2);
+            assert_eq!(exact(isa, &half, &qs, dim, 10, &live, 2), want, "{isa:?}");
+            let got = screened(isa, &half, &q8, &qs, dim, 10, None, Keep::Bound, &live, 2);
+            assert_eq!(got, want, "{isa:?} screened");
+            for (j, q) in qs.chunks_exact(dim).enumerate() {
+                assert_eq!(ids(&want[j]), brute(&wide, q, 10, live));
+                let sub = exact_subset(isa, &half, q, 10, &subset, &live, 2);
+                assert_eq!(sub, exact_subset(isa, &wide, q, 10, &subset, &live, 2));
+                let s = screened(
+                    isa,
+                    &half,
+                    &q8,
+                    q,
+                    dim,
+                    10,
+                    Some(&subset),
+                    Keep::Bound,
+                    &live,
+                    1,
+                );
+                assert_eq!(s, vec![sub]);
             }
         }
     }

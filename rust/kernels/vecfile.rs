@@ -1,15 +1,15 @@
-//! The vector file: L2-normalised f32 rows, memory-mapped, with the row ->
-//! memory id map and an int8 copy beside it.
+//! The vector file: L2-normalised rows stored as f16, memory-mapped, with the
+//! row -> memory id map and an int8 copy beside it.
 //!
 //! Four files share a stem (`path`, `path.ids`, `path.q8`, `path.sum`):
 //!
 //! ```text
-//! path       header (4096 bytes) then rows: count x dim f32 LE, row-major
+//! path       header (4096 bytes) then rows: count x dim f16 LE, row-major
 //!   0  8  magic  b"CTXVEC\0\x01"
 //!   8  4  version u32 (FORMAT_VERSION)
 //!  12  4  header_len u32 (4096)
 //!  16  4  dim u32
-//!  20  4  dtype u32 (1 = f32)
+//!  20  4  dtype u32 (2 = f16; version 2 files held 1 = f32)
 //!  24 16  uuid: random, repeated in the side files so that mixed-up files are caught
 //!  40  4  model_id length u32 (<= 256)
 //!  44 256 model_id UTF-8, zero padded
@@ -26,8 +26,16 @@
 //!              reserved 20, FNV-1a 64 of bytes 0..56 at 56
 //! ```
 //!
+//! **Rows.** f16 (half the bytes of f32: 768 for 384 dimensions), the same
+//! values SQLite stores (`cortex.vectors.encode_stored`: the unit vector
+//! rounded to f16), so the file is one more copy of the source, never a
+//! different one: a row normalised in f32 and rounded again to f16 gives back
+//! the bits it came from. Kernels widen f16 to f32 exactly (simd.rs) and score
+//! the widened row; the int8 records and their error bounds are of the widened
+//! row too, so the screen's answer is still exactly the scan's.
+//!
 //! **Row checksums.** The block checksum is a wrapping sum of one term per row,
-//! each a hash of the row's f32 bytes, its memory id and its row number (not
+//! each a hash of the row's bytes, its memory id and its row number (not
 //! its flags, which change). The writer adds the terms of appended rows and
 //! writes the slots of the blocks they touch before it publishes the count, so
 //! appends cost O(rows appended). A changed word of a row or id always changes
@@ -40,7 +48,8 @@
 //! `verify` (checksums and int8 records, [`VecFile::verify`]) once for each
 //! index it opens and `verify_rows_from` for what is appended later, and checks
 //! every row a search returns against SQLite. Version 1 files have no
-//! checksums: they fail to open with a version error and are rebuilt.
+//! checksums and version 2 files hold f32 rows: both fail to open with a
+//! version error and are rebuilt.
 //!
 //! Every file must be a regular file (opened with `O_NONBLOCK` on unix): a FIFO
 //! or a device in its place is a format error, never a hang or endless bytes.
@@ -52,7 +61,10 @@
 //! Bytes past the committed count (an interrupted append) are ignored and
 //! overwritten by the next append. The int8 copy is derived data: when it is
 //! missing, stale or damaged, the writer rebuilds it, and a reader scans the
-//! rows it does not cover in f32.
+//! rows it does not cover in f16. It is only written from [`Q8_MIN_ROWS`] rows
+//! on (a new file starts without it: an empty `.q8`), the size from which
+//! searches use it: below that it would cost 416 B a row (at 384-d) and never
+//! be read. Once written (or made by `rebuild_q8`) it is kept in step.
 //!
 //! Only one writer at a time: it holds the exclusive lock of the main file
 //! (`files::try_lock`: `flock` on unix, `LockFileEx` on Windows, which readers,
@@ -73,6 +85,7 @@ use memmap2::Mmap;
 
 use super::files::{self, Open};
 use super::quant;
+use super::simd::{widen, F16};
 use crate::errors::{Error, Result};
 
 pub const MAGIC: &[u8; 8] = b"CTXVEC\0\x01";
@@ -80,8 +93,10 @@ pub const IDS_MAGIC: &[u8; 8] = b"CTXIDS\0\x01";
 pub const Q8_MAGIC: &[u8; 8] = b"CTXQ8\0\0\x01";
 pub const SUM_MAGIC: &[u8; 8] = b"CTXSUM\0\x01";
 /// Version of the main file and of the id and checksum side files. 2 added
-/// the row checksums (`path.sum`).
-pub const FORMAT_VERSION: u32 = 2;
+/// the row checksums (`path.sum`); 3 stores the rows as f16.
+pub const FORMAT_VERSION: u32 = 3;
+/// The `dtype` header field of f16 rows.
+const DTYPE_F16: u32 = 2;
 /// Version of the int8 copy's records (in its side header). 2 added the
 /// residual and row norms of the error bound (quant.rs); 3 sums those norms
 /// in fixed lanes, so that a reader can check every record cheaply. A copy of
@@ -96,6 +111,9 @@ const COUNT_AT: usize = 512;
 const CHECKSUM_AT: usize = 504;
 const SIDE_CHECKSUM_AT: usize = 56;
 const ID_RECORD: usize = 16;
+/// Rows from which the writer keeps the int8 copy (and from which searches
+/// use it by default: py_index.rs).
+pub const Q8_MIN_ROWS: usize = 20_000;
 /// Rows per checksum block.
 pub const BLOCK_ROWS: usize = 4096;
 const SUM_RECORD: usize = 16;
@@ -203,7 +221,7 @@ impl Header {
         h[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
         h[12..16].copy_from_slice(&(HEADER_LEN as u32).to_le_bytes());
         h[16..20].copy_from_slice(&(self.dim as u32).to_le_bytes());
-        h[20..24].copy_from_slice(&1u32.to_le_bytes());
+        h[20..24].copy_from_slice(&DTYPE_F16.to_le_bytes());
         h[24..40].copy_from_slice(&self.uuid);
         let m = self.model_id.as_bytes();
         h[40..44].copy_from_slice(&(m.len() as u32).to_le_bytes());
@@ -242,7 +260,7 @@ impl Header {
         let dtype = u32_at(b, 20);
         let mlen = u32_at(b, 40) as usize;
         if header_len != HEADER_LEN
-            || dtype != 1
+            || dtype != DTYPE_F16
             || dim == 0
             || dim > MAX_DIM
             || mlen > MAX_MODEL_ID
@@ -459,7 +477,8 @@ impl VecFile {
         let parts: [(PathBuf, Vec<u8>); 4] = [
             (ids_path(path), header.side(IDS_MAGIC).to_vec()),
             (sum_path(path), header.side(SUM_MAGIC).to_vec()),
-            (q8_path(path), header.side(Q8_MAGIC).to_vec()),
+            // No int8 copy until Q8_MIN_ROWS rows (see the module doc).
+            (q8_path(path), Vec::new()),
             (path.to_path_buf(), header.encode()),
         ];
         for (p, bytes) in &parts {
@@ -601,7 +620,10 @@ impl VecFile {
             blocks,
             live,
         });
-        if self.q8.is_none() || self.q8_rows() < self.count {
+        // A copy that exists is kept in step; a missing (or damaged) one is
+        // made again once the rows are enough for searches to use it.
+        let stale = self.q8.is_some() && self.q8_rows() < self.count;
+        if stale || (self.q8.is_none() && self.count >= Q8_MIN_ROWS) {
             self.rebuild_q8()?;
         }
         Ok(())
@@ -624,7 +646,7 @@ impl VecFile {
     }
 
     fn row_bytes(&self) -> usize {
-        self.header.dim * 4
+        self.header.dim * 2
     }
 
     /// Re-read the committed count and map what was appended since. Cheap when
@@ -701,13 +723,20 @@ impl VecFile {
         Ok(())
     }
 
-    /// The committed rows, `count * dim` f32.
-    pub fn rows(&self) -> &[f32] {
+    /// The committed rows, `count * dim` f16.
+    pub fn rows(&self) -> &[F16] {
         let bytes = &self.main[HEADER_LEN..HEADER_LEN + self.count * self.row_bytes()];
         // SAFETY: the mapping is page aligned and HEADER_LEN is 4096, so `bytes`
-        // is 4-aligned; its length is a multiple of 4; every bit pattern is a
-        // valid f32; the slice borrows `self`, which owns the mapping.
-        unsafe { std::slice::from_raw_parts(bytes.as_ptr() as *const f32, bytes.len() / 4) }
+        // is 2-aligned; its length is a multiple of 2; F16 is a transparent u16,
+        // for which every bit pattern is valid (the file is little-endian, as
+        // every target this builds for); the slice borrows `self`, which owns
+        // the mapping.
+        unsafe { std::slice::from_raw_parts(bytes.as_ptr() as *const F16, bytes.len() / 2) }
+    }
+
+    /// The bytes of the committed rows (what a plain scan reads).
+    pub fn row_bytes_all(&self) -> &[u8] {
+        &self.main[HEADER_LEN..HEADER_LEN + self.count * self.row_bytes()]
     }
 
     /// The int8 records covering rows `0..q8_rows()`.
@@ -974,11 +1003,10 @@ impl VecFile {
                 .map(|start| {
                     let end = (start + chunk).min(n);
                     s.spawn(move || {
+                        let mut x = vec![0.0f32; dim];
                         (start..end).find(|&r| {
-                            !quant::check_record(
-                                &rows[r * dim..(r + 1) * dim],
-                                &q8[r * stride..(r + 1) * stride],
-                            )
+                            widen(&rows[r * dim..(r + 1) * dim], &mut x);
+                            !quant::check_record(&x, &q8[r * stride..(r + 1) * stride])
                         })
                     })
                 })
@@ -1013,24 +1041,27 @@ impl VecFile {
         })
     }
 
-    /// Append rows (already validated: finite, L2-normalised, `ids.len()` rows).
-    /// A memory id that already has a live row supersedes it: the old row is masked.
+    /// Append rows (already validated: finite, L2-normalised, `ids.len()` rows),
+    /// stored rounded to f16. A memory id that already has a live row supersedes
+    /// it: the old row is masked.
     pub fn append(&mut self, ids: &[i64], rows: &[f32]) -> Result<()> {
         let dim = self.header.dim;
         assert_eq!(rows.len(), ids.len() * dim);
         let n0 = self.count;
         let path = self.path.clone();
         let stride = quant::record_len(dim);
-        let q8_ok = self.q8_rows() == n0;
+        let q8_on = self.q8.is_some();
+        let q8_ok = q8_on && self.q8_rows() == n0;
         let w = self.writer()?;
         if ids.is_empty() {
             return Ok(());
         }
-        let mut bytes = Vec::with_capacity(rows.len() * 4);
-        for v in rows {
-            bytes.extend_from_slice(&v.to_le_bytes());
+        let half: Vec<F16> = rows.iter().map(|v| F16::from_f32(*v)).collect();
+        let mut bytes = Vec::with_capacity(rows.len() * 2);
+        for v in &half {
+            bytes.extend_from_slice(&v.0.to_le_bytes());
         }
-        files::write_all_at(&w.main, &bytes, (HEADER_LEN + n0 * dim * 4) as u64)
+        files::write_all_at(&w.main, &bytes, (HEADER_LEN + n0 * dim * 2) as u64)
             .map_err(|e| Error::io("append rows to", &path, e))?;
         let mut rec = Vec::with_capacity(ids.len() * ID_RECORD);
         for id in ids {
@@ -1040,15 +1071,18 @@ impl VecFile {
         files::write_all_at(&w.ids, &rec, (SIDE_HEADER_LEN + n0 * ID_RECORD) as u64)
             .map_err(|e| Error::io("append ids to", &ids_path(&path), e))?;
         if q8_ok {
+            // Records of the stored (f16) rows, widened: the bound is about them.
             let mut q = vec![0u8; ids.len() * stride];
-            for (r, out) in rows.chunks_exact(dim).zip(q.chunks_exact_mut(stride)) {
-                quant::quantize_row(r, out);
+            let mut x = vec![0.0f32; dim];
+            for (r, out) in half.chunks_exact(dim).zip(q.chunks_exact_mut(stride)) {
+                widen(r, &mut x);
+                quant::quantize_row(&x, out);
             }
             files::write_all_at(&w.q8, &q, (SIDE_HEADER_LEN + n0 * stride) as u64)
                 .map_err(|e| Error::io("append to", &q8_path(&path), e))?;
         }
         // Checksums of the blocks the new rows fall in, written before the count.
-        let rb = dim * 4;
+        let rb = dim * 2;
         let n1 = n0 + ids.len();
         let first = n0 / BLOCK_ROWS;
         w.blocks.truncate(n0.div_ceil(BLOCK_ROWS));
@@ -1096,7 +1130,7 @@ impl VecFile {
         }
         self.set_masked(&old)?;
         self.refresh()?;
-        if !q8_ok {
+        if !q8_ok && (q8_on || n1 as usize >= Q8_MIN_ROWS) {
             self.rebuild_q8()?;
         }
         Ok(())
@@ -1122,7 +1156,7 @@ impl VecFile {
         Ok(rows.len())
     }
 
-    /// Rewrite the int8 copy from the f32 rows.
+    /// Rewrite the int8 copy from the rows.
     pub fn rebuild_q8(&mut self) -> Result<()> {
         let dim = self.header.dim;
         let stride = quant::record_len(dim);
@@ -1130,12 +1164,14 @@ impl VecFile {
         let mut buf = Vec::with_capacity(SIDE_HEADER_LEN + self.count * stride);
         buf.extend_from_slice(&self.header.side(Q8_MAGIC));
         buf.resize(SIDE_HEADER_LEN + self.count * stride, 0);
+        let mut x = vec![0.0f32; dim];
         for (r, out) in self
             .rows()
             .chunks_exact(dim)
             .zip(buf[SIDE_HEADER_LEN..].chunks_exact_mut(stride))
         {
-            quant::quantize_row(r, out);
+            widen(r, &mut x);
+            quant::quantize_row(&x, out);
         }
         // Renamed into place: a reader's mapping of the old copy stays valid.
         let tmp = suffixed(&qp, &format!(".tmp{}", std::process::id()));
@@ -1194,6 +1230,8 @@ mod tests {
         let dim = 40;
         let mut w = VecFile::create(&p, dim, "test-model").unwrap();
         assert_eq!((w.count(), w.dim(), w.model_id()), (0, dim, "test-model"));
+        assert!(w.q8.is_none(), "no int8 copy below Q8_MIN_ROWS");
+        w.rebuild_q8().unwrap(); // asked for: kept in step from now on
         let rows: Vec<f32> = (0..5).flat_map(|i| unit(dim, i)).collect();
         w.append(&[10, 11, 12, 13, 14], &rows).unwrap();
         assert_eq!(w.count(), 5);
@@ -1201,7 +1239,12 @@ mod tests {
 
         let mut r = VecFile::open(&p, false).unwrap();
         assert_eq!(r.count(), 5);
-        assert_eq!(r.rows(), &rows[..]);
+        // stored as f16: each value rounded to nearest
+        let half: Vec<F16> = rows.iter().map(|v| F16::from_f32(*v)).collect();
+        assert_eq!(r.rows(), &half[..]);
+        for (h, v) in r.rows().iter().zip(&rows) {
+            assert!((h.to_f32() - v).abs() <= v.abs() * (1.0 / 2048.0) + 1e-7);
+        }
         assert!(
             VecFile::open(&p, true).is_err(),
             "a second writer must be refused"
@@ -1235,18 +1278,20 @@ mod tests {
         let dir = tmpdir("q8");
         let p = dir.join("v.cvx");
         let dim = 16;
+        let n = Q8_MIN_ROWS;
         let mut w = VecFile::create(&p, dim, "m").unwrap();
-        w.append(
-            &[1, 2, 3],
-            &[unit(dim, 1), unit(dim, 2), unit(dim, 3)].concat(),
-        )
-        .unwrap();
+        let ids: Vec<i64> = (0..n as i64 - 1).collect();
+        let rows: Vec<f32> = (0..n - 1).flat_map(|i| unit(dim, i)).collect();
+        w.append(&ids, &rows).unwrap();
+        assert_eq!(w.q8_rows(), 0, "not below Q8_MIN_ROWS");
+        w.append(&[n as i64], &unit(dim, 7)).unwrap();
+        assert_eq!(w.q8_rows(), n, "made when the rows reach it");
         drop(w);
         std::fs::remove_file(q8_path(&p)).unwrap();
         let r = VecFile::open(&p, false).unwrap();
         assert_eq!(r.q8_rows(), 0);
         let w = VecFile::open(&p, true).unwrap();
-        assert_eq!(w.q8_rows(), 3);
+        assert_eq!(w.q8_rows(), n);
         std::fs::remove_dir_all(&dir).ok();
     }
 
@@ -1256,8 +1301,10 @@ mod tests {
         let p = dir.join("v.cvx");
         let dim = 16;
         let mut w = VecFile::create(&p, dim, "m").unwrap();
+        w.rebuild_q8().unwrap();
         w.append(&[1, 2], &[unit(dim, 1), unit(dim, 2)].concat())
             .unwrap();
+        assert_eq!(w.q8_rows(), 2);
         drop(w);
         // Version 1 of the copy: same magic, records without the bound's norms.
         let qp = q8_path(&p);
@@ -1269,7 +1316,11 @@ mod tests {
         let r = VecFile::open(&p, false).unwrap();
         assert_eq!(r.q8_rows(), 0, "a reader must not read old records");
         drop(r);
-        let w = VecFile::open(&p, true).unwrap();
+        // Below Q8_MIN_ROWS a copy the writer cannot read is left (readers
+        // scan f16); its next rebuild replaces it.
+        let mut w = VecFile::open(&p, true).unwrap();
+        assert_eq!(w.q8_rows(), 0);
+        w.rebuild_q8().unwrap();
         assert_eq!(w.q8_rows(), 2, "the writer rebuilds the copy");
         let b = std::fs::read(&qp).unwrap();
         assert_eq!(u32_at(&b, 8), Q8_VERSION);
@@ -1299,7 +1350,7 @@ mod tests {
         let good = std::fs::read(&p).unwrap();
         for (row, block) in [(0usize, 0usize), (BLOCK_ROWS + 7, 1), (n - 1, 2)] {
             let mut b = good.clone();
-            b[HEADER_LEN + row * dim * 4 + 5] ^= 0x10;
+            b[HEADER_LEN + row * dim * 2 + 5] ^= 0x10;
             write(&p, &b);
             // Opening checks the last block only.
             match VecFile::open(&p, false) {

@@ -15,6 +15,7 @@ from cortex.pg import keyword, vectors
 from cortex.pg.migrate import TABLES, migrate
 from cortex.pg.store import PgStore
 from cortex.store import Store
+from cortex.vectors import decode_stored, encode_stored
 from tests.conftest import run_cli
 
 OPTS = Options(mode=Mode.KEYWORD, record=False)
@@ -36,14 +37,18 @@ def _fill(path: Path) -> None:
         e.start_session("s2", project="ops", summary="a session")
         e.link(ids[6], "s2", "reinforced")
         e.search("deploy auth", limit=5)  # writes the recall log
+        e.save_lens("ops-only", project="ops", min_confidence=0.5, description="ops notes")
+        e.save_lens("everything", limit=7)
     rng = np.random.default_rng(1)
     with sqlite3.connect(path) as conn:
         for memory_id in range(1, 27):
             for model, dim in (("model-a", 8), ("model-b", 4)):
-                vec = rng.standard_normal(dim).astype("<f4")
+                # as cortex stores them: the unit vector in f16 (encode_stored); the
+                # round trip through pgvector's f32 must give back the same bits
+                vec = encode_stored(rng.standard_normal((1, dim)))[0]
                 conn.execute(
                     "INSERT INTO embeddings VALUES (?, ?, ?, ?, ?, ?)",
-                    (memory_id, model, dim, f"h{memory_id}", vec.tobytes(), 1.0),
+                    (memory_id, model, dim, f"h{memory_id}", vec, 1.0),
                 )
 
 
@@ -71,7 +76,7 @@ def test_round_trip_keeps_every_row_and_id(pg_url: str, tmp_path: Path) -> None:
             ours = [h.memory_id for h in keyword.search(pg, query, OPTS, 50).hits]
             theirs = [h.memory_id for h in lite_keyword.search(lite, query, OPTS, 50).hits]
             assert ours == theirs and ours, query
-        vec = np.frombuffer(original["embeddings"][0][4], dtype="<f4")
+        vec = decode_stored([original["embeddings"][0][4]], original["embeddings"][0][2])[0]
         hits = vectors.search(pg, vec, original["embeddings"][0][1], Options(), 3, exact=True)
         assert hits[0].memory_id == original["embeddings"][0][0]
         # new memories continue after the copied ids
@@ -88,6 +93,20 @@ def test_round_trip_keeps_every_row_and_id(pg_url: str, tmp_path: Path) -> None:
     with sqlite3.connect(src) as a, sqlite3.connect(back) as b:
         assert b.execute(refs).fetchall() == a.execute(refs).fetchall()
         assert len(a.execute(refs).fetchall()) == 7
+    # lenses came along: the same lens search gives the same ids on all three databases
+    with cortex.open(src, embedder=None) as a, cortex.open(back, embedder=None) as b, \
+            cortex.open(pg_url, embedder=None) as c:  # fmt: skip
+        assert a.lenses() == b.lenses() == c.lenses() and len(a.lenses()) == 2
+        for lens in ("ops-only", "everything"):
+            want = [
+                r.memory.id for r in a.search("deploy", lens=lens, mode="keyword", record=False)
+            ]
+            assert want
+            assert [
+                r.memory.id for r in b.search("deploy", lens=lens, mode="keyword", record=False)
+            ] == want
+            got = [r.memory.id for r in c.search("deploy", lens=lens, mode="keyword", record=False)]
+            assert got == [i for i in want if i != 27], lens
 
 
 def test_a_stopped_copy_resumes(pg_url: str, tmp_path: Path) -> None:

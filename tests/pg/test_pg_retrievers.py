@@ -155,3 +155,139 @@ def test_several_projects_and_fact_type_on_both_legs(pg_url: str) -> None:
             PgKeywordRetriever(pg).retrieve(plan("x", Options(code="a.py")), Options(code="a.py"))
     finally:
         pg.close()
+
+
+def _stats_in_sql(pg: PgStore, query: np.ndarray, model: str, projects: list[str] | None):
+    """The calibration as one SQL statement (the retriever's before it kept its sample in
+    the process): the reference the kept sample must reproduce."""
+    from cortex.pg.db import Vector
+    from cortex.pg.retrievers import STATS_ROWS
+    from cortex.search.hits import shrunk_stats
+
+    dim = int(query.shape[0])
+    if projects is not None:
+        scope = "FROM memories m WHERE m.deleted_at IS NULL AND m.project_id = ANY(%s)"
+        scope_params: list = [projects]
+    else:
+        scope = (
+            "FROM memories m JOIN embeddings v ON v.project_id = m.project_id"
+            " AND v.memory_id = m.id AND v.model_id = %s AND v.dim = %s"
+            " WHERE m.deleted_at IS NULL"
+        )
+        scope_params = [model, dim]
+    n, mean, sd = pg.query(
+        "WITH c AS (SELECT m.project_id, m.id, row_number() OVER (ORDER BY m.id) - 1 AS rn"
+        f" {scope}),"
+        " t AS (SELECT count(*) AS n, LEAST(count(*), %s) AS k FROM c),"
+        " pos AS (SELECT DISTINCT CASE WHEN t.k <= 1 THEN 0 WHEN i = t.k - 1 THEN t.n - 1"
+        " ELSE floor(i * ((t.n - 1)::float8 / (t.k - 1)))::bigint END AS rn"
+        " FROM t, generate_series(0, GREATEST(t.k - 1, 0)) i WHERE t.n > 0)"
+        f" SELECT count(*), avg(s), stddev_pop(s) FROM (SELECT 1 - (e.vector::vector({dim})"
+        f" <=> %s::vector({dim})) AS s FROM c JOIN pos ON pos.rn = c.rn"
+        " JOIN embeddings e ON e.project_id = c.project_id AND e.memory_id = c.id"
+        " AND e.model_id = %s AND e.dim = %s) x",
+        (*scope_params, STATS_ROWS, Vector(query), model, dim),
+    )[0]
+    return shrunk_stats(int(n), float(mean or 0.0), float(sd or 0.0))
+
+
+class RandomEmbedder:
+    model_id = "random"
+    dim = 32
+
+    def embed(self, text: str) -> np.ndarray:
+        rng = np.random.default_rng(abs(hash(text)) % 2**32)
+        v = rng.normal(size=32).astype(np.float32) + 0.3
+        return v / np.linalg.norm(v)
+
+
+def test_kept_calibration_sample_gives_the_sql_numbers_and_follows_writes(pg_url: str) -> None:
+    """The semantic calibration's sample is kept in the process and its cosines computed
+    there: the same mean and spread as the statement over the server's rows (past
+    STATS_ROWS, walled and not), and every write that moves the sample (add, delete,
+    project move, a new vector) is seen by the next search; recall counts do not
+    invalidate it."""
+    from cortex.pg.db import Vector
+    from cortex.pg.retrievers import STATS_ROWS
+
+    emb = RandomEmbedder()
+    texts = [f"note {i} about subject {i % 97}" for i in range(STATS_ROWS + 600)]
+    items = [MemoryInput(t, project="a" if i % 3 else "b") for i, t in enumerate(texts)]
+    pg = PgStore.open(pg_url)
+    try:
+        ids = pg.add_many(
+            items, EmbeddingBatch("random", 32, {content_hash(t): emb.embed(t) for t in texts})
+        )
+        leg = PgSemanticRetriever(pg, emb)
+        queries = [emb.embed(f"query {j}") for j in range(3)]
+
+        def check() -> None:
+            for q in queries:
+                for projects in (None, ("a",), ("b",), ("a", "b"), ("none",)):
+                    want = _stats_in_sql(pg, q, "random", list(projects) if projects else None)
+                    assert leg._stats(q, projects) == pytest.approx(want, rel=1e-6, abs=1e-9)
+
+        check()
+        marker = leg._marker()
+        pg.record_recall([(ids[1], None, 0.5)], query="q", session_id=None, lens=None,
+                         reinforce=0.1)  # fmt: skip
+        pg.reinforce([ids[2]], 0.1)
+        assert leg._marker() == marker  # a recall count is not a change of the sample
+        pg.delete(ids[5])
+        assert leg._marker() > marker
+        check()
+        pg.update(ids[7], project="b")
+        check()
+        more = [f"later note {i}" for i in range(50)]
+        pg.add_many(
+            [MemoryInput(t, project="b") for t in more],
+            EmbeddingBatch("random", 32, {content_hash(t): emb.embed(t) for t in more}),
+        )
+        check()
+        with pg.db.transaction() as tx:
+            tx.execute("UPDATE embeddings SET vector = %s WHERE memory_id = %s",
+                       (Vector(-emb.embed(texts[0])), ids[0]))  # fmt: skip
+        assert leg._marker() > marker
+        check()
+    finally:
+        pg.close()
+
+
+@pytest.mark.parametrize("query", ["deploy fridays", "auth* OR fox", '"blue-green" deploy'])
+def test_keyword_rescore_from_kept_idfs_equals_the_full_scan(stores, query: str) -> None:
+    """Rescoring reads only the asked memories, with the IDFs and average length the
+    search computed: the same BM25 as scoring them by the search's whole scan again."""
+    import dataclasses
+    import json
+
+    from cortex.pg import keyword
+
+    pg, _ = stores
+    for opts in (Options(mode=Mode.KEYWORD, record=False),
+                 Options(mode=Mode.KEYWORD, record=False, project="p")):  # fmt: skip
+        found = keyword.search(pg, query, opts, 2)  # a pool smaller than the matches
+        assert found.rescore_expression and json.loads(found.rescore_expression)["idf"]
+        spec = json.loads(found.rescore_expression)
+        del spec["idf"]
+        slow = dataclasses.replace(found, rescore_expression=json.dumps(spec))
+        ids = [1, 2, 3, 4, 5]
+        fast = keyword.rescore(pg, found, ids, opts)
+        assert fast and fast == pytest.approx(keyword.rescore(pg, slow, ids, opts), rel=1e-12)
+
+
+def test_holds_by_exists_agrees_with_the_scored_tiers(stores) -> None:
+    """The unknown-name check asks one EXISTS per word: the same answer as running the
+    word's scored tiers and looking for a hit (words, compounds, prefixes, the wall)."""
+    from cortex.pg import keyword
+
+    pg, _ = stores
+    words = ["deploy", "Deploying", "blue-green", "green-blue", "auth", "authen", "zzz",
+             "REPORTING_DSN", "fox", "Tuesdays", "the"]  # fmt: skip
+    for opts in (Options(record=False), Options(record=False, project="p"),
+                 Options(record=False, project="other")):  # fmt: skip
+        for word in words:
+            with pg.db.connection() as conn:
+                scored = bool(keyword._latin(pg, conn, word, opts, 1, keyword.Ran()).hits)
+            assert keyword.holds(pg, word, opts) is scored, (word, opts.project)
+    assert keyword.holds(pg, "authen", Options(record=False))  # a prefix of a word
+    assert not keyword.holds(pg, "deploy", Options(record=False, project="other"))

@@ -92,3 +92,53 @@ def test_hnsw_index_is_used_and_close_to_exact_with_filters(filled) -> None:
     store.delete(ids[5])
     assert ids[5] not in {h.memory_id for h in vectors.search(store, vecs[5], "model-a",
                                                                Options(), 10)}  # fmt: skip
+
+
+def test_the_engine_builds_the_hnsw_index_past_its_size(pg_engine, embedder, monkeypatch) -> None:
+    """Past HNSW_MIN_ROWS vectors of a model the index is built: at a bulk load's end
+    (flush), and in the background when searches find the store grown one add at a time;
+    searches use it once valid and answer as the exact scan on this small store."""
+    from cortex.pg.retrievers import PgSemanticRetriever
+    from cortex.search.plan import plan
+
+    monkeypatch.setattr(vectors, "HNSW_MIN_ROWS", 30)
+    e = pg_engine
+    model, dim = e.model_id, embedder.dim
+    e.add_many([{"content": f"deploy note {i} about service {i % 7}"} for i in range(20)])
+    e.flush()
+    assert not vectors.has_hnsw(e.store, model, dim)  # 20 < 30: exact
+    for i in range(12):  # one at a time, past the size: no flush
+        e.add(f"release checklist item {i} for the billing team")
+    leg = PgSemanticRetriever(e.store, embedder)
+    opts = Options(mode="semantic", record=False)
+    leg.retrieve(plan("billing release", opts), opts)
+    assert leg._building is not None
+    leg._building.join(60)
+    assert vectors.has_hnsw(e.store, model, dim)
+    q = embedder.embed("billing release")
+    approx = vectors.search(e.store, q, model, opts, 10)
+    exact = vectors.search(e.store, q, model, opts, 10, exact=True)
+    assert [h.memory_id for h in approx] == [h.memory_id for h in exact]
+    # a bulk load past the size of another database's model builds at flush
+    with e.store.transaction() as tx:
+        tx.execute(f'DROP INDEX "{vectors.hnsw_index_name(model, dim)}"')
+    assert vectors.hnsw_due(e.store) == [(model, dim)]
+    e.flush()
+    assert vectors.has_hnsw(e.store, model, dim) and vectors.hnsw_due(e.store) == []
+
+
+def test_an_hnsw_build_left_invalid_is_rebuilt(filled, monkeypatch) -> None:
+    """A build that stopped half way leaves an invalid index the planner never uses:
+    the next check drops it and builds it again."""
+    store = filled[0]
+    monkeypatch.setattr(vectors, "HNSW_MIN_ROWS", 100)
+    assert vectors.build_due(store) == [("model-a", DIM), ("model-b", DIM)]
+    name = vectors.hnsw_index_name("model-a", DIM)
+    with store.transaction() as tx:  # what an interrupted CREATE INDEX CONCURRENTLY leaves
+        tx.execute(
+            "UPDATE pg_index SET indisvalid = false WHERE indexrelid = to_regclass(%s)", (name,)
+        )
+    assert not vectors.has_hnsw(store, "model-a", DIM)
+    assert vectors.hnsw_due(store) == [("model-a", DIM)]
+    assert vectors.build_due(store) == [("model-a", DIM)]
+    assert vectors.has_hnsw(store, "model-a", DIM) and vectors.hnsw_due(store) == []

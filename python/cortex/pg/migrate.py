@@ -1,8 +1,13 @@
 """`cortex migrate SRC DST`: copy a cortex database between SQLite and PostgreSQL.
 
 Every table (memories, facts, sessions, session links, relationships, the recall log,
-embeddings of every model, meta) is copied with its ids, so the same queries return the
-same ids on both sides. The copy is:
+embeddings of every model, import sources, lenses, meta) is copied with its ids, so the
+same queries return the same ids on both sides. What one side derives from those is
+derived again, not copied: the keyword indexes and their totals (FTS5 tables,
+``keyword_totals``; ``tsvector`` columns, ``keyword_stats``), code references
+(``memory_code``, from each memory's text) and documents (the whole texts of imported
+files, from their chunks) in a SQLite destination, and the change logs each side keeps
+for its own caches (``memory_changes``; ``cortex_changes``). The copy is:
 
 * **idempotent**: rows are inserted with ON CONFLICT DO NOTHING / INSERT OR IGNORE, so a
   second run adds nothing;
@@ -29,6 +34,7 @@ from cortex.pg.db import Vector, is_postgres_url, redact
 from cortex.pg.store import PgStore, api_project, db_project
 from cortex.pg.text import index_text
 from cortex.store import Store, has_cjk
+from cortex.vectors import decode_stored, encode_stored
 
 __all__ = ["TABLES", "migrate"]
 
@@ -45,6 +51,7 @@ TABLES: tuple[tuple[str, str, str], ...] = (
     ("memory_relationships", "id", "id"),
     ("recall_log", "id", "id"),
     ("embeddings", "rowid", "memory_id"),
+    ("lenses", "rowid", "name"),
 )
 
 BATCH = 1000
@@ -63,6 +70,7 @@ _COLUMNS = {
     "memory_relationships": "id, source_id, target_id, type, created_by, created_at",
     "recall_log": "id, memory_id, fact_id, query, session_id, lens, score, recalled_at",
     "embeddings": "memory_id, model_id, dim, content_hash, vector, created_at",
+    "lenses": "name, options, description, created_at, updated_at",
 }
 
 
@@ -226,12 +234,18 @@ def _pg_insert(tx: Any, table: str, rows: Sequence[tuple[Any, ...]]) -> int:
             " FROM memories m WHERE m.id = %s ON CONFLICT DO NOTHING",
             [(r[1], r[3], r[4], r[5], r[6], r[7], r[8], r[2]) for r in rows],
         )
+    elif table == "lenses":  # options as saved: project names as the API spells them
+        cur.executemany(
+            "INSERT INTO lenses (name, options, description, created_at, updated_at)"
+            " VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+            [tuple(r[1:]) for r in rows],
+        )
     elif table == "embeddings":
         cur.executemany(
             "INSERT INTO embeddings (project_id, memory_id, model_id, dim, content_hash,"
             " vector, created_at) SELECT m.project_id, m.id, %s, %s, %s, %s, %s"
             " FROM memories m WHERE m.id = %s ON CONFLICT DO NOTHING",
-            [(r[2], r[3], r[4], Vector(r[5]), r[6], r[1]) for r in rows],
+            [(r[2], r[3], r[4], Vector(decode_stored([r[5]], r[3])[0]), r[6], r[1]) for r in rows],
         )
     return len(rows)
 
@@ -285,6 +299,7 @@ _PG_KEYS = {
     "embeddings": ("memory_id", "model_id"),
     "sessions": ("project_id", "id"),
     "import_sources": ("import_project", "source_path", "project"),
+    "lenses": ("name",),
 }
 
 
@@ -347,7 +362,7 @@ def _sqlite_insert(conn: sqlite3.Connection, table: str, rows: Sequence[tuple[An
             " created_at) VALUES (?, ?, ?, ?, ?)"
         )
     elif table == "embeddings":
-        data = [(r[2], r[3], r[4], r[5], r[6].astype("<f4").tobytes(), r[7]) for r in rows]
+        data = [(r[2], r[3], r[4], r[5], encode_stored(r[6][None, :])[0], r[7]) for r in rows]
         sql = (
             "INSERT OR IGNORE INTO embeddings (memory_id, model_id, dim, content_hash, vector,"
             " created_at) VALUES (?, ?, ?, ?, ?, ?)"

@@ -5,13 +5,19 @@ Scores are calibrated as the SQLite retrievers' are (:mod:`cortex.search.hits`):
 BM25 over the sum of the query's IDFs; semantic cosine as a z-score against the query's
 own similarity distribution over the store (a fixed sample of up to STATS_ROWS rows; of
 the searched projects' rows when the search is walled, so that other projects never move
-its calibration).
+its calibration). The sample's vectors are kept in the process while the database's
+change counter (``cortex_changes``) stands still, and the cosines computed here.
 Both apply `opts`'s filters in their own SQL (the project wall in every statement), so
 the `allowed` ids the pipeline may pass are not needed.
 """
 
 from __future__ import annotations
 
+import logging
+import math
+import threading
+import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -32,6 +38,12 @@ __all__ = ["PgKeywordRetriever", "PgSemanticRetriever"]
 #: The query's cosine distribution is read over this many rows of the model (the first
 #: by id: a fixed sample, so a query scores the same from one search to the next).
 STATS_ROWS = 2048
+#: Calibration samples kept in the process (one per model and project scope).
+SAMPLES_KEPT = 8
+#: Seconds between two checks whether a model's HNSW index is due (cortex.pg.vectors).
+HNSW_CHECK_SECONDS = 60.0
+
+_log = logging.getLogger("cortex.pg")
 
 
 class PgKeywordRetriever:
@@ -70,6 +82,12 @@ class PgSemanticRetriever:
         # An embedder, or what loads one when first needed (cortex.pg.embedding.PgSemantic)
         self._source = embedder
         self._cache = cache if cache is not None else QueryCache(0)
+        self._lock = threading.Lock()
+        # (model, dim, projects) -> (change counter when read, unit sample vectors)
+        self._samples: OrderedDict[Any, tuple[int, np.ndarray]] = OrderedDict()
+        self._hnsw_known: set[tuple[str, int]] = set()
+        self._hnsw_checked = -math.inf
+        self._building: threading.Thread | None = None
 
     @property
     def _embedder(self) -> Any:
@@ -91,42 +109,122 @@ class PgSemanticRetriever:
 
         return self._cache.get(str(embedder.model_id), text, embed)  # type: ignore[no-any-return]
 
+    def _marker(self) -> int:
+        """The change counter of what the calibration samples (schema: cortex_changes):
+        equal on two reads means no committed write to live memories or vectors between."""
+        return int(self._store.query("SELECT COALESCE(sum(n), 0) FROM cortex_changes")[0][0])
+
+    def _sample(self, model: str, dim: int, projects: tuple[str, ...] | None) -> np.ndarray:
+        """The calibration sample's vectors, unit length, float32 (rows x dim): every live
+        row up to STATS_ROWS, else STATS_ROWS evenly spaced by memory id (``floor(i * (n -
+        1) / (k - 1))``, the last row last); walled, over the live memories of the projects
+        (those without a vector of the model then count for nothing), else over the live
+        memories that have one. Kept in the process while the change counter stands still:
+        read first, so a write committed meanwhile leaves an older key, never a newer."""
+        key = (model, dim, projects)
+        marker = self._marker()
+        with self._lock:
+            known = self._samples.get(key)
+            if known is not None and known[0] == marker:
+                self._samples.move_to_end(key)
+                return known[1]
+        if projects is not None:
+            rows = self._store.query(
+                "SELECT project_id, id FROM memories WHERE deleted_at IS NULL"
+                " AND project_id = ANY(%s) ORDER BY id",
+                ([db_project(p) for p in projects],),
+            )
+        else:
+            rows = self._store.query(
+                "SELECT m.project_id, m.id FROM memories m JOIN embeddings v"
+                " ON v.project_id = m.project_id AND v.memory_id = m.id AND v.model_id = %s"
+                " AND v.dim = %s WHERE m.deleted_at IS NULL ORDER BY m.id",
+                (model, dim),
+            )
+        n = len(rows)
+        k = min(n, STATS_ROWS)
+        if k == 0:
+            picked: list[tuple[Any, ...]] = []
+        elif k == 1:
+            picked = [rows[0]]
+        else:
+            step = (n - 1) / (k - 1)
+            at = sorted({n - 1 if i == k - 1 else math.floor(i * step) for i in range(k)})
+            picked = [rows[i] for i in at]
+        vecs = np.zeros((0, dim), dtype=np.float32)
+        if picked:
+            with self._store.db.connection() as conn:
+                got = (
+                    conn.cursor(binary=True)
+                    .execute(
+                        "SELECT e.vector FROM unnest(%s::text[], %s::bigint[]) AS s(p, i)"
+                        " JOIN embeddings e ON e.project_id = s.p AND e.memory_id = s.i"
+                        " AND e.model_id = %s AND e.dim = %s",
+                        ([r[0] for r in picked], [int(r[1]) for r in picked], model, dim),
+                    )
+                    .fetchall()
+                )
+            if got:
+                vecs = np.stack([np.asarray(r[0], dtype=np.float64) for r in got])
+                norms = np.linalg.norm(vecs, axis=1)
+                # pgvector: NaN, no cosine, for a zero vector. float32, as pgvector computes
+                vecs = (vecs[norms > 0] / norms[norms > 0, None]).astype(np.float32)
+        with self._lock:
+            self._samples[key] = (marker, vecs)
+            while len(self._samples) > SAMPLES_KEPT:
+                self._samples.popitem(last=False)
+        self._check_hnsw(model, dim)
+        return vecs
+
+    def _check_hnsw(self, model: str, dim: int) -> None:
+        """After writes (a refreshed sample), at most once a HNSW_CHECK_SECONDS: when the
+        model has grown past HNSW_MIN_ROWS vectors without its HNSW index, build it on a
+        background thread (CONCURRENTLY; searches scan exactly until it is valid). A store
+        grown one `add` at a time gets its index without a bulk load's flush."""
+        if self._store.read_only:
+            return
+        now = time.monotonic()
+        with self._lock:
+            if (model, dim) in self._hnsw_known or now - self._hnsw_checked < HNSW_CHECK_SECONDS:
+                return
+            if self._building is not None and self._building.is_alive():
+                return
+            self._hnsw_checked = now
+
+            def build() -> None:
+                try:
+                    if vectors.has_hnsw(self._store, model, dim):
+                        built = True
+                    else:
+                        vectors.build_due(self._store)
+                        built = vectors.has_hnsw(self._store, model, dim)
+                except StorageError as exc:  # the next check tries again; searches go on
+                    _log.warning("building the HNSW index of %s failed: %s", model, exc)
+                    return
+                if built:
+                    with self._lock:
+                        self._hnsw_known.add((model, dim))
+
+            self._building = threading.Thread(target=build, name="cortex-pg-hnsw", daemon=True)
+            self._building.start()
+
     def _stats(
         self, query: np.ndarray, projects: tuple[str, ...] | None = None
     ) -> tuple[float, float]:
         """The mean and spread of the query's cosine over the same sample as the SQLite
-        retriever's (cortex.search.sqlite), so that both calibrate a query alike: every
-        live row up to STATS_ROWS, else STATS_ROWS evenly spaced by memory id
-        (``np.linspace`` positions); walled, over the live memories of the projects
-        (those without a vector of the model then count for nothing), else over the
-        live memories that have one."""
+        retriever's (cortex.search.sqlite), so that both calibrate a query alike
+        (:meth:`_sample`). The cosines are computed here, over the sample kept in the
+        process: the same numbers as pgvector's ``1 - (a <=> b)`` to float rounding."""
         dim = int(query.shape[0])
-        model = str(self._embedder.model_id)
-        if projects is not None:
-            scope = "FROM memories m WHERE m.deleted_at IS NULL AND m.project_id = ANY(%s)"
-            scope_params: list[Any] = [[db_project(p) for p in projects]]
-        else:
-            scope = (
-                "FROM memories m JOIN embeddings v ON v.project_id = m.project_id"
-                " AND v.memory_id = m.id AND v.model_id = %s AND v.dim = %s"
-                " WHERE m.deleted_at IS NULL"
-            )
-            scope_params = [model, dim]
-        rows = self._store.query(
-            "WITH c AS (SELECT m.project_id, m.id, row_number() OVER (ORDER BY m.id) - 1 AS rn"
-            f" {scope}),"
-            " t AS (SELECT count(*) AS n, LEAST(count(*), %s) AS k FROM c),"
-            " pos AS (SELECT DISTINCT CASE WHEN t.k <= 1 THEN 0 WHEN i = t.k - 1 THEN t.n - 1"
-            " ELSE floor(i * ((t.n - 1)::float8 / (t.k - 1)))::bigint END AS rn"
-            " FROM t, generate_series(0, GREATEST(t.k - 1, 0)) i WHERE t.n > 0)"
-            f" SELECT count(*), avg(s), stddev_pop(s) FROM (SELECT 1 - (e.vector::vector({dim})"
-            f" <=> %s::vector({dim})) AS s FROM c JOIN pos ON pos.rn = c.rn"
-            " JOIN embeddings e ON e.project_id = c.project_id AND e.memory_id = c.id"
-            " AND e.model_id = %s AND e.dim = %s) x",
-            (*scope_params, STATS_ROWS, Vector(query), model, dim),
-        )
-        n, mean, sd = rows[0]
-        return shrunk_stats(int(n), float(mean or 0.0), float(sd or 0.0))
+        sample = self._sample(str(self._embedder.model_id), dim, projects)
+        q = np.asarray(query, dtype=np.float64)
+        qn = float(np.linalg.norm(q))
+        if len(sample) == 0 or qn == 0.0:
+            return shrunk_stats(0, 0.0, 0.0)
+        # einsum's own loop, not BLAS: a matrix-vector product through a threaded BLAS
+        # wakes its threads each call (1-25 ms on a loaded machine instead of 0.1)
+        s = np.einsum("ij,j->i", sample, (q / qn).astype(np.float32)).astype(np.float64)
+        return shrunk_stats(len(s), float(s.mean()), float(s.std()))
 
     def retrieve(self, plan: Plan, opts: Options, allowed: Any = None) -> Leg:
         query = self._query(plan.semantic_text)
@@ -144,8 +242,13 @@ class PgSemanticRetriever:
         dim = int(query.shape[0])
         try:
             rows = self._store.query(
-                f"SELECT memory_id, 1 - (vector::vector({dim}) <=> %s::vector({dim}))"
-                " FROM embeddings WHERE model_id = %s AND dim = %s AND memory_id = ANY(%s)",
+                # by the memories' id index, then embeddings' key (project, memory, model):
+                # embeddings has no index on memory_id alone, and a scan of the model's
+                # rows cost a hybrid search tens of milliseconds at 100k
+                f"SELECT e.memory_id, 1 - (e.vector::vector({dim}) <=> %s::vector({dim}))"
+                " FROM memories m JOIN embeddings e ON e.project_id = m.project_id"
+                " AND e.memory_id = m.id AND e.model_id = %s AND e.dim = %s"
+                " WHERE m.id = ANY(%s)",
                 (Vector(query), str(self._embedder.model_id), dim, sorted({int(i) for i in ids})),
             )
         except StorageError:

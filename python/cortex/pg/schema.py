@@ -264,7 +264,40 @@ CREATE TABLE IF NOT EXISTS lenses (
 );
 """
 
+# A change counter for what the semantic calibration samples (cortex.pg.retrievers): which
+# memories are live, in which project, and their vectors. Every statement that can change
+# that (insert, delete, truncate; an update of a memory's id, project or deleted_at; any
+# write to embeddings) adds 1 to a slot row in its own transaction, so a reader that sees
+# the same sum twice saw no committed change in between (the sum only grows). Recall
+# counts, salience and supersession do not bump it. Slots by backend as in keyword_stats,
+# so that concurrent writers do not queue on one row; the trigger named first
+# (memories_changed < memories_stats_*) locks its slot before keyword_stats' slot, always
+# in that order.
+_CHANGES = """
+CREATE TABLE IF NOT EXISTS cortex_changes (
+    slot smallint PRIMARY KEY,
+    n    bigint NOT NULL DEFAULT 0
+);
+
+CREATE FUNCTION cortex_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO cortex_changes AS c (slot, n) VALUES ((pg_backend_pid() % {slots})::smallint, 1)
+    ON CONFLICT (slot) DO UPDATE SET n = c.n + 1;
+    RETURN NULL;
+END $$;
+
+CREATE TRIGGER memories_changed
+    AFTER INSERT OR DELETE OR UPDATE OF id, project_id, deleted_at OR TRUNCATE ON memories
+    FOR EACH STATEMENT EXECUTE FUNCTION cortex_changed();
+CREATE TRIGGER embeddings_changed AFTER INSERT OR DELETE OR UPDATE OR TRUNCATE ON embeddings
+    FOR EACH STATEMENT EXECUTE FUNCTION cortex_changed();
+"""
+
 # Forward migrations: MIGRATIONS[i] takes a database at schema version i to i + 1. An
 # entry is never edited once released; a new schema is a new entry at the end.
-MIGRATIONS: tuple[str, ...] = (_V1.replace("{slots}", str(STAT_SLOTS)), _LENSES)
+MIGRATIONS: tuple[str, ...] = (
+    _V1.replace("{slots}", str(STAT_SLOTS)),
+    _LENSES,
+    _CHANGES.replace("{slots}", str(STAT_SLOTS)),
+)
 SCHEMA_VERSION = len(MIGRATIONS)

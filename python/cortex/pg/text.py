@@ -53,7 +53,7 @@ def tsvector_literal(tokens: list[str], *, checked: bool = False) -> str:
     word, as to_tsvector does), built without a Python loop over the tokens.
     """
     if checked and len(tokens) <= _MAX_POS:
-        return " ".join(map(_ENTRY.format, tokens, range(1, len(tokens) + 1)))
+        return " ".join([f"'{tok}':{i}" for i, tok in enumerate(tokens, 1)])
     parts = []
     for i, tok in enumerate(tokens, 1):
         if len(tok) * 4 > _MAX_LEXEME_BYTES and len(tok.encode()) > _MAX_LEXEME_BYTES:
@@ -62,9 +62,6 @@ def tsvector_literal(tokens: list[str], *, checked: bool = False) -> str:
             tok = tok.replace("\\", "\\\\").replace("'", "''")
         parts.append(f"'{tok}':{min(i, _MAX_POS)}")
     return " ".join(parts)
-
-
-_ENTRY = "'{}':{}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,4 +75,15 @@ class Indexed:
 
 def index_text(content: str) -> Indexed:
     stemmed = stemmed_tokens(content)
-    return Indexed(tsvector_literal(stemmed), tsvector_literal(exact_tokens(content)), len(stemmed))
+    exact = exact_tokens(content)
+    # Tokens are letters and digits only (unicode61): never a quote or a backslash; the
+    # literal is built without a loop a token unless one could be too long for a lexeme.
+    return Indexed(
+        tsvector_literal(stemmed, checked=_short(stemmed)),
+        tsvector_literal(exact, checked=_short(exact)),
+        len(stemmed),
+    )
+
+
+def _short(tokens: list[str]) -> bool:
+    return not tokens or max(map(len, tokens)) * 4 <= _MAX_LEXEME_BYTES

@@ -8,10 +8,12 @@ search. A model's HNSW index is a partial expression index over its own rows::
         WHERE model_id = '<model>'
 
 built by :func:`ensure_hnsw` once the model has :data:`HNSW_MIN_ROWS` rows (an exact scan
-is fast enough below that, and exact is always right). Filters, the project wall first,
-are in the query's WHERE: an exact search scans only admitted rows; an HNSW search runs
-with ``hnsw.iterative_scan`` so that a filter that rejects most neighbours still fills the
-pool instead of returning short.
+is fast enough below that, and exact is always right): the Engine calls
+:func:`build_due` at a bulk load's end (``PgStore.after_bulk_write``) and, on a
+background thread, when a search finds the store grown (cortex.pg.retrievers). Filters,
+the project wall first, are in the query's WHERE: an exact search scans only admitted
+rows; an HNSW search runs with ``hnsw.iterative_scan`` so that a filter that rejects most
+neighbours still fills the pool instead of returning short.
 """
 
 from __future__ import annotations
@@ -29,16 +31,27 @@ from cortex.pg.db import Vector
 from cortex.pg.store import PgStore, db_project, rank_info
 from cortex.ranking import RANK_COLUMNS, RankInfo
 
-__all__ = ["HNSW_MIN_ROWS", "VecHit", "ensure_hnsw", "hnsw_index_name", "search"]
+__all__ = [
+    "HNSW_MIN_ROWS",
+    "VecHit",
+    "build_due",
+    "ensure_hnsw",
+    "has_hnsw",
+    "hnsw_due",
+    "hnsw_index_name",
+    "search",
+]
 
-#: Rows of one model from which its HNSW index is built. Measured (benches/
-#: bench_pg_vectors.py, 384-d, loaded machine): at 5,000 rows the exact scan (21 ms p50)
-#: and HNSW (23 ms) are even; at 20,000 exact takes 108 ms and HNSW 18 ms with recall@10
-#: 0.998. The scan grows linearly, so the index pays from about 10,000 rows; building it
-#: costs ~1 s per thousand rows.
-HNSW_MIN_ROWS = 10_000
+#: Rows of one model from which its HNSW index is built (by the Engine: at a bulk load's
+#: end and in the background, cortex.pg.retrievers). Measured on SciFact passages embedded
+#: by the default model (benches/bench_pg_vectors.py --real; BENCHMARKS.md, "PostgreSQL:
+#: second pass"): at 5,000 vectors the exact scan takes 37 ms p50 and HNSW 6 ms with
+#: recall@10 0.999 at the Engine's ef_search (100); the scan grows linearly past it.
+#: Building costs ~0.4 s per thousand rows.
+HNSW_MIN_ROWS = 5_000
 
-#: HNSW build parameters (pgvector's defaults); ef_search stays at its default (40).
+#: HNSW build parameters (pgvector's defaults: recall@10 >= 0.98 on real embeddings at
+#: the search's ef_search = max(40, pool), measured to 100,000 vectors).
 HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 64
 
@@ -63,8 +76,61 @@ def hnsw_index_name(model_id: str, dim: int) -> str:
 
 
 def has_hnsw(store: PgStore, model_id: str, dim: int) -> bool:
-    rows = store.query("SELECT to_regclass(%s) IS NOT NULL", (hnsw_index_name(model_id, dim),))
-    return bool(rows[0][0])
+    """Whether the model's HNSW index exists and is valid (built: a CONCURRENTLY build
+    in progress, or one that failed, leaves an index the planner does not use)."""
+    rows = store.query(
+        "SELECT i.indisvalid FROM pg_index i WHERE i.indexrelid = to_regclass(%s)",
+        (hnsw_index_name(model_id, dim),),
+    )
+    return bool(rows and rows[0][0])
+
+
+def hnsw_due(store: PgStore) -> list[tuple[str, int]]:
+    """The (model, dimension) pairs with HNSW_MIN_ROWS vectors or more and no HNSW index
+    (valid or being built) yet: one count a model, from the table's index on model_id."""
+    rows = store.query(
+        "SELECT model_id, dim FROM embeddings GROUP BY model_id, dim HAVING count(*) >= %s"
+        " ORDER BY model_id, dim",
+        (HNSW_MIN_ROWS,),
+    )
+    due = []
+    for model_id, dim in rows:
+        name = hnsw_index_name(str(model_id), int(dim))
+        state = store.query(
+            "SELECT i.indisvalid, EXISTS (SELECT 1 FROM pg_stat_progress_create_index p"
+            " WHERE p.index_relid = i.indexrelid) FROM pg_index i"
+            " WHERE i.indexrelid = to_regclass(%s)",
+            (name,),
+        )
+        if state and not state[0][0] and not state[0][1] and not store.read_only:
+            # left invalid by a build that stopped (a killed process, a server restart):
+            # the planner never uses it, and IF NOT EXISTS would keep it; drop, rebuild
+            _drop_index(store, name)
+            state = []
+        if not state:
+            due.append((str(model_id), int(dim)))
+    return due
+
+
+def _drop_index(store: PgStore, name: str) -> None:
+    import psycopg
+    from psycopg import sql
+
+    try:
+        with psycopg.connect(store.db._url, autocommit=True) as conn:
+            conn.execute(
+                sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(sql.Identifier(name))
+            )
+    except psycopg.Error as exc:
+        raise StorageError(store.db.explain(exc)) from None
+
+
+def build_due(store: PgStore) -> list[tuple[str, int]]:
+    """Build the HNSW index of every model that has reached HNSW_MIN_ROWS vectors (what a
+    bulk load's end and, in the background, a search that finds the store grown, call).
+    Returns the indexes built."""
+    built = [(m, d) for m, d in hnsw_due(store) if ensure_hnsw(store, m, d, min_rows=0)]
+    return built
 
 
 def ensure_hnsw(store: PgStore, model_id: str, dim: int, *, min_rows: int = HNSW_MIN_ROWS) -> bool:
@@ -73,6 +139,8 @@ def ensure_hnsw(store: PgStore, model_id: str, dim: int, *, min_rows: int = HNSW
     dim = _dim(dim)
     if has_hnsw(store, model_id, dim):
         return True
+    if store.read_only:
+        return False
     count = store.query(
         "SELECT count(*) FROM embeddings WHERE model_id = %s AND dim = %s", (model_id, dim)
     )[0][0]

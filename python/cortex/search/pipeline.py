@@ -9,6 +9,7 @@ backend plugs in without touching them.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -16,7 +17,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from cortex import code, fusion, keyword, recall, validate
+from cortex import code, filters, fusion, keyword, recall, validate
 from cortex.errors import EmbeddingError, IndexFormatError, StorageError
 from cortex.interpret import interpret
 from cortex.log import get_logger
@@ -34,7 +35,14 @@ from cortex.ranking import (
 )
 from cortex.result import Fact, MatchType, Result, Results, from_epoch, iso
 from cortex.search import pages
-from cortex.search.hits import KeywordRetriever, Leg, Retriever, combine
+from cortex.search.hits import (
+    SEMANTIC_MID,
+    SEMANTIC_SLOPE,
+    KeywordRetriever,
+    Leg,
+    Retriever,
+    combine,
+)
 from cortex.search.plan import DROPPED, Plan, clean, plan, pool_for
 from cortex.search.recorder import Recall, Recorder
 
@@ -65,6 +73,31 @@ NEIGHBOUR_TOP = 30
 #: (0.698).
 UNKNOWN_NAME_FACTOR = 0.3
 UNKNOWN_NAME_BASE = 0.8
+
+#: How far the semantic leg's best hit stands out from its STANDOUT_RANK-th (in z-scores
+#: of the query's own cosine distribution, read back from the calibrated scores) says
+#: whether the model found *a memory* or only *a topic*. A true paraphrase's answer stands
+#: out ("billing amounts a penny wrong": z 4.2 against 0.2 for the tenth); a question the
+#: store cannot answer lands in a crowd of memories about the same project or subject
+#: ("where is the on-premise installation guide for atlas?": z 3.8 against 3.2, every
+#: atlas note alike). A hybrid search answers only when one of its matches clears
+#: min_score with its semantic evidence counted ``max(STANDOUT_FLOOR, min(1, standout /
+#: STANDOUT_GAP))`` (Candidate.standout_base); what it answers is ordered and floored by the
+#: fused scores as before. A query that names only things the store holds (Kafka, Priya)
+#: is exempt: alike memories about a known name are what it asks for. Tuned on the tune
+#: halves: nothing-relevant queries left empty 0.75 -> 0.90, nDCG@10 unchanged; see
+#: BENCHMARKS.md, "Ranking: abstention (issue 11; 2026-11-26)".
+STANDOUT_RANK = 10
+STANDOUT_GAP = 1.5
+STANDOUT_FLOOR = 0.3
+
+#: A search that nothing clears min_score for, whose filters (other than the project and
+#: dates) admit at most NARROW_FILTER memories (a default page), shows every one of them,
+#: ordered by relevance (unless min_score is given). A count, not the page size: the first
+#: n results stay the same for every limit. On the tune halves nDCG@10 0.888 -> 0.902
+#: ("what did we decide" with category decision scored 0.03: no word of it is in the two
+#: decisions of the project); see BENCHMARKS.md, "Ranking: abstention".
+NARROW_FILTER = 20
 
 #: Seed 002's temporal decay of dated journal notes is bounded below: a note keeps at least
 #: this share of its score however old it is. Unbounded, a 30-day half-life took an exact
@@ -133,10 +166,10 @@ class Pipeline:
             )
         clock = opts.now if opts.now is not None else datetime.now(UTC)
         results = self._interpreted(query, opts, clock, pool)
-        if results.has_more:  # the fingerprint (a hash of the options) only when needed
-            fp = pages.fingerprint(query, asked)
-            results.next_cursor = pages.encode(
-                pages.Cursor(opts.offset + opts.limit, clock.timestamp(), pool, fp)
+        if results.has_more:  # the cursor (a hash of the options) when it is first read
+            at, offset = clock.timestamp(), opts.offset + opts.limit
+            results._cursor_of = lambda: pages.encode(
+                pages.Cursor(offset, at, pool, pages.fingerprint(query, asked))
             )
         return results
 
@@ -189,23 +222,56 @@ class Pipeline:
         query: str | None = None,
         window: tuple[float, float] | None = None,
     ) -> Results:
-        """One search of `text` (`query` is what the user typed, when it differs)."""
+        """One search of `text` (`query` is what the user typed, when it differs). The
+        semantic rows of the page are checked against SQLite before it is answered
+        (`verify`); when SQLite changed under the search, or a damaged vector index has
+        just been rebuilt, the search runs again."""
+        rebuilt = False
+        for _ in range(4):
+            try:
+                return self._search_once(
+                    text, opts, now, pool, query=query, window=window, rebuilt=rebuilt
+                )
+            except _SearchAgain as again:
+                rebuilt = rebuilt or again.rebuilt
+        raise IndexFormatError("the database kept changing under the search; search again")
+
+    def _search_once(
+        self,
+        text: str,
+        opts: Options,
+        now: float,
+        pool: int,
+        *,
+        query: str | None = None,
+        window: tuple[float, float] | None = None,
+        rebuilt: bool = False,
+    ) -> Results:
         shown = query if query is not None else text
         if not text.strip():  # nothing but time words: the window's memories, newest first
             return self._browse(shown, opts, now, pool)
         t0 = time.perf_counter()
-        p, kw, sem, mode, candidates, notices = self.candidates(text, opts, pool)
+        p, kw, sem, mode, candidates, notices, allowed = self._candidates(text, opts, pool)
         t1 = time.perf_counter()
         damaged: list[str] = []
+        threshold = opts.threshold(mode)
         ranked, hidden = self._rank(
-            candidates, opts, now, threshold=opts.threshold(mode), window=window, damaged=damaged
+            candidates, opts, now, threshold=threshold, window=window, damaged=damaged
         )
+        if not ranked and hidden and opts.min_score is None and self._narrow(opts, allowed):
+            # nothing cleared the floor, and the filters picked a handful: show them
+            damaged = []
+            ranked, hidden = self._rank(
+                candidates, opts, now, threshold=0.0, window=window, damaged=damaged
+            )
         default_type = MatchType.SEMANTIC if mode is Mode.SEMANTIC else MatchType.BM25
         terms = kw.terms if kw is not None else _content_words(p.text)
-        results = self._results(ranked, opts, now, default_type, terms, damaged)
+        check = self._page_check(sem, rebuilt)
+        results = self._results(ranked, opts, now, default_type, terms, damaged, check)
         _damage_notice(damaged, notices)
         results.query, results.mode, results.hidden = shown, str(mode), hidden
         results.rewritten = kw.rewritten if kw is not None else None
+        results._held = tuple(getattr(kw.state, "held", ())) if kw is not None else ()
         if not results and hidden:
             notices.append(
                 f"nothing passed the thresholds: {hidden} match(es) scored below min_score"
@@ -226,11 +292,34 @@ class Pipeline:
             )  # fmt: skip
         return results
 
+    def _page_check(
+        self, sem: Leg | None, rebuilt: bool
+    ) -> Callable[[list[Candidate]], None] | None:
+        """What checks the page's semantic scores against their source before it is
+        answered (the retriever's `verify`, when it has one): raises _SearchAgain."""
+        verify = getattr(self._semantic, "verify", None)
+        if sem is None or verify is None:
+            return None
+
+        def check(page: list[Candidate]) -> None:
+            rows = [(c.memory_id, c.cosine) for c in page if c.cosine is not None]
+            outcome = verify(sem, rows, rebuilt)
+            if outcome is not None:
+                raise _SearchAgain(outcome == "rebuilt")
+
+        return check
+
     def candidates(
         self, query: str, opts: Options, pool: int | None = None
     ) -> tuple[Plan, Leg | None, Leg | None, Mode, list[Candidate], list[str]]:
         """Plan, retrieve and fuse: every candidate with its score parts, before boosts,
         thresholds and order (what benches/tune_fusion.py tunes on)."""
+        return self._candidates(query, opts, pool)[:6]
+
+    def _candidates(
+        self, query: str, opts: Options, pool: int | None = None
+    ) -> tuple[Plan, Leg | None, Leg | None, Mode, list[Candidate], list[str], Any]:
+        """candidates(), and the ids the filters admit when they were read (else None)."""
         wants_semantic = opts.mode is Mode.SEMANTIC or (
             opts.mode is Mode.HYBRID and opts.alpha > 0.0
         )
@@ -246,7 +335,7 @@ class Pipeline:
         selective = opts.code is not None or opts.fact_type is not None
         allowed = self._store.allowed_ids(opts) if needs or selective else None
         if allowed is not None and len(allowed) == 0 and selective:
-            return p, None, None, p.mode, [], notices
+            return p, None, None, p.mode, [], notices, allowed
         kw, sem, mode = self._legs(p, opts, allowed, notices)
         unknown: list[str] = []
         if p.named and mode is Mode.HYBRID and min(UNKNOWN_NAME_FACTOR, UNKNOWN_NAME_BASE) < 1.0:
@@ -258,10 +347,28 @@ class Pipeline:
             if unknown:
                 shown = ", ".join(unknown[:3]) + (" ..." if len(unknown) > 3 else "")
                 notices.append(f"no memory holds {shown}: matches count for less")
-        candidates = self._fuse(p, opts, kw, sem, mode, discount=bool(unknown))
+        # A query that names something every memory-holding project knows (Kafka, Priya) is
+        # about it: alike memories are what it asks for, the standout rule stays out.
+        anchored = bool(p.named) and not unknown
+        candidates = self._fuse(p, opts, kw, sem, mode, discount=bool(unknown), anchored=anchored)
         if CODE_WEIGHT and not p.constrained and opts.fusion is not Fusion.RRF:
             candidates = self._code_named(p, opts, kw, sem, mode, candidates)
-        return p, kw, sem, mode, candidates, notices
+        return p, kw, sem, mode, candidates, notices, allowed
+
+    def _narrow(self, opts: Options, allowed: Any) -> bool:
+        """Whether filters other than the project admit at most NARROW_FILTER memories:
+        then, when nothing clears the floor, the filters are what was asked, and every
+        memory they admit is shown, ordered by relevance, as a hard time window does
+        ("what did we decide" in category decision of one project; "what was the fix" in
+        one session). The project never counts (it is the store: a young project's
+        searches still come back empty when nothing matches), nor do dates (explicit
+        dates keep the floor)."""
+        kinds = opts.replace(project=None, created_since=None, created_until=None)
+        if not NARROW_FILTER or not filters.narrows(kinds):
+            return False
+        if allowed is None:
+            allowed = self._store.allowed_ids(opts)
+        return allowed is not None and len(allowed) <= NARROW_FILTER
 
     def _code_named(
         self,
@@ -309,6 +416,8 @@ class Pipeline:
             c = by_id[i]
             c.code = CODE_WEIGHT
             c.base = 1.0 - (1.0 - c.base) * (1.0 - CODE_WEIGHT)
+            if c.standout_base is not None:
+                c.standout_base = 1.0 - (1.0 - c.standout_base) * (1.0 - CODE_WEIGHT)
         return list(by_id.values())
 
     def _legs(
@@ -355,11 +464,13 @@ class Pipeline:
         mode: Mode,
         *,
         discount: bool = False,
+        anchored: bool = False,
     ) -> list[Candidate]:
         """One candidate per memory, scored on both legs when both ran (a memory one leg
         found is scored by the other too: a strong keyword match missing from the
         semantic top-k is not halved), then fused. `discount`: the query names something
-        no memory holds (UNKNOWN_NAME_FACTOR)."""
+        no memory holds (UNKNOWN_NAME_FACTOR); `anchored`: it names only what the store
+        holds (no standout rule, STANDOUT_GAP)."""
         by_id: dict[int, Candidate] = {}
         use_kw = kw is not None and mode is not Mode.SEMANTIC
         use_sem = sem is not None and mode is not Mode.KEYWORD
@@ -403,18 +514,29 @@ class Pipeline:
                 c.base = c.semantic
             return list(by_id.values())
         alpha = p.alpha
+        factor = UNKNOWN_NAME_FACTOR if discount else 1.0
         if discount:
             for c in by_id.values():
                 c.semantic *= UNKNOWN_NAME_FACTOR
         if opts.fusion is not Fusion.RRF:
+            # The floor judges the semantic evidence as far as the best hit stands out of
+            # its crowd; the order stays the fused score's (STANDOUT_GAP).
+            standout = (
+                standout_factor([h.score for h in sem.hits])
+                if sem is not None and not anchored
+                else 1.0
+            )
             for c in by_id.values():
                 c.base = combine(c.bm25, c.semantic, alpha, opts.fusion)
+                if standout < 1.0:
+                    c.standout_base = combine(c.bm25, c.semantic * standout, alpha, opts.fusion)
             if NEIGHBOUR_WEIGHT and not p.constrained:
-                factor = UNKNOWN_NAME_FACTOR if discount else 1.0
-                self._borrow(p, opts, kw, sem, by_id, alpha, factor)
+                self._borrow(p, opts, kw, sem, by_id, alpha, factor, standout)
             if discount and UNKNOWN_NAME_BASE < 1.0:
                 for c in by_id.values():
                     c.base *= UNKNOWN_NAME_BASE
+                    if c.standout_base is not None:
+                        c.standout_base *= UNKNOWN_NAME_BASE
             return list(by_id.values())
         import numpy as np
 
@@ -438,6 +560,7 @@ class Pipeline:
         by_id: dict[int, Candidate],
         alpha: float,
         factor: float = 1.0,
+        standout: float = 1.0,
     ) -> None:
         """Let a memory borrow from its neighbours: the chunks right before and after it in
         its source, the turns right before and after it in its session. An answer often
@@ -468,17 +591,27 @@ class Pipeline:
                     else (MatchType.BM25 if c.bm25 else MatchType.SEMANTIC)
                 )
                 c.base = combine(c.bm25, c.semantic, alpha, opts.fusion)
+                if standout < 1.0:
+                    c.standout_base = combine(c.bm25, c.semantic * standout, alpha, opts.fusion)
         own = {i: c.base for i, c in by_id.items()}
+        own_floor = {i: c.answer_base for i, c in by_id.items()}
         best: dict[int, float] = {}
+        best_floor: dict[int, float] = {}
         for i, ns in adjacent.items():
             for n in ns:
                 if i in own and n in own:
                     best[i] = max(best.get(i, 0.0), own[n])
                     best[n] = max(best.get(n, 0.0), own[i])
+                    best_floor[i] = max(best_floor.get(i, 0.0), own_floor[n])
+                    best_floor[n] = max(best_floor.get(n, 0.0), own_floor[i])
         for i, b in best.items():
             c = by_id[i]
             c.neighbour = b
             c.base = 1.0 - (1.0 - own[i]) * (1.0 - NEIGHBOUR_WEIGHT * b)
+            if c.standout_base is not None:
+                c.standout_base = 1.0 - (1.0 - own_floor[i]) * (
+                    1.0 - NEIGHBOUR_WEIGHT * best_floor[i]
+                )
 
     # ------------------------------------------------------------------ listing
 
@@ -513,12 +646,14 @@ class Pipeline:
         match_type: MatchType,
         terms: Sequence[str],
         damaged: list[str],
+        check: Callable[[list[Candidate]], None] | None = None,
     ) -> Results:
-        """The page of `ranked` that `opts` asks for, enriched, with the counts of all."""
+        """The page of `ranked` that `opts` asks for, enriched, with the counts of all
+        (`check`: called with the page's candidates before it is enriched)."""
         end = opts.offset + opts.limit
         sessions = self._store.sessions_of([c.memory_id for c in ranked])
         return Results(
-            self._finish(ranked[opts.offset :], opts, now, match_type, terms, damaged),
+            self._finish(ranked[opts.offset :], opts, now, match_type, terms, damaged, check),
             total=len(ranked),
             has_more=len(ranked) > end,
             aggregations=pages.aggregations(ranked, sessions),
@@ -582,6 +717,11 @@ class Pipeline:
                 hidden += 1
                 continue
             kept.append(c)
+        if not browse and threshold > 0 and kept and all(c.answer_base < threshold for c in kept):
+            # Nothing clears the floor once the semantic evidence counts only as far as its
+            # best hit stands out of the crowd (STANDOUT_GAP): the store does not answer.
+            hidden += len(kept)
+            kept = []
         if opts.order_by is OrderBy.RECENCY or (browse and opts.order_by is OrderBy.RELEVANCE):
             kept.sort(key=lambda c: (-c.created_at, -c.memory_id))
         elif opts.order_by is OrderBy.CONFIDENCE:
@@ -602,6 +742,7 @@ class Pipeline:
         match_type: MatchType,
         terms: Sequence[str],
         damaged: list[str],
+        check: Callable[[list[Candidate]], None] | None = None,
     ) -> list[Result]:
         """Limit, budget and enrichment (pipeline steps 5-6) of the ranked candidates from
         the page's first on. A memory whose row cannot be read is skipped (named in
@@ -624,6 +765,8 @@ class Pipeline:
                     top = top[:n]
                     break
                 used += cost
+        if check is not None:
+            check(top)
         ids = [c.memory_id for c in top]
         marker = keyword.highlighter(list(terms)) if terms else None
         snippets = {i: keyword.text_snippet(memories[i].content, marker) for i in ids}
@@ -727,6 +870,40 @@ class Pipeline:
             )
         except StorageError as exc:  # the answer stands; say that it was not recorded
             notices.append(f"recall not recorded: {exc}")
+
+
+def _z_of(score: float) -> float:
+    """The z-score a calibrated semantic score came from (the inverse of
+    hits.semantic_score with its default midpoint and slope)."""
+    s = min(max(score, 1e-9), 1.0 - 1e-9)
+    return SEMANTIC_MID + math.log(s / (1.0 - s)) / SEMANTIC_SLOPE
+
+
+def semantic_standout(scores: Sequence[float]) -> float | None:
+    """How far the best of a semantic leg's calibrated `scores` stands above its
+    STANDOUT_RANK-th, in z-scores; None when the leg returned fewer."""
+    if len(scores) < STANDOUT_RANK:
+        return None
+    top = sorted(scores, reverse=True)
+    return _z_of(top[0]) - _z_of(top[STANDOUT_RANK - 1])
+
+
+def standout_factor(scores: Sequence[float]) -> float:
+    """What the semantic evidence of a hybrid search counts (STANDOUT_GAP): 1 when the
+    best hit stands out from the crowd, down to STANDOUT_FLOOR when it is one of many."""
+    gap = semantic_standout(scores)
+    if gap is None or STANDOUT_GAP <= 0:
+        return 1.0
+    return max(STANDOUT_FLOOR, min(1.0, gap / STANDOUT_GAP))
+
+
+class _SearchAgain(Exception):
+    """The page's semantic rows did not match SQLite: it changed under the search, or the
+    damaged index was rebuilt (`rebuilt`). The search runs again."""
+
+    def __init__(self, rebuilt: bool) -> None:
+        super().__init__("search again")
+        self.rebuilt = rebuilt
 
 
 def _damage_notice(damaged: list[str], notices: list[str]) -> None:

@@ -73,7 +73,12 @@ QUESTION_WORDS = frozenset(
      "is", "anything", "something", "thing", "things", "know", "tell", "remember"}
 )  # fmt: skip
 
-DROPPED = STOPWORDS | QUESTION_WORDS
+#: Chinese and Japanese function characters (particles, the possessive, "and", "is"): a
+#: query's lone の or 的 is a substring of most CJK memories, and as a LIKE term it made
+#: "Spinnaker の 導入計画" match every Japanese note of a store that holds none of its words.
+CJK_PARTICLES = frozenset("のはがをにでともへや的了是在和与及或也之")
+
+DROPPED = STOPWORDS | QUESTION_WORDS | CJK_PARTICLES
 
 # FTS5 syntax a user may write on purpose. Operators are case-sensitive in FTS5.
 _SYNTAX = re.compile(r'["*()^]|\b(?:AND|OR|NOT|NEAR)\b|\w:')

@@ -192,29 +192,36 @@ class SemanticRetriever:
         query = self._query(plan.semantic_text)
         index = self._semantic.index()
         live = len(index)  # a count over the live mask: read once
+        seen = self._semantic.state
         if live == 0:
-            return Leg(state=(query, 0.0, 1.0))
+            return Leg(state=(query, 0.0, 1.0, seen))
         mean, sd = self._stats(index, query, live, projects_of(opts))
-        # Every returned row is checked against its embedding in SQLite (a damaged index
-        # is rebuilt once, or refused read-only): no wrong id or score reaches the answer.
-        verified = self._semantic.verified_search
+        # The rows that reach the answer are checked against their embeddings in SQLite
+        # (`verify`, called by the pipeline on the page: a damaged index is rebuilt once,
+        # or refused read-only), so no wrong id or score reaches the answer.
+        search = self._semantic.search_unchecked
         if allowed is not None:
             if len(allowed) == 0:
-                return Leg(state=(query, mean, sd))
-            ids, scores = verified(query, min(plan.pool, len(allowed)), allowed=allowed)
+                return Leg(state=(query, mean, sd, seen))
+            ids, scores, seen = search(query, min(plan.pool, len(allowed)), allowed=allowed)
         else:
-            ids, scores = verified(query, min(plan.pool + OVERFETCH, live))
+            ids, scores, seen = search(query, min(plan.pool + OVERFETCH, live))
         if opts.min_similarity is not None:
             keep = scores >= opts.min_similarity
             ids, scores = ids[keep], scores[keep]
-        state = (query, mean, sd)
+        state = (query, mean, sd, seen)
         if len(ids) == 0:
             return Leg(state=state)
-        info = self._semantic.store.rank_info(ids.tolist(), opts)
+        found = ids.tolist()
+        # The rows beyond the pool (OVERFETCH) are read only when filters refused some
+        # of the pool's: most searches keep the first `pool` rows as they are.
+        info = self._semantic.store.rank_info(found[: plan.pool], opts)
+        if len(info) < len(found[: plan.pool]):
+            info.update(self._semantic.store.rank_info(found[plan.pool :], opts))
         hits = [
-            Hit(int(i), semantic_score(float(s), mean, sd), float(s), info[int(i)])
-            for i, s in zip(ids.tolist(), scores.tolist(), strict=True)
-            if int(i) in info
+            Hit(i, semantic_score(s, mean, sd), s, info[i])
+            for i, s in zip(found, scores.tolist(), strict=True)
+            if i in info
         ]
         return Leg(hits[: plan.pool], state=state, tier="vector")
 
@@ -223,11 +230,25 @@ class SemanticRetriever:
     ) -> dict[int, tuple[float, float]]:
         if leg.state is None or not ids:
             return {}
-        query, mean, sd = leg.state
+        query, mean, sd, _ = leg.state  # checked with the leg's position (`verify`)
         wanted = np.unique(np.asarray(ids, dtype=np.int64))
-        found, scores = self._semantic.verified_search(query, len(wanted), allowed=wanted)
+        found, scores, _ = self._semantic.search_unchecked(query, len(wanted), allowed=wanted)
         return {
             int(i): (semantic_score(float(s), mean, sd), float(s))
             for i, s in zip(found.tolist(), scores.tolist(), strict=True)
             if np.isfinite(s) and abs(s) <= 1.001
         }
+
+    def verify(
+        self, leg: Leg, rows: Sequence[tuple[int, float]], rebuilt: bool = False
+    ) -> str | None:
+        """Check the (memory id, cosine) of the `rows` that reach the answer, scored by
+        this leg's `retrieve` or `rescore`, against their embeddings in SQLite
+        (Semantic.check): None when right, else "changed" or "rebuilt" (search again);
+        IndexFormatError when the index is damaged and cannot be rebuilt."""
+        if leg.state is None or not rows:
+            return None
+        query, _, _, seen = leg.state
+        ids = np.fromiter((i for i, _ in rows), dtype=np.int64, count=len(rows))
+        cosines = np.fromiter((c for _, c in rows), dtype=np.float64, count=len(rows))
+        return self._semantic.check(query, ids, cosines, seen, rebuilt=rebuilt)  # type: ignore[no-any-return]

@@ -1,0 +1,78 @@
+"""The one-edit check of suggestions' corrections against the distance table it replaces
+(cortex.suggest._one_apart vs edit_distance), over every pair of short words of a small
+alphabet (insertions, deletions, substitutions, adjacent swaps and more)."""
+
+from __future__ import annotations
+
+import itertools
+
+from cortex.suggest import _one_apart, edit_distance
+
+
+def test_one_apart_is_edit_distance_one() -> None:
+    words = [""] + ["".join(p) for n in range(1, 5) for p in itertools.product("abc", repeat=n)]
+    found = 0
+    for a in words:
+        for b in words:
+            want = a != b and edit_distance(a, b, 1) <= 1
+            assert _one_apart(a, b) == want, (a, b)
+            found += want
+    assert found > 1000  # the pairs one edit apart are many, and all were checked
+
+
+def test_count_is_the_number_of_hits_under_the_filters(tmp_path) -> None:
+    """keyword.count (suggestions' capped count of a word's memories) says what the
+    length of the quoted word's keyword search did, under a project wall and the cap."""
+    import cortex
+    from cortex import keyword
+
+    words = ["deploy", "rollback", "cluster", "ghost"]
+    with cortex.open(tmp_path / "c.db", embedder=None, keyword_index="off") as engine:
+        for i in range(60):
+            text = " ".join(w for j, w in enumerate(words[:3]) if (i >> j) & 1) or "nothing"
+            engine.add(f"note {i}: {text} deployed", project="a" if i % 3 else "b")
+        engine.delete(1)
+        store = engine.store
+        checked = 0
+        for opts in (cortex.Options(), cortex.Options(project="b"), cortex.Options(project="a")):
+            for word in [*words, "deployed"]:
+                quoted = '"' + word + '"'
+                for cap in (3, 50):
+                    want = len(keyword.search(store, quoted, opts, cap).hits)
+                    assert keyword.count(store, quoted, opts, cap) == want, (word, opts, cap)
+                    checked += want > 0
+        assert checked > 10
+
+
+def test_words_the_search_matched_together_are_not_looked_up_again(tmp_path) -> None:
+    """A search whose plain terms all matched one memory hands them to the suggestions
+    as held (no lookup); a misspelt word is not among them and is still corrected."""
+    import cortex
+    from cortex import suggest
+
+    with cortex.open(tmp_path / "c.db", embedder=None, keyword_index="off") as engine:
+        engine.add("the deploy pipeline runs the rollback when the canary fails")
+        engine.add("rollback steps for the billing service")
+        found = engine.search("rollback canary", mode="keyword", record=False)
+        assert set(found._held) == {"rollback", "canary"}
+        typo = engine.search("rollbakc canary", mode="keyword", record=False)
+        assert "rollbakc" not in typo._held
+        assert typo.suggestions and typo.suggestions[0] == "rollback canary"
+        opts = cortex.Options(mode="keyword", limit=1, record=False)
+        words = ["rollbakc", "canary"]
+        assert suggest.corrections(engine.store, words, opts, typo._held) == (
+            suggest.corrections(engine.store, words, opts)
+        )
+
+
+def test_the_letter_set_filter_never_drops_a_word_two_edits_away() -> None:
+    """corrections() skips the distance table for words whose sets of letters differ by
+    more than two per allowed edit: never one within the limit."""
+    words = [""] + ["".join(p) for n in range(1, 6) for p in itertools.product("abcd", repeat=n)]
+    kept = 0
+    for a in words[:200]:
+        for b in words:
+            if edit_distance(a, b, 2) <= 2:
+                assert len(set(a).symmetric_difference(b)) <= 4, (a, b)
+                kept += 1
+    assert kept > 10_000
