@@ -231,6 +231,29 @@ impl KeywordIndex {
         ))
     }
 
+    /// (index, tag) from a file `to_bytes` wrote, read through a memory map (no copy of
+    /// the file into a bytes object first). Raises IndexFormatError as `from_bytes` does,
+    /// StorageError when the file cannot be opened or mapped.
+    #[staticmethod]
+    fn load(py: Python<'_>, path: std::path::PathBuf) -> PyResult<(KeywordIndex, u64)> {
+        let (ix, tag) = py.detach(|| -> Result<(Index, u64)> {
+            let file = std::fs::File::open(&path).map_err(|e| Error::io("open", &path, e))?;
+            // SAFETY: the file is mapped read-only for this call only; cortex replaces it
+            // by renaming a new file over it, never by writing into it, so its bytes do not
+            // change under the map (a foreign writer could; the checksum and the
+            // structural checks then fail the load, never a later search).
+            let map =
+                unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io("map", &path, e))?;
+            Index::from_bytes(&map).map_err(|e| Error::Format(format!("keyword index: {e}")))
+        })?;
+        Ok((
+            KeywordIndex {
+                inner: RwLock::new(ix),
+            },
+            tag,
+        ))
+    }
+
     /// The index terms of `text`, in order, exactly as FTS5 `porter unicode61
     /// remove_diacritics 2` indexes them.
     #[staticmethod]

@@ -129,7 +129,7 @@ def _index_files(db: Path) -> tuple[Path, Path]:
     found = [
         p
         for p in index_dir(db).glob("vectors-*")
-        if not p.name.endswith((".state", ".lock", ".ids", ".q8", ".sum"))
+        if not p.name.endswith((".state", ".lock", ".ids", ".q8", ".sum", ".checked"))
         and ".tmp" not in p.name  # what a rebuild killed midway left (cleaned on next sync)
     ]
     assert len(found) == 1, found

@@ -520,6 +520,44 @@ def test_damage_under_an_open_engine_is_found_by_the_periodic_check(
         assert_exact(engine, ctx.db, base.queries)
 
 
+def test_a_passed_check_is_trusted_only_for_the_very_same_files(
+    tmp_path: Path, base: Base, embedder
+) -> None:
+    """A full check that passed is recorded (`.checked`) and a fresh process opening the
+    same, untouched files skips it (the first search of a 1M store); damage written after
+    it changes the files' times, so the next process checks in full and finds it."""
+    from cortex.vectors import VectorIndex
+
+    ctx = _copy(base, tmp_path)
+    marker = ctx.side(".checked")
+    calls: list[int] = []
+    real_verify = VectorIndex.verify
+
+    def counted(self: VectorIndex, from_row: int = 0) -> None:
+        calls.append(from_row)
+        real_verify(self, from_row)
+
+    VectorIndex.verify = counted  # type: ignore[method-assign]
+    try:
+        with cortex.open(ctx.db, embedder=embedder) as engine:
+            assert_exact(engine, ctx.db, base.queries)
+        assert calls == [0] and marker.exists()
+        with cortex.open(ctx.db, embedder=embedder) as engine:  # same files: trusted
+            assert_exact(engine, ctx.db, base.queries)
+        assert calls == [0]
+        _flip_sign(ctx)  # hides the best row: only a full check can see it
+        with cortex.open(ctx.db, embedder=embedder) as engine:
+            assert_exact(engine, ctx.db, base.queries)  # found, rebuilt, exact
+        assert calls[:2] == [0, 0]
+        # a read-only process trusts a record too, but never writes one
+        marker.unlink()
+        with cortex.open(ctx.db, embedder=embedder, read_only=True) as engine:
+            assert_exact(engine, ctx.db, base.queries)
+        assert not marker.exists()
+    finally:
+        VectorIndex.verify = real_verify  # type: ignore[method-assign]
+
+
 def test_damage_under_an_open_engine_never_returns_a_wrong_row(
     tmp_path: Path, base: Base, embedder
 ) -> None:

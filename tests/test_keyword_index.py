@@ -302,6 +302,16 @@ def test_a_damaged_stale_or_foreign_file_is_rebuilt(tmp_path, monkeypatch):
         from cortex._native import KeywordIndex
 
         KeywordIndex.from_bytes(bytes(damaged))
+    # `load` maps the file: the same index as `from_bytes` of its bytes, the same errors
+    path.write_bytes(good)
+    loaded, tag = KeywordIndex.load(path)
+    assert (loaded.to_bytes(tag), tag) == (KeywordIndex.from_bytes(good)[0].to_bytes(tag), tag)
+    path.write_bytes(bytes(damaged))
+    with pytest.raises(cortex.IndexFormatError, match="checksum"):
+        KeywordIndex.load(path)
+    path.unlink()
+    with pytest.raises(cortex.StorageError):
+        KeywordIndex.load(path)
 
 
 def test_saved_never_builds_and_small_stores_save_nothing(tmp_path, monkeypatch):
@@ -380,5 +390,27 @@ def test_an_index_far_past_its_file_is_saved_again_at_close(tmp_path, monkeypatc
     native, fts = _pair(tmp_path)
     with native, fts:
         for q in ["zyzzyva", *_queries(rng, 8)]:
+            _same(native, fts, q)
+        assert native.keyword_index.ready()
+
+
+def test_flush_after_a_bulk_load_saves_the_index_once(tmp_path, monkeypatch):
+    """A library bulk load (add_many, then flush) leaves the file the CLI's searches load;
+    a second flush with nothing new writes nothing."""
+    _small_thresholds(monkeypatch)
+    rng = random.Random(14)
+    with cortex.open(tmp_path / "kw.db", embedder=None) as engine:
+        engine.add_many([{"content": _text(rng)} for _ in range(200)])
+        engine.flush()
+        file = engine.keyword_index.file
+        assert file.is_file()
+        written = file.stat().st_mtime_ns, file.stat().st_ino
+        engine.flush()
+        assert (file.stat().st_mtime_ns, file.stat().st_ino) == written
+    _no_builds(monkeypatch)
+    native = cortex.open(tmp_path / "kw.db", embedder=None, keyword_index="saved")
+    fts = cortex.open(tmp_path / "kw.db", embedder=None, keyword_index="off")
+    with native, fts:
+        for q in _queries(rng, 8):
             _same(native, fts, q)
         assert native.keyword_index.ready()

@@ -363,10 +363,14 @@ class Engine:
     def flush(self) -> None:
         """Bring the derived files up to date and checkpoint the WAL: what a bulk load
         calls at its end, so that the files on disk are complete and compact (a search
-        would otherwise sync the vector index first)."""
+        would otherwise sync the vector index first). The keyword index is saved too
+        (built first if need be; stores of AUTO_MIN memories and more), so that a fresh
+        process loads it (the CLI's searches from SAVED_MIN) instead of scanning FTS5."""
         self.flush_recalls()
         if self._semantic.unavailable() is None and not self._store.read_only and not self._pg:
             self._semantic.index()
+        if not self._pg:
+            self._keyword_index.persist()
         self._store.after_bulk_write()
 
     def reindex(self, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:

@@ -19,8 +19,9 @@ between reading the log position and reading the rows is simply applied twice.
 
 A built index is saved as ``keywords.bin`` in the database's derived folder (beside the
 vector index, :func:`cortex.semantic.index_dir`), tagged with the log position it reflects
-and checksummed, so that a fresh process loads it (0.05 CPU-s at 100k memories) instead of
-tokenizing every memory again (1.1 s at 100k, 12.8 s at 1M). A loaded file is trusted only
+and checksummed, so that a fresh process maps and loads it (0.19-0.32 CPU-s at 1M
+memories, benches/bench_first_search.py) instead of tokenizing every memory again (1.1 s
+at 100k, 12.8 s at 1M). A loaded file is trusted only
 after it passes its checksum and structural checks, the log still reaches back to its
 position, the changes since are replayed and its totals (rows, tokens) equal FTS5's own;
 anything else rebuilds it from SQLite (and a stale file is overwritten by the next build).
@@ -36,8 +37,10 @@ Policies (``cortex.open(..., keyword_index=...)``):
 - ``"saved"``: the saved file when it is valid and the store holds :data:`SAVED_MIN`
   memories or more, never a build: FTS5 answers otherwise (the CLI's searches: one query
   in a fresh process: at 100k memories one FTS5 query, 0.01-0.03 s, beats loading, ~0.05
-  s plus numpy's import; at 1M loading takes ~0.45 s and FTS5's OR path a second or more;
-  benches/bench_keyword_load.py).
+  s plus numpy's import; at 1M, on SciFact claims, a fresh CLI process's hybrid search
+  costs 1.18 CPU-s p50 with the loaded index against 1.36 with FTS5 alone, its
+  keyword-only search 0.76 against 0.55: a close call, left at 1M for the default
+  hybrid search; benches/bench_keyword_load.py, benches/bench_first_search.py).
 - ``"off"``: FTS5 only (the CLI's other one-shot commands).
 
 Each memory is indexed in its project (``cortex.filters.NO_PROJECT`` when it has none): a
@@ -141,9 +144,10 @@ class KeywordIndexer:
             self._index = None
 
     def persist(self) -> bool:
-        """Build the index if it is not built, and save it now (`cortex import` calls this
-        so that the CLI's next searches load it). Returns whether a file was written: not
-        for a store under AUTO_MIN memories, read-only, or when the index cannot be built."""
+        """Build the index if it is not built, and save it now unless its file already
+        holds it (`cortex import` and `Engine.flush` call this so that the CLI's next
+        searches load it). Returns whether the file holds the index: not for a store under
+        AUTO_MIN memories, read-only, or when the index cannot be built."""
         if self._policy == "off" or self._closed or self._store.read_only:
             return False
         if self._size() < AUTO_MIN:
@@ -156,6 +160,8 @@ class KeywordIndexer:
                 return False
             if self._index is None:
                 return False
+            if self._saved_seq == self._seq and self.file.is_file():
+                return True  # saved (or loaded) at this very position: nothing to write
             return self._save(self._index, self._seq)
 
     # ------------------------------------------------------------------ searching
@@ -277,19 +283,17 @@ class KeywordIndexer:
             return None
         try:
             from cortex._native import KeywordIndex
-
-            data = self.file.read_bytes()
-        except (ImportError, OSError):
+        except ImportError:
             return None
         try:
-            index, seq = KeywordIndex.from_bytes(data)
-            del data
+            # Mapped, not read into a bytes object first: a copy of 0.3 GB at 1M memories.
+            index, seq = KeywordIndex.load(self.file)
             top, oldest = self._log_bounds()
             if seq > top or (top > seq and (seq + 1 < oldest or top - seq > SYNC_BACKLOG)):
                 return None  # of another database, or the log no longer reaches it
             self._replay(index, seq, top)
             self._check(index, top)
-        except CortexError:  # damaged, or its totals are not FTS5's: rebuilt
+        except CortexError:  # missing, damaged, or its totals are not FTS5's: rebuilt
             return None
         self._saved_seq = seq
         return index, top

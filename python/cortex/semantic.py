@@ -332,6 +332,8 @@ class Semantic:
     #   checksum (rows and ids), every int8 record against its row, and its live row count
     #   against SQLite's count of live embeddings (a mask flag set or cleared by damage); a
     #   process that keeps it open checks it in full again now and then (RECHECK_SECONDS).
+    #   A passed full check is recorded (`.checked`) against the files' identity; a fresh
+    #   process opening the very same files trusts it (see `_checked_path`).
     # - Every row a search returns is checked against its embedding in SQLite
     #   (`verified_search`): no id or score can be wrong, whatever happened since the open.
     # - A rebuild is built aside (`<index>.tmp<pid>`) and renamed into place, side files
@@ -570,7 +572,7 @@ class Semantic:
                 raise IndexFormatError(str(exc)) from None
         started = time.monotonic()
         try:
-            self._check(index, state, from_row)
+            cost = self._check(index, state, from_row)
         except BaseException:
             index.close()
             self._index = None
@@ -580,7 +582,7 @@ class Semantic:
             # into an answer (verified_search), but could hide a row until the next full
             # check: a long-lived process repeats it every RECHECK_SECONDS, or less often
             # when it is costly, so that it takes at most RECHECK_SHARE of the time.
-            cost = time.monotonic() - started
+            cost = time.monotonic() - started if cost is None else cost
             self._recheck_at = started + max(RECHECK_SECONDS, cost / RECHECK_SHARE)
         return index, wanted
 
@@ -598,10 +600,12 @@ class Semantic:
             self._index = None
         self._index_state = None
 
-    def _check(self, index: Any, state: _State, from_row: int) -> None:
+    def _check(self, index: Any, state: _State, from_row: int) -> float | None:
         """Is `index` the one `state` describes, intact, and in step with SQLite? Checks
         rows `from_row..` (the ones this handle has not checked): block checksums and int8
-        records; then the live row count against SQLite's live embeddings."""
+        records; then the live row count against SQLite's live embeddings. A full check
+        (`from_row` 0) of files a check already passed, unchanged since (`.checked`), is
+        not done again: returns the seconds that check took (None when checked now)."""
         path = index.path
         fix = "rebuild the index (`cortex reindex`)"
         if state.uuid is not None and index.uuid != state.uuid:
@@ -612,6 +616,12 @@ class Semantic:
             )
         if index.model_id != self.model_id or index.dim != int(self.embedder().dim):
             raise IndexFormatError(f"{path} holds vectors of another model; {fix}")
+        identity = self._identity(state) if from_row == 0 else None
+        if identity is not None:
+            cost = self._checked_before(identity)
+            if cost is not None:
+                return cost
+        started = time.monotonic()
         index.verify(from_row)
         if index.rows == state.rows:  # no append since the state: counts comparable
             live, expected = len(index), self._live_embeddings(state)
@@ -620,6 +630,84 @@ class Semantic:
                     f"{path} has {live} live rows but the database {expected} live"
                     f" embeddings of {self.model_id}; {fix}"
                 )
+            if identity is not None and self._identity(state) == identity:
+                self._mark_checked(identity, time.monotonic() - started)
+        return None
+
+    # A passed full check is recorded in `.checked`: the state and, for each of the four
+    # files, (inode, size, mtime, ctime), read before the check and again after it (a
+    # write meanwhile records nothing). A process that opens files with that very identity
+    # trusts the check instead of reading every row again (1M rows: ~1.3 s of a fresh
+    # process's first search, benches/bench_first_search.py): any write to a file, by
+    # cortex (which also moves the state) or anything else, changes its mtime and ctime,
+    # and a rebuild its inode. What this cannot see is damage that leaves a file's times
+    # alone (the disk's own bit rot): every row a search returns is still checked against
+    # SQLite (`verified_search`), and a long-lived process still checks in full every
+    # RECHECK_SECONDS or more.
+
+    def _checked_path(self) -> Path:
+        return Path(f"{self.index_path()}.checked")
+
+    def _identity(self, state: _State) -> list[Any] | None:
+        files: list[Any] = []
+        for p in self._index_files():
+            try:
+                st = os.stat(p)
+            except OSError:
+                return None
+            files.append([st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns])
+        out: list[Any] = json.loads(json.dumps([state.to_dict(), files]))
+        return out
+
+    def _checked_before(self, identity: list[Any]) -> float | None:
+        """The seconds of the full check `.checked` records for files of this identity,
+        or None (no record, another identity, or not a file cortex wrote)."""
+        try:
+            fd = os.open(
+                self._checked_path(),
+                os.O_RDONLY | _O_NOFOLLOW | _O_NONBLOCK | _O_CLOEXEC | _O_BINARY,
+            )
+        except OSError:
+            return None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            raw = os.read(fd, _STATE_MAX + 1)
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+        try:
+            data = json.loads(raw) if len(raw) <= _STATE_MAX else None
+        except (ValueError, RecursionError):
+            return None
+        if not isinstance(data, dict) or data.get("identity") != identity:
+            return None
+        cost = data.get("cost")
+        if isinstance(cost, bool) or not isinstance(cost, int | float):
+            return None
+        return float(cost) if math.isfinite(cost) and cost >= 0 else None
+
+    def _mark_checked(self, identity: list[Any], cost: float) -> None:
+        """Record a passed full check (nothing when the store is read-only or the folder
+        cannot be written: the next process checks in full)."""
+        if self._store.read_only:
+            return
+        path = self._checked_path()
+        tmp = Path(f"{path}.tmp{os.getpid()}")
+        try:
+            self._make_room(tmp)
+            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _O_NOFOLLOW | _O_CLOEXEC | _O_BINARY
+            fd = os.open(tmp, flags, 0o644)
+            try:
+                os.write(fd, json.dumps({"identity": identity, "cost": cost}).encode())
+            finally:
+                os.close(fd)
+            self._make_room(path)
+            _replace(tmp, path)
+        except (OSError, CortexError):
+            with contextlib.suppress(OSError):
+                tmp.unlink()
 
     def _live_embeddings(self, state: _State) -> int:
         """Embeddings of the active model up to `state`'s position whose memory was not

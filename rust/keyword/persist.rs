@@ -12,10 +12,50 @@ use std::sync::Mutex;
 
 use super::{FxMap, Index, Postings};
 
-const MAGIC: &[u8; 8] = b"CXKWIX01";
+/// The magic of the files this version writes: version 2, checksummed in four lanes.
+const MAGIC: &[u8; 8] = b"CXKWIX02";
+/// Version 1 (one serial lane), still read: the body is the same.
+const MAGIC_V1: &[u8; 8] = b"CXKWIX01";
+
+/// The checksum of version 2: [`checksum`]'s step in four independent lanes over 32-byte
+/// blocks (the serial step's multiply latency bound it to ~2.5 GB/s, a tenth of a
+/// second of a 1M-memory file's load), the lanes then folded in, the tail as in version 1.
+pub fn checksum4(bytes: &[u8]) -> u64 {
+    const K: u64 = 0x517c_c1b7_2722_0a95;
+    let n = bytes.len() as u64;
+    let mut h = [
+        n,
+        n ^ 0x9e37_79b9_7f4a_7c15,
+        n ^ 0xc2b2_ae3d_27d4_eb4f,
+        n ^ 0x1656_67b1_9e37_79f9,
+    ];
+    let mut blocks = bytes.chunks_exact(32);
+    for b in &mut blocks {
+        for (l, h) in h.iter_mut().enumerate() {
+            let w = u64::from_le_bytes(b[l * 8..l * 8 + 8].try_into().unwrap_or([0; 8]));
+            *h = (h.rotate_left(5) ^ w).wrapping_mul(K);
+        }
+    }
+    let mut x = n;
+    for v in h {
+        x = (x.rotate_left(5) ^ v).wrapping_mul(K);
+    }
+    let tail = blocks.remainder();
+    let mut words = tail.chunks_exact(8);
+    for c in &mut words {
+        let w = u64::from_le_bytes(c.try_into().unwrap_or([0; 8]));
+        x = (x.rotate_left(5) ^ w).wrapping_mul(K);
+    }
+    for &b in words.remainder() {
+        x = (x.rotate_left(5) ^ u64::from(b)).wrapping_mul(K);
+    }
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    x ^ (x >> 33)
+}
 
 /// A 64-bit checksum of `bytes`, eight at a time (FxHash's step with a final mix): it
-/// detects damage, it is not a defence against a crafted file.
+/// detects damage, it is not a defence against a crafted file. Version 1's.
 pub fn checksum(bytes: &[u8]) -> u64 {
     const K: u64 = 0x517c_c1b7_2722_0a95;
     let mut h: u64 = bytes.len() as u64;
@@ -190,7 +230,7 @@ impl Index {
         w.u64(self.n_live as u64);
         w.u64(self.total_tokens);
         w.u64(self.dead_postings as u64);
-        let sum = checksum(&w.0);
+        let sum = checksum4(&w.0);
         w.u64(sum);
         w.0
     }
@@ -198,11 +238,16 @@ impl Index {
     /// An index and its tag from [`Index::to_bytes`]'s output; an error names what is
     /// wrong with the bytes.
     pub fn from_bytes(bytes: &[u8]) -> Result<(Index, u64), String> {
-        if bytes.len() < 24 || &bytes[..8] != MAGIC {
+        if bytes.len() < 24 || (&bytes[..8] != MAGIC && &bytes[..8] != MAGIC_V1) {
             return Err("not a cortex keyword index of this version".into());
         }
         let (body, sum) = bytes.split_at(bytes.len() - 8);
-        if checksum(body) != u64::from_le_bytes(sum.try_into().map_err(|_| "truncated")?) {
+        let sum_of: fn(&[u8]) -> u64 = if &bytes[..8] == MAGIC {
+            checksum4
+        } else {
+            checksum
+        };
+        if sum_of(body) != u64::from_le_bytes(sum.try_into().map_err(|_| "truncated")?) {
             return Err("checksum mismatch".into());
         }
         let mut r = R { b: body, at: 8 };
@@ -375,8 +420,40 @@ mod tests {
         // A structurally wrong body with a matching checksum is caught by the checks.
         let mut bad = bytes[..bytes.len() - 8].to_vec();
         bad[16..24].copy_from_slice(&u64::MAX.to_le_bytes()); // the document count
-        let sum = checksum(&bad);
+        let sum = checksum4(&bad);
         bad.extend_from_slice(&sum.to_le_bytes());
         assert!(Index::from_bytes(&bad).is_err());
+    }
+
+    #[test]
+    fn version_1_files_still_load() {
+        let ix = sample();
+        let v2 = ix.to_bytes(5);
+        assert_eq!(&v2[..8], MAGIC);
+        let mut v1 = v2[..v2.len() - 8].to_vec();
+        v1[..8].copy_from_slice(MAGIC_V1);
+        let sum = checksum(&v1);
+        v1.extend_from_slice(&sum.to_le_bytes());
+        let (back, tag) = Index::from_bytes(&v1).expect("a version 1 file loads");
+        assert_eq!(tag, 5);
+        assert_eq!(back.to_bytes(5), v2);
+        // each version's checksum is its own: a v2 body under v1's magic is damage
+        let mut mixed = v2.clone();
+        mixed[..8].copy_from_slice(MAGIC_V1);
+        assert!(Index::from_bytes(&mixed).is_err());
+    }
+
+    #[test]
+    fn the_four_lane_checksum_sees_every_byte() {
+        let data: Vec<u8> = (0..1000u32).map(|i| (i * 7 + 3) as u8).collect();
+        for len in [0, 1, 7, 8, 31, 32, 33, 64, 100, 1000] {
+            let base = checksum4(&data[..len]);
+            for at in 0..len {
+                let mut bad = data[..len].to_vec();
+                bad[at] ^= 1;
+                assert_ne!(checksum4(&bad), base, "len {len}, byte {at}");
+            }
+        }
+        assert_ne!(checksum4(&data[..32]), checksum4(&data[..33]));
     }
 }
