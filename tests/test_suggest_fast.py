@@ -76,3 +76,34 @@ def test_the_letter_set_filter_never_drops_a_word_two_edits_away() -> None:
                 assert len(set(a).symmetric_difference(b)) <= 4, (a, b)
                 kept += 1
     assert kept > 10_000
+
+
+def test_corrections_read_only_their_first_letters_and_survive_a_new_connection(
+    tmp_path,
+) -> None:
+    """A correction reads the vocabulary's words of its first two letters only (reading
+    it whole counts every posting of the store), the kept vocabulary is the very one the
+    next search uses while nothing is written, and a second engine on the same file (a
+    connection whose temp schema never held the vocabulary table) corrects alike; a
+    write starts a new vocabulary."""
+    import cortex
+    from cortex import suggest
+
+    path = tmp_path / "v.db"
+    with cortex.open(path, embedder=None, keyword_index="off") as engine:
+        for i, text in enumerate(
+            ["pgbouncer pools connections", "zookeeper holds leader election", "kafka topics"] * 3
+        ):
+            engine.add(f"{text} note {i}")
+        found = engine.search("pgbouncr", mode="keyword", record=False)
+        assert found.suggestions and found.suggestions[0] == "pgbouncer"
+        vocab = suggest.vocabulary(engine.store)
+        assert vocab is not None and set(vocab.by_first) <= {"p", "g"}
+        assert ("pgbouncer", 3) in vocab.by_first["p"]
+        assert "zookeeper" not in vocab.docs  # never read: not a candidate
+    with cortex.open(path, embedder=None, keyword_index="off") as again:
+        assert suggest.vocabulary(again.store) is vocab  # nothing written since
+        found = again.search("zookeepr", mode="keyword", record=False)
+        assert found.suggestions and found.suggestions[0] == "zookeeper"
+        again.add("another note")
+        assert suggest.vocabulary(again.store) is not vocab

@@ -107,52 +107,101 @@ def _one_apart(a: str, b: str) -> bool:
 
 @dataclass(slots=True)
 class Vocabulary:
-    """The unstemmed index's words: by first letter (the candidates of a correction) and
-    how many live memories hold each."""
+    """The unstemmed index's words, read as needed: by first letter (the candidates of a
+    correction) and how many live memories hold a word. Reading the whole ``fts5vocab``
+    counts every posting of the store (2.3 s at 1M memories, ~40 ms at 100k, again after
+    every write); a correction reads only its first letters' terms (a ``term`` range the
+    vocabulary table answers from the index) and related terms only their own words."""
 
+    seq: int = 0  # the change log's position the words were read at
     by_first: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
     docs: dict[str, int] = field(default_factory=dict)
-    total: int = 0  # live memories
+    total: int | None = None  # live memories, counted when first asked for
 
 
 #: Vocabularies kept, one per database (a process rarely opens more).
 CACHED_DATABASES = 8
-_CACHE: dict[str, tuple[int, Vocabulary]] = {}
+_CACHE: dict[str, Vocabulary] = {}
 _CACHE_LOCK = threading.Lock()
 
 
-def vocabulary(store: Store) -> Vocabulary:
-    """The store's vocabulary, read once per state of the database (the last entry of
-    the memory_changes log) and kept for the next searches."""
+def vocabulary(store: Store) -> Vocabulary | None:
+    """The store's vocabulary at its current state (the last entry of the memory_changes
+    log), kept for the next searches while no write comes between; None when the store
+    has no FTS5 vocabulary (no corrections then)."""
     try:
         seq = int(store.query("SELECT COALESCE(MAX(seq), 0) FROM memory_changes")[0][0])
         key = str(store.path)
         with _CACHE_LOCK:
             hit = _CACHE.get(key)
-        if hit is not None and hit[0] == seq:
-            return hit[1]
-        store.query(
-            f"CREATE VIRTUAL TABLE IF NOT EXISTS {_VOCAB}"
-            " USING fts5vocab(main, 'memories_exact', 'row')"
-        )
-        rows = store.query(f"SELECT term, doc FROM {_VOCAB}")
-        total = int(store.query("SELECT COUNT(*) FROM memories WHERE deleted_at IS NULL")[0][0])
-    except (sqlite3.Error, StorageError):  # no FTS5 vocabulary: no corrections
-        return Vocabulary()
-    vocab = Vocabulary(total=total)
-    for term, doc in rows:
-        word, n = str(term), int(doc)
-        vocab.docs[word] = n
-        if word:
-            vocab.by_first.setdefault(word[0], []).append((word, n))
+        if hit is not None and hit.seq == seq:
+            return hit
+        _vocab_rows(store, f"SELECT 1 FROM {_VOCAB} LIMIT 0", ())
+    except (sqlite3.Error, StorageError):
+        return None
+    vocab = Vocabulary(seq=seq)
     with _CACHE_LOCK:
         if key not in _CACHE and len(_CACHE) >= CACHED_DATABASES:
             _CACHE.pop(next(iter(_CACHE)))  # the oldest entry
-        _CACHE[key] = (seq, vocab)
+        _CACHE[key] = vocab
     return vocab
 
 
-def _candidates(vocab: Vocabulary, word: str, limit: int) -> list[tuple[str, int]]:
+def _vocab_rows(store: Store, sql: str, params: tuple[Any, ...]) -> list[Any]:
+    """Rows of a statement over the vocabulary table, made first in the temp schema of
+    the connection that runs it (each connection has its own; a cached vocabulary may be
+    read through another than the one that made it)."""
+    store.query(
+        f"CREATE VIRTUAL TABLE IF NOT EXISTS {_VOCAB}"
+        " USING fts5vocab(main, 'memories_exact', 'row')"
+    )
+    return store.query(sql, params)
+
+
+def _starting(store: Store, vocab: Vocabulary, first: str) -> list[tuple[str, int]]:
+    """The vocabulary's words that start with `first` (one character), with their counts."""
+    known = vocab.by_first.get(first)
+    if known is not None:
+        return known
+    try:
+        rows = _vocab_rows(
+            store,
+            f"SELECT term, doc FROM {_VOCAB} WHERE term >= ? AND term < ?",
+            (first, chr(ord(first) + 1)),
+        )
+    except (sqlite3.Error, StorageError):
+        return []  # not kept: the next search asks again
+    words = [(str(t), int(n)) for t, n in rows if str(t).startswith(first)]
+    vocab.by_first[first] = words
+    for word, n in words:
+        vocab.docs[word] = n
+    return words
+
+
+def _doc_counts(store: Store, vocab: Vocabulary, words: Sequence[str]) -> dict[str, int]:
+    """How many live memories hold each of `words` (0 for a word the store lacks)."""
+    for word in words:
+        if word in vocab.docs:
+            continue
+        try:
+            rows = _vocab_rows(store, f"SELECT doc FROM {_VOCAB} WHERE term = ?", (word,))
+        except (sqlite3.Error, StorageError):
+            continue  # not kept: counted as rare this time
+        vocab.docs[word] = int(rows[0][0]) if rows else 0
+    return {w: vocab.docs.get(w, 0) for w in words}
+
+
+def _total(store: Store, vocab: Vocabulary) -> int:
+    if vocab.total is None:
+        try:
+            rows = store.query("SELECT COUNT(*) FROM memories WHERE deleted_at IS NULL")
+            vocab.total = int(rows[0][0])
+        except (sqlite3.Error, StorageError):
+            vocab.total = 0
+    return vocab.total
+
+
+def _candidates(store: Store, vocab: Vocabulary, word: str, limit: int) -> list[tuple[str, int]]:
     """Words of the vocabulary that may be within `limit` edits of `word`: those that
     start with its first letter, or with its second (a first letter dropped, added or
     swapped). A misspelt first letter with neither is not corrected: the price of not
@@ -160,7 +209,7 @@ def _candidates(vocab: Vocabulary, word: str, limit: int) -> list[tuple[str, int
     out: list[tuple[str, int]] = []
     for first in dict.fromkeys(word[:2]):
         out.extend(
-            (t, n) for t, n in vocab.by_first.get(first, ()) if abs(len(t) - len(word)) <= limit
+            (t, n) for t, n in _starting(store, vocab, first) if abs(len(t) - len(word)) <= limit
         )
     return out
 
@@ -193,17 +242,21 @@ def corrections(
     if not missing:
         return {}
     vocab = vocabulary(store)
+    if vocab is None:
+        return {}
     out: dict[str, str] = {}
     for word in missing:
         limit = 2 if len(word) >= LONG_WORD else 1
         if limit == 1:  # the same words, found without the distance table
             close = sorted(
-                (1, -n, term) for term, n in _candidates(vocab, word, 1) if _one_apart(word, term)
+                (1, -n, term)
+                for term, n in _candidates(store, vocab, word, 1)
+                if _one_apart(word, term)
             )[:8]
         else:  # an edit changes the set of letters by two at most: most words fail that
             letters = set(word)
             close = sorted(
-                ((d, -n, term) for term, n in _candidates(vocab, word, limit)
+                ((d, -n, term) for term, n in _candidates(store, vocab, word, limit)
                  if term != word and len(letters.symmetric_difference(term)) <= 2 * limit
                  and (d := edit_distance(word, term, limit)) <= limit),
             )[:8]  # fmt: skip
@@ -246,7 +299,10 @@ def related_terms(
     if not pool:
         return []
     vocab = vocabulary(store)
-    total, docs = max(1, vocab.total), vocab.docs
+    if vocab is None:
+        total, docs = 1, {}
+    else:
+        total, docs = max(1, _total(store, vocab)), _doc_counts(store, vocab, pool)
     scored = [(df[w] * math.log(1 + total / max(1, docs.get(w, 1))), w) for w in pool]
     scored.sort(key=lambda s: (-s[0], s[1]))
     return [w for _, w in scored[:k]]
