@@ -845,49 +845,32 @@ def _like_param(term: str) -> str:
 def _cjk(
     store: Store, text: str, opts: Options, pool: int, scope: Scope | None = None
 ) -> KeywordResult:
-    terms = _cjk_terms(text, bigrams=False)
+    """CJK and mixed-script text: every term may be missing (a memory holding part of the
+    query ranks by how much of its weight it holds, as the plain-text OR does).
+
+    CJK runs of three or more characters alone run as the OR of their trigram phrases,
+    ranked by FTS5's BM25 (a rare term weighs more than a common one; with a `scope`,
+    over its projects' statistics). A term shorter than a trigram cannot be a trigram
+    phrase, and the trigram index holds only memories with CJK text (a Latin word of a
+    mixed query is in English notes too): such queries run as substrings over every
+    memory, each term weighted by its rarity (:func:`_weighted`)."""
+    everything = _cjk_terms(text, bigrams=False)
+    terms = [t for t in everything if t not in DROPPED] or everything
     if not terms:
         return KeywordResult(notices=["the query holds no words to search for"])
-    long_terms = [t for t in terms if len(t) >= 3]
-    short_terms = [t for t in terms if len(t) < 3]
-    extra = "".join(" AND m.content LIKE ? ESCAPE '\\'" for _ in short_terms)
-    if long_terms and scope is not None:
-        expression = " AND ".join(quote(t) for t in long_terms)
-        likes = [_like_param(t) for t in short_terms]
-        hits = scope.search(TRIGRAM, expression, opts, pool, extra, likes)
-        ran = " AND ".join([expression, *(f"LIKE {quote('%' + t + '%')}" for t in short_terms)])
-        bound = _bound(store, TRIGRAM, [quote(t) for t in long_terms], scope=scope) if hits else 0.0
-        return KeywordResult(hits, "trigram" if hits else "none", None, ran, [], terms, bound=bound)
-    if long_terms:
-        expression = " AND ".join(quote(t) for t in long_terms)
-        predicate, params = filters.where(opts)
-        sql = (
-            f"SELECT m.id, bm25(memories_trigram) AS r, {RANK_COLUMNS}"
-            " FROM memories_trigram"
-            " JOIN memories m ON m.id = memories_trigram.rowid"
-            f" WHERE memories_trigram MATCH ? AND {predicate}{extra}"
-            f" ORDER BY {_order_sql(opts)} LIMIT ?"
-        )
-        rows = store.conn.execute(
-            sql, [expression, *params, *(_like_param(t) for t in short_terms), pool]
-        ).fetchall()
-        hits = [Hit(int(i), bm25_to_score(r), -r, RankInfo(*rest)) for i, r, *rest in rows]
-        ran = " AND ".join([expression, *(f"LIKE {quote('%' + t + '%')}" for t in short_terms)])
-        bound = _bound(store, "memories_trigram", [quote(t) for t in long_terms]) if hits else 0.0
-        return KeywordResult(hits, "trigram" if hits else "none", None, ran, [], terms, bound=bound)
-    # Every term is shorter than a trigram: all of them must occur, as substrings.
-    predicate, params = filters.where(opts)
-    sql = (
-        f"SELECT m.id, {RANK_COLUMNS} FROM memories m"
-        f" WHERE m.has_cjk = 1 AND {predicate}{extra}"
-        f" ORDER BY {_order_sql(opts, None)} LIMIT ?"
-    )
-    found = store.conn.execute(
-        sql, [*params, *(_like_param(t) for t in short_terms), pool]
-    ).fetchall()
-    n = len(terms)
-    hits = [Hit(int(i), n / (n + 1), float(n), RankInfo(*rest)) for i, *rest in found]
-    return KeywordResult(hits, "like" if hits else "none", None, None, [], terms, bound=float(n))
+    if all(len(t) >= 3 and has_cjk(t) for t in terms):
+        phrases = [quote(t) for t in terms]
+        expression = " OR ".join(phrases)
+        if scope is not None:
+            hits = scope.search(TRIGRAM, expression, opts, pool, require_all=False)
+        else:
+            hits = _fts(store, TRIGRAM, expression, opts, pool)
+        bound = _bound(store, TRIGRAM, phrases, scope=scope) if hits else 0.0
+        return KeywordResult(
+            hits, "trigram" if hits else "none", None, expression, [], terms, bound=bound,
+            rescore_table=TRIGRAM, rescore_expression=expression,
+        )  # fmt: skip
+    return _weighted(store, terms, opts, pool, cjk_only=all(has_cjk(t) for t in terms))
 
 
 def _like(store: Store, text: str, opts: Options, pool: int) -> KeywordResult:
@@ -896,23 +879,69 @@ def _like(store: Store, text: str, opts: Options, pool: int) -> KeywordResult:
     terms = [t for t in _cjk_terms(text, bigrams=True) if t not in DROPPED]
     if not terms:
         return KeywordResult()
-    predicate, params = filters.where(opts)
-    matched = " + ".join("(m.content LIKE ? ESCAPE '\\')" for _ in terms)
-    any_term = " OR ".join("m.content LIKE ? ESCAPE '\\'" for _ in terms)
-    order = _order_sql(opts, "n DESC")
-    sql = (
-        f"SELECT m.id, {matched} AS n, {RANK_COLUMNS} FROM memories m"
-        f" WHERE ({any_term}) AND {predicate} ORDER BY {order} LIMIT ?"
-    )
-    likes = [_like_param(t) for t in terms]
+    return _weighted(store, terms, opts, pool)
+
+
+def _like_idfs(store: Store, terms: Sequence[str], opts: Options) -> tuple[list[float], float]:
+    """Each term's IDF (FTS5's, clamp included) from the number of memories holding it as
+    a substring, and the memories' mean length in characters: over the live memories of
+    the searched projects (a project is a wall), else of the whole store. One scan."""
+    projects = projects_of(opts)
+    wall, params = "m.deleted_at IS NULL", []
+    if projects is not None:
+        wall += f" AND m.project_id IN ({','.join('?' * len(projects))})"
+        params = list(projects)
+    held = "".join(", SUM(m.content LIKE ? ESCAPE '\\')" for _ in terms)
+    row = store.conn.execute(
+        f"SELECT COUNT(*), AVG(length(m.content)){held} FROM memories m WHERE {wall}",
+        [*(_like_param(t) for t in terms), *params],
+    ).fetchone()
+    rows = int(row[0] or 0)
+    return [_idf(rows, int(n or 0)) for n in row[2:]], float(row[1] or 1.0)
+
+
+def _weighted(
+    store: Store, terms: Sequence[str], opts: Options, pool: int, *, cjk_only: bool = False
+) -> KeywordResult:
+    """Memories holding any of `terms` as a substring, ranked by a BM25 over substrings:
+    each term weighs its IDF (:func:`_like_idfs`), its count in a memory saturates
+    (k1 1.2) and is normalised by the memory's length in characters (b 0.75), as FTS5
+    weighs a phrase. The bound is the sum of the IDFs, so ``raw / bound`` means what it
+    means in the FTS tiers: a memory holding each term once at mean length scores 1.
+    Counting matched terms instead let a hundred notes holding the two common words of
+    "deploy 手順 nimbus" bury the one holding the rare 手順."""
     try:
-        rows = store.conn.execute(sql, [*likes, *likes, *params, pool]).fetchall()
+        idfs, mean = _like_idfs(store, terms, opts)
+        norm = f"{_K1} * ({1 - _B} + {_B} * length(m.content) / ?)"
+        parts, score_params = [], []
+        for i, idf in enumerate(idfs):
+            parts.append(f"? * t.f{i} * {_K1 + 1} / (t.f{i} + {norm})")
+            score_params += [idf, max(mean, 1.0)]
+        counts = ", ".join(
+            f"(length(content) - length(replace(lower(content), ?, ''))) * 1.0 / ? AS f{i}"
+            for i in range(len(terms))
+        )
+        count_params: list[object] = []
+        for term in terms:
+            count_params += [term.lower(), len(term)]
+        any_term = " OR ".join("content LIKE ? ESCAPE '\\'" for _ in terms)
+        likes = [_like_param(t) for t in terms]
+        scope = " AND has_cjk = 1" if cjk_only else ""
+        predicate, params = filters.where(opts)
+        sql = (
+            f"SELECT m.id, {' + '.join(parts)} AS r, {RANK_COLUMNS}"
+            f" FROM (SELECT id, {counts} FROM memories WHERE ({any_term}){scope}) t"
+            f" JOIN memories m ON m.id = t.id WHERE {predicate}"
+            f" ORDER BY {_order_sql(opts, 'r DESC')} LIMIT ?"
+        )
+        rows = store.conn.execute(
+            sql, [*score_params, *count_params, *likes, *params, pool]
+        ).fetchall()
     except sqlite3.DatabaseError as exc:
         raise StorageError(f"{store.path}: {exc}") from None
-    total = len(terms)
-    hits = [Hit(int(i), n / (total + 1), float(n), RankInfo(*rest)) for i, n, *rest in rows]
+    hits = [Hit(int(i), bm25_to_score(-r), float(r), RankInfo(*rest)) for i, r, *rest in rows]
     return KeywordResult(
-        hits, "like" if hits else "none", None, None, [], terms, bound=float(total)
+        hits, "like" if hits else "none", None, None, [], list(terms), bound=sum(idfs)
     )
 
 
