@@ -36,6 +36,7 @@ CJK (trigram) queries too, their token counts read off the trigram table's size 
 from __future__ import annotations
 
 import functools
+import json
 import math
 import re
 import sqlite3
@@ -870,7 +871,7 @@ def _cjk(
             hits, "trigram" if hits else "none", None, expression, [], terms, bound=bound,
             rescore_table=TRIGRAM, rescore_expression=expression,
         )  # fmt: skip
-    return _weighted(store, terms, opts, pool, cjk_only=all(has_cjk(t) for t in terms))
+    return _weighted(store, terms, opts, pool, indexed=True)
 
 
 def _like(store: Store, text: str, opts: Options, pool: int) -> KeywordResult:
@@ -882,26 +883,85 @@ def _like(store: Store, text: str, opts: Options, pool: int) -> KeywordResult:
     return _weighted(store, terms, opts, pool)
 
 
-def _like_idfs(store: Store, terms: Sequence[str], opts: Options) -> tuple[list[float], float]:
-    """Each term's IDF (FTS5's, clamp included) from the number of memories holding it as
-    a substring, and the memories' mean length in characters: over the live memories of
-    the searched projects (a project is a wall), else of the whole store. One scan."""
+def _wall(opts: Options) -> tuple[str, list[object]]:
+    """The live memories of the searched projects (a project is a wall), else all."""
     projects = projects_of(opts)
-    wall, params = "m.deleted_at IS NULL", []
-    if projects is not None:
-        wall += f" AND m.project_id IN ({','.join('?' * len(projects))})"
-        params = list(projects)
+    if projects is None:
+        return "m.deleted_at IS NULL", []
+    marks = ",".join("?" * len(projects))
+    return f"m.deleted_at IS NULL AND m.project_id IN ({marks})", list(projects)
+
+
+def _holders(store: Store, term: str, opts: Options) -> set[int] | None:
+    """The memories inside the wall that hold `term`, found through an index: a CJK term
+    by the trigram index (a shorter one by substring over the memories it holds, the only
+    ones that can hold CJK text), a Latin word as a word or a word's prefix
+    (``deploy`` finds "Deployed", as the FTS tiers would). None: no index answers."""
+    wall, params = _wall(opts)
+    if has_cjk(term) and len(term) >= 3:
+        sql = (
+            f"SELECT m.id FROM {TRIGRAM} CROSS JOIN memories m ON m.id = {TRIGRAM}.rowid"
+            f" WHERE {TRIGRAM} MATCH ? AND {wall}"
+        )
+        args: list[object] = [quote(term), *params]
+    elif has_cjk(term):
+        sql = (
+            f"SELECT m.id FROM {TRIGRAM}_docsize d CROSS JOIN memories m ON m.id = d.id"
+            f" WHERE m.content LIKE ? ESCAPE '\\' AND {wall}"
+        )
+        args = [_like_param(term), *params]
+    else:
+        sql = (
+            f"SELECT m.id FROM {EXACT} CROSS JOIN memories m ON m.id = {EXACT}.rowid"
+            f" WHERE {EXACT} MATCH ? AND {wall}"
+        )
+        args = [quote(term) + "*", *params]
+    try:
+        return {int(r[0]) for r in store.conn.execute(sql, args)}
+    except sqlite3.OperationalError as exc:
+        if _is_query_error(str(exc)):
+            return None  # a term FTS5 cannot take: the substring scan below
+        raise
+
+
+def _like_idfs(
+    store: Store, terms: Sequence[str], opts: Options, indexed: bool
+) -> tuple[list[float], float, list[int] | None]:
+    """Each term's IDF (FTS5's, clamp included) from the number of memories inside the
+    wall that hold it, their mean length in characters, and (`indexed`) the memories
+    holding any term, found through the indexes (:func:`_holders`); else one scan."""
+    wall, params = _wall(opts)
+    if indexed:
+        found = [_holders(store, t, opts) for t in terms]
+        if all(f is not None for f in found):
+            sets = [f for f in found if f is not None]
+            projects = projects_of(opts)
+            if projects is None:
+                rows = _rows(store, "memories_fts")
+            else:
+                marks = ",".join("?" * len(projects))
+                rows = int(store.conn.execute(
+                    f"SELECT COUNT(*) FROM memories m WHERE m.deleted_at IS NULL"
+                    f" AND m.project_id IN ({marks})", list(projects),
+                ).fetchone()[0])  # fmt: skip
+            ids = sorted(set().union(*sets))
+            mean = store.conn.execute(
+                "SELECT AVG(length(content)) FROM memories"
+                " WHERE id IN (SELECT value FROM json_each(?))",
+                [json.dumps(ids)],
+            ).fetchone()[0]
+            return [_idf(rows, len(f)) for f in sets], float(mean or 1.0), ids
     held = "".join(", SUM(m.content LIKE ? ESCAPE '\\')" for _ in terms)
     row = store.conn.execute(
         f"SELECT COUNT(*), AVG(length(m.content)){held} FROM memories m WHERE {wall}",
         [*(_like_param(t) for t in terms), *params],
     ).fetchone()
     rows = int(row[0] or 0)
-    return [_idf(rows, int(n or 0)) for n in row[2:]], float(row[1] or 1.0)
+    return [_idf(rows, int(n or 0)) for n in row[2:]], float(row[1] or 1.0), None
 
 
 def _weighted(
-    store: Store, terms: Sequence[str], opts: Options, pool: int, *, cjk_only: bool = False
+    store: Store, terms: Sequence[str], opts: Options, pool: int, *, indexed: bool = False
 ) -> KeywordResult:
     """Memories holding any of `terms` as a substring, ranked by a BM25 over substrings:
     each term weighs its IDF (:func:`_like_idfs`), its count in a memory saturates
@@ -909,9 +969,13 @@ def _weighted(
     weighs a phrase. The bound is the sum of the IDFs, so ``raw / bound`` means what it
     means in the FTS tiers: a memory holding each term once at mean length scores 1.
     Counting matched terms instead let a hundred notes holding the two common words of
-    "deploy 手順 nimbus" bury the one holding the rare 手順."""
+    "deploy 手順 nimbus" bury the one holding the rare 手順. `indexed`: the memories to
+    rank are found through the indexes (a CJK query), not by reading every memory (the
+    fallback for plain text no index matched: "operator" in "kubernetesoperator")."""
     try:
-        idfs, mean = _like_idfs(store, terms, opts)
+        idfs, mean, ids = _like_idfs(store, terms, opts, indexed)
+        if ids is not None and not ids:
+            return KeywordResult(terms=list(terms))
         norm = f"{_K1} * ({1 - _B} + {_B} * length(m.content) / ?)"
         parts, score_params = [], []
         for i, idf in enumerate(idfs):
@@ -924,18 +988,20 @@ def _weighted(
         count_params: list[object] = []
         for term in terms:
             count_params += [term.lower(), len(term)]
-        any_term = " OR ".join("content LIKE ? ESCAPE '\\'" for _ in terms)
-        likes = [_like_param(t) for t in terms]
-        scope = " AND has_cjk = 1" if cjk_only else ""
+        if ids is None:
+            among = " OR ".join("content LIKE ? ESCAPE '\\'" for _ in terms)
+            among_params: list[object] = [_like_param(t) for t in terms]
+        else:
+            among, among_params = "id IN (SELECT value FROM json_each(?))", [json.dumps(ids)]
         predicate, params = filters.where(opts)
         sql = (
             f"SELECT m.id, {' + '.join(parts)} AS r, {RANK_COLUMNS}"
-            f" FROM (SELECT id, {counts} FROM memories WHERE ({any_term}){scope}) t"
+            f" FROM (SELECT id, {counts} FROM memories WHERE {among}) t"
             f" JOIN memories m ON m.id = t.id WHERE {predicate}"
             f" ORDER BY {_order_sql(opts, 'r DESC')} LIMIT ?"
         )
         rows = store.conn.execute(
-            sql, [*score_params, *count_params, *likes, *params, pool]
+            sql, [*score_params, *count_params, *among_params, *params, pool]
         ).fetchall()
     except sqlite3.DatabaseError as exc:
         raise StorageError(f"{store.path}: {exc}") from None
