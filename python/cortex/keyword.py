@@ -327,7 +327,7 @@ def search(
         (time.perf_counter() - started) * 1000,
     )  # fmt: skip
     if not result.hits and not result.final:
-        fallback = _like(store, text, opts, pool)
+        fallback = _like(store, text, opts, pool, indexed=has_cjk(text))
         _log.debug("keyword tier=like hits=%d (nothing matched above)", len(fallback.hits))
         if fallback.hits:
             fallback.notices = [
@@ -864,8 +864,15 @@ def _cjk(
         expression = " OR ".join(phrases)
         if scope is not None:
             hits = scope.search(TRIGRAM, expression, opts, pool, require_all=False)
-        else:
-            hits = _fts(store, TRIGRAM, expression, opts, pool)
+        else:  # one statement: the trigram table is small (CJK memories only)
+            predicate, params = filters.where(opts)
+            rows = store.conn.execute(
+                f"SELECT m.id, bm25({TRIGRAM}) AS r, {RANK_COLUMNS} FROM {TRIGRAM}"
+                f" JOIN memories m ON m.id = {TRIGRAM}.rowid WHERE {TRIGRAM} MATCH ?"
+                f" AND {predicate} ORDER BY {_order_sql(opts)} LIMIT ?",
+                [expression, *params, pool],
+            ).fetchall()
+            hits = [Hit(int(i), bm25_to_score(r), -r, RankInfo(*rest)) for i, r, *rest in rows]
         bound = _bound(store, TRIGRAM, phrases, scope=scope) if hits else 0.0
         return KeywordResult(
             hits, "trigram" if hits else "none", None, expression, [], terms, bound=bound,
@@ -874,13 +881,17 @@ def _cjk(
     return _weighted(store, terms, opts, pool, indexed=True)
 
 
-def _like(store: Store, text: str, opts: Options, pool: int) -> KeywordResult:
+def _like(
+    store: Store, text: str, opts: Options, pool: int, *, indexed: bool = False
+) -> KeywordResult:
+    """CJK runs as bigrams and Latin words as substrings, weighted by rarity. `indexed`
+    (CJK text): the memories holding them are found through the indexes."""
     # Stop and question words are substrings of everything ("the" of "then", "other"):
     # as LIKE terms they would match every memory.
     terms = [t for t in _cjk_terms(text, bigrams=True) if t not in DROPPED]
     if not terms:
         return KeywordResult()
-    return _weighted(store, terms, opts, pool)
+    return _weighted(store, terms, opts, pool, indexed=indexed)
 
 
 def _wall(opts: Options) -> tuple[str, list[object]]:
