@@ -81,3 +81,15 @@ def test_a_trigram_query_ranks_partial_matches(engine: cortex.Engine) -> None:
     found = keyword.search(engine.store, "数据库 自动更新", KW, 20)
     assert found.tier == "trigram"
     assert [h.memory_id for h in found.hits] == [full, partial]
+
+
+def test_the_other_legs_hits_are_scored_as_the_tier_scores_them(engine: cortex.Engine) -> None:
+    routine = engine.add_many({"content": ROUTINE.format(n=n)} for n in range(10))
+    runbook = engine.add(RUNBOOK)
+    unrelated = engine.add("The cache layer uses Redis with a five minute expiry.")
+    everyone = keyword.search(engine.store, "deploy 手順 nimbus", KW, 50)
+    top = keyword.search(engine.store, "deploy 手順 nimbus", KW, 1)
+    assert [h.memory_id for h in top.hits] == [runbook]
+    raw = keyword.rescore(engine.store, top, [*routine, runbook, unrelated])
+    assert raw == {h.memory_id: h.raw for h in everyone.hits}
+    assert unrelated not in raw and set(routine) <= set(raw)

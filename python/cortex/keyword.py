@@ -119,6 +119,9 @@ class KeywordResult:
     # Terms a memory under the filters holds all of (the AND of the plain terms matched),
     # so each is a known word (suggestions need not look them up again).
     held: list[str] = field(default_factory=list)
+    # The weighted substring tier's terms, their IDFs and the mean length they were
+    # weighed against: how to score other memories against this query there.
+    weights: tuple[tuple[str, ...], tuple[float, ...], float] | None = None
 
 
 #: BM25 value that maps to a keyword score of 0.5. Chosen on SciFact's train split
@@ -987,18 +990,7 @@ def _weighted(
         idfs, mean, ids = _like_idfs(store, terms, opts, indexed)
         if ids is not None and not ids:
             return KeywordResult(terms=list(terms))
-        norm = f"{_K1} * ({1 - _B} + {_B} * length(m.content) / ?)"
-        parts, score_params = [], []
-        for i, idf in enumerate(idfs):
-            parts.append(f"? * t.f{i} * {_K1 + 1} / (t.f{i} + {norm})")
-            score_params += [idf, max(mean, 1.0)]
-        counts = ", ".join(
-            f"(length(content) - length(replace(lower(content), ?, ''))) * 1.0 / ? AS f{i}"
-            for i in range(len(terms))
-        )
-        count_params: list[object] = []
-        for term in terms:
-            count_params += [term.lower(), len(term)]
+        score, score_params = _weighted_sql(terms, idfs, mean)
         if ids is None:
             among = " OR ".join("content LIKE ? ESCAPE '\\'" for _ in terms)
             among_params: list[object] = [_like_param(t) for t in terms]
@@ -1006,20 +998,63 @@ def _weighted(
             among, among_params = "id IN (SELECT value FROM json_each(?))", [json.dumps(ids)]
         predicate, params = filters.where(opts)
         sql = (
-            f"SELECT m.id, {' + '.join(parts)} AS r, {RANK_COLUMNS}"
-            f" FROM (SELECT id, {counts} FROM memories WHERE {among}) t"
+            f"SELECT m.id, {score} AS r, {RANK_COLUMNS}"
+            f" FROM (SELECT id, {_counts_sql(len(terms))} FROM memories WHERE {among}) t"
             f" JOIN memories m ON m.id = t.id WHERE {predicate}"
             f" ORDER BY {_order_sql(opts, 'r DESC')} LIMIT ?"
         )
         rows = store.conn.execute(
-            sql, [*score_params, *count_params, *among_params, *params, pool]
+            sql, [*score_params, *_counts_params(terms), *among_params, *params, pool]
         ).fetchall()
     except sqlite3.DatabaseError as exc:
         raise StorageError(f"{store.path}: {exc}") from None
     hits = [Hit(int(i), bm25_to_score(-r), float(r), RankInfo(*rest)) for i, r, *rest in rows]
     return KeywordResult(
-        hits, "like" if hits else "none", None, None, [], list(terms), bound=sum(idfs)
+        hits, "like" if hits else "none", None, None, [], list(terms), bound=sum(idfs),
+        weights=(tuple(terms), tuple(idfs), mean),
+    )  # fmt: skip
+
+
+def _weighted_sql(
+    terms: Sequence[str], idfs: Sequence[float], mean: float
+) -> tuple[str, list[object]]:
+    """The substring BM25 of a memory ``m`` whose term counts are ``t.f0``, ``t.f1``…"""
+    norm = f"{_K1} * ({1 - _B} + {_B} * length(m.content) / ?)"
+    parts: list[str] = []
+    params: list[object] = []
+    for i, idf in enumerate(idfs):
+        parts.append(f"? * t.f{i} * {_K1 + 1} / (t.f{i} + {norm})")
+        params += [idf, max(mean, 1.0)]
+    return " + ".join(parts), params
+
+
+def _counts_sql(n: int) -> str:
+    """Columns ``f0``… of the times each term occurs in ``content`` (see _counts_params)."""
+    return ", ".join(
+        f"(length(content) - length(replace(lower(content), ?, ''))) * 1.0 / ? AS f{i}"
+        for i in range(n)
     )
+
+
+def _counts_params(terms: Sequence[str]) -> list[object]:
+    out: list[object] = []
+    for term in terms:
+        out += [term.lower(), len(term)]
+    return out
+
+
+def _rescore_weighted(
+    store: Store, weights: tuple[tuple[str, ...], tuple[float, ...], float], ids: Sequence[int]
+) -> dict[int, float]:
+    """The substring BM25 of each memory among `ids` holding any of the terms."""
+    terms, idfs, mean = weights
+    score, score_params = _weighted_sql(terms, idfs, mean)
+    rows = store.conn.execute(
+        f"SELECT m.id, {score} FROM (SELECT id, {_counts_sql(len(terms))} FROM memories"
+        " WHERE id IN (SELECT value FROM json_each(?))) t JOIN memories m ON m.id = t.id",
+        [*score_params, *_counts_params(terms), json.dumps(sorted(set(ids)))],
+    ).fetchall()
+    return {int(i): float(r) for i, r in rows if r is not None and r > 0}
 
 
 def rescore(
@@ -1032,6 +1067,11 @@ def rescore(
     (the OR of its terms for plain text, the expression itself for FTS5 syntax): the
     keyword score of memories another leg found. Filters are the caller's: `ids` passed
     them already."""
+    if ids and result.weights is not None:
+        try:
+            return _rescore_weighted(store, result.weights, ids)
+        except sqlite3.DatabaseError as exc:
+            raise StorageError(f"{store.path}: {exc}") from None
     if not ids or result.rescore_table is None or result.rescore_expression is None:
         return {}
     table, expression = result.rescore_table, result.rescore_expression
