@@ -945,8 +945,14 @@ def _like_idfs(
     wall that hold it, their mean length in characters, and (`indexed`) the memories
     holding any term, found through the indexes (:func:`_holders`); else one scan."""
     wall, params = _wall(opts)
+    found: list[set[int] | None] = []
     if indexed:
-        found = [_holders(store, t, opts) for t in terms]
+        try:
+            found = [_holders(store, t, opts) for t in terms]
+        except sqlite3.OperationalError as exc:
+            if "no such module" not in str(exc) and "no such table" not in str(exc):
+                raise
+            found = [None]  # no full-text index to ask (a build without FTS5): the scan
         if all(f is not None for f in found):
             sets = [f for f in found if f is not None]
             projects = projects_of(opts)
