@@ -36,6 +36,7 @@ CJK (trigram) queries too, their token counts read off the trigram table's size 
 from __future__ import annotations
 
 import functools
+import json
 import math
 import re
 import sqlite3
@@ -118,6 +119,9 @@ class KeywordResult:
     # Terms a memory under the filters holds all of (the AND of the plain terms matched),
     # so each is a known word (suggestions need not look them up again).
     held: list[str] = field(default_factory=list)
+    # The weighted substring tier's terms, their IDFs and the mean length they were
+    # weighed against: how to score other memories against this query there.
+    weights: tuple[tuple[str, ...], tuple[float, ...], float] | None = None
 
 
 #: BM25 value that maps to a keyword score of 0.5. Chosen on SciFact's train split
@@ -326,7 +330,7 @@ def search(
         (time.perf_counter() - started) * 1000,
     )  # fmt: skip
     if not result.hits and not result.final:
-        fallback = _like(store, text, opts, pool)
+        fallback = _like(store, text, opts, pool, indexed=has_cjk(text))
         _log.debug("keyword tier=like hits=%d (nothing matched above)", len(fallback.hits))
         if fallback.hits:
             fallback.notices = [
@@ -845,75 +849,218 @@ def _like_param(term: str) -> str:
 def _cjk(
     store: Store, text: str, opts: Options, pool: int, scope: Scope | None = None
 ) -> KeywordResult:
-    terms = _cjk_terms(text, bigrams=False)
+    """CJK and mixed-script text: every term may be missing (a memory holding part of the
+    query ranks by how much of its weight it holds, as the plain-text OR does).
+
+    CJK runs of three or more characters alone run as the OR of their trigram phrases,
+    ranked by FTS5's BM25 (a rare term weighs more than a common one; with a `scope`,
+    over its projects' statistics). A term shorter than a trigram cannot be a trigram
+    phrase, and the trigram index holds only memories with CJK text (a Latin word of a
+    mixed query is in English notes too): such queries run as substrings over every
+    memory, each term weighted by its rarity (:func:`_weighted`)."""
+    everything = _cjk_terms(text, bigrams=False)
+    terms = [t for t in everything if t not in DROPPED] or everything
     if not terms:
         return KeywordResult(notices=["the query holds no words to search for"])
-    long_terms = [t for t in terms if len(t) >= 3]
-    short_terms = [t for t in terms if len(t) < 3]
-    extra = "".join(" AND m.content LIKE ? ESCAPE '\\'" for _ in short_terms)
-    if long_terms and scope is not None:
-        expression = " AND ".join(quote(t) for t in long_terms)
-        likes = [_like_param(t) for t in short_terms]
-        hits = scope.search(TRIGRAM, expression, opts, pool, extra, likes)
-        ran = " AND ".join([expression, *(f"LIKE {quote('%' + t + '%')}" for t in short_terms)])
-        bound = _bound(store, TRIGRAM, [quote(t) for t in long_terms], scope=scope) if hits else 0.0
-        return KeywordResult(hits, "trigram" if hits else "none", None, ran, [], terms, bound=bound)
-    if long_terms:
-        expression = " AND ".join(quote(t) for t in long_terms)
-        predicate, params = filters.where(opts)
-        sql = (
-            f"SELECT m.id, bm25(memories_trigram) AS r, {RANK_COLUMNS}"
-            " FROM memories_trigram"
-            " JOIN memories m ON m.id = memories_trigram.rowid"
-            f" WHERE memories_trigram MATCH ? AND {predicate}{extra}"
-            f" ORDER BY {_order_sql(opts)} LIMIT ?"
-        )
-        rows = store.conn.execute(
-            sql, [expression, *params, *(_like_param(t) for t in short_terms), pool]
-        ).fetchall()
-        hits = [Hit(int(i), bm25_to_score(r), -r, RankInfo(*rest)) for i, r, *rest in rows]
-        ran = " AND ".join([expression, *(f"LIKE {quote('%' + t + '%')}" for t in short_terms)])
-        bound = _bound(store, "memories_trigram", [quote(t) for t in long_terms]) if hits else 0.0
-        return KeywordResult(hits, "trigram" if hits else "none", None, ran, [], terms, bound=bound)
-    # Every term is shorter than a trigram: all of them must occur, as substrings.
-    predicate, params = filters.where(opts)
-    sql = (
-        f"SELECT m.id, {RANK_COLUMNS} FROM memories m"
-        f" WHERE m.has_cjk = 1 AND {predicate}{extra}"
-        f" ORDER BY {_order_sql(opts, None)} LIMIT ?"
-    )
-    found = store.conn.execute(
-        sql, [*params, *(_like_param(t) for t in short_terms), pool]
-    ).fetchall()
-    n = len(terms)
-    hits = [Hit(int(i), n / (n + 1), float(n), RankInfo(*rest)) for i, *rest in found]
-    return KeywordResult(hits, "like" if hits else "none", None, None, [], terms, bound=float(n))
+    if all(len(t) >= 3 and has_cjk(t) for t in terms):
+        phrases = [quote(t) for t in terms]
+        expression = " OR ".join(phrases)
+        if scope is not None:
+            hits = scope.search(TRIGRAM, expression, opts, pool, require_all=False)
+        else:  # one statement: the trigram table is small (CJK memories only)
+            predicate, params = filters.where(opts)
+            rows = store.conn.execute(
+                f"SELECT m.id, bm25({TRIGRAM}) AS r, {RANK_COLUMNS} FROM {TRIGRAM}"
+                f" JOIN memories m ON m.id = {TRIGRAM}.rowid WHERE {TRIGRAM} MATCH ?"
+                f" AND {predicate} ORDER BY {_order_sql(opts)} LIMIT ?",
+                [expression, *params, pool],
+            ).fetchall()
+            hits = [Hit(int(i), bm25_to_score(r), -r, RankInfo(*rest)) for i, r, *rest in rows]
+        bound = _bound(store, TRIGRAM, phrases, scope=scope) if hits else 0.0
+        return KeywordResult(
+            hits, "trigram" if hits else "none", None, expression, [], terms, bound=bound,
+            rescore_table=TRIGRAM, rescore_expression=expression,
+        )  # fmt: skip
+    return _weighted(store, terms, opts, pool, indexed=True)
 
 
-def _like(store: Store, text: str, opts: Options, pool: int) -> KeywordResult:
+def _like(
+    store: Store, text: str, opts: Options, pool: int, *, indexed: bool = False
+) -> KeywordResult:
+    """CJK runs as bigrams and Latin words as substrings, weighted by rarity. `indexed`
+    (CJK text): the memories holding them are found through the indexes."""
     # Stop and question words are substrings of everything ("the" of "then", "other"):
     # as LIKE terms they would match every memory.
     terms = [t for t in _cjk_terms(text, bigrams=True) if t not in DROPPED]
     if not terms:
         return KeywordResult()
-    predicate, params = filters.where(opts)
-    matched = " + ".join("(m.content LIKE ? ESCAPE '\\')" for _ in terms)
-    any_term = " OR ".join("m.content LIKE ? ESCAPE '\\'" for _ in terms)
-    order = _order_sql(opts, "n DESC")
-    sql = (
-        f"SELECT m.id, {matched} AS n, {RANK_COLUMNS} FROM memories m"
-        f" WHERE ({any_term}) AND {predicate} ORDER BY {order} LIMIT ?"
-    )
-    likes = [_like_param(t) for t in terms]
+    return _weighted(store, terms, opts, pool, indexed=indexed)
+
+
+def _wall(opts: Options) -> tuple[str, list[object]]:
+    """The live memories of the searched projects (a project is a wall), else all."""
+    projects = projects_of(opts)
+    if projects is None:
+        return "m.deleted_at IS NULL", []
+    marks = ",".join("?" * len(projects))
+    return f"m.deleted_at IS NULL AND m.project_id IN ({marks})", list(projects)
+
+
+def _holders(store: Store, term: str, opts: Options) -> set[int] | None:
+    """The memories inside the wall that hold `term`, found through an index: a CJK term
+    by the trigram index (a shorter one by substring over the memories it holds, the only
+    ones that can hold CJK text), a Latin word as a word or a word's prefix
+    (``deploy`` finds "Deployed", as the FTS tiers would). None: no index answers."""
+    wall, params = _wall(opts)
+    if has_cjk(term) and len(term) >= 3:
+        sql = (
+            f"SELECT m.id FROM {TRIGRAM} CROSS JOIN memories m ON m.id = {TRIGRAM}.rowid"
+            f" WHERE {TRIGRAM} MATCH ? AND {wall}"
+        )
+        args: list[object] = [quote(term), *params]
+    elif has_cjk(term):
+        sql = (
+            f"SELECT m.id FROM {TRIGRAM}_docsize d CROSS JOIN memories m ON m.id = d.id"
+            f" WHERE m.content LIKE ? ESCAPE '\\' AND {wall}"
+        )
+        args = [_like_param(term), *params]
+    else:
+        sql = (
+            f"SELECT m.id FROM {EXACT} CROSS JOIN memories m ON m.id = {EXACT}.rowid"
+            f" WHERE {EXACT} MATCH ? AND {wall}"
+        )
+        args = [quote(term) + "*", *params]
     try:
-        rows = store.conn.execute(sql, [*likes, *likes, *params, pool]).fetchall()
+        return {int(r[0]) for r in store.conn.execute(sql, args)}
+    except sqlite3.OperationalError as exc:
+        if _is_query_error(str(exc)):
+            return None  # a term FTS5 cannot take: the substring scan below
+        raise
+
+
+def _like_idfs(
+    store: Store, terms: Sequence[str], opts: Options, indexed: bool
+) -> tuple[list[float], float, list[int] | None]:
+    """Each term's IDF (FTS5's, clamp included) from the number of memories inside the
+    wall that hold it, their mean length in characters, and (`indexed`) the memories
+    holding any term, found through the indexes (:func:`_holders`); else one scan."""
+    wall, params = _wall(opts)
+    found: list[set[int] | None] = []
+    if indexed:
+        try:
+            found = [_holders(store, t, opts) for t in terms]
+        except sqlite3.OperationalError as exc:
+            if "no such module" not in str(exc) and "no such table" not in str(exc):
+                raise
+            found = [None]  # no full-text index to ask (a build without FTS5): the scan
+        if all(f is not None for f in found):
+            sets = [f for f in found if f is not None]
+            projects = projects_of(opts)
+            if projects is None:
+                rows = _rows(store, "memories_fts")
+            else:
+                marks = ",".join("?" * len(projects))
+                rows = int(store.conn.execute(
+                    f"SELECT COUNT(*) FROM memories m WHERE m.deleted_at IS NULL"
+                    f" AND m.project_id IN ({marks})", list(projects),
+                ).fetchone()[0])  # fmt: skip
+            ids = sorted(set().union(*sets))
+            mean = store.conn.execute(
+                "SELECT AVG(length(content)) FROM memories"
+                " WHERE id IN (SELECT value FROM json_each(?))",
+                [json.dumps(ids)],
+            ).fetchone()[0]
+            return [_idf(rows, len(f)) for f in sets], float(mean or 1.0), ids
+    held = "".join(", SUM(m.content LIKE ? ESCAPE '\\')" for _ in terms)
+    row = store.conn.execute(
+        f"SELECT COUNT(*), AVG(length(m.content)){held} FROM memories m WHERE {wall}",
+        [*(_like_param(t) for t in terms), *params],
+    ).fetchone()
+    rows = int(row[0] or 0)
+    return [_idf(rows, int(n or 0)) for n in row[2:]], float(row[1] or 1.0), None
+
+
+def _weighted(
+    store: Store, terms: Sequence[str], opts: Options, pool: int, *, indexed: bool = False
+) -> KeywordResult:
+    """Memories holding any of `terms` as a substring, ranked by a BM25 over substrings:
+    each term weighs its IDF (:func:`_like_idfs`), its count in a memory saturates
+    (k1 1.2) and is normalised by the memory's length in characters (b 0.75), as FTS5
+    weighs a phrase. The bound is the sum of the IDFs, so ``raw / bound`` means what it
+    means in the FTS tiers: a memory holding each term once at mean length scores 1.
+    Counting matched terms instead let a hundred notes holding the two common words of
+    "deploy 手順 nimbus" bury the one holding the rare 手順. `indexed`: the memories to
+    rank are found through the indexes (a CJK query), not by reading every memory (the
+    fallback for plain text no index matched: "operator" in "kubernetesoperator")."""
+    try:
+        idfs, mean, ids = _like_idfs(store, terms, opts, indexed)
+        if ids is not None and not ids:
+            return KeywordResult(terms=list(terms))
+        score, score_params = _weighted_sql(terms, idfs, mean)
+        if ids is None:
+            among = " OR ".join("content LIKE ? ESCAPE '\\'" for _ in terms)
+            among_params: list[object] = [_like_param(t) for t in terms]
+        else:
+            among, among_params = "id IN (SELECT value FROM json_each(?))", [json.dumps(ids)]
+        predicate, params = filters.where(opts)
+        sql = (
+            f"SELECT m.id, {score} AS r, {RANK_COLUMNS}"
+            f" FROM (SELECT id, {_counts_sql(len(terms))} FROM memories WHERE {among}) t"
+            f" JOIN memories m ON m.id = t.id WHERE {predicate}"
+            f" ORDER BY {_order_sql(opts, 'r DESC')} LIMIT ?"
+        )
+        rows = store.conn.execute(
+            sql, [*score_params, *_counts_params(terms), *among_params, *params, pool]
+        ).fetchall()
     except sqlite3.DatabaseError as exc:
         raise StorageError(f"{store.path}: {exc}") from None
-    total = len(terms)
-    hits = [Hit(int(i), n / (total + 1), float(n), RankInfo(*rest)) for i, n, *rest in rows]
+    hits = [Hit(int(i), bm25_to_score(-r), float(r), RankInfo(*rest)) for i, r, *rest in rows]
     return KeywordResult(
-        hits, "like" if hits else "none", None, None, [], terms, bound=float(total)
+        hits, "like" if hits else "none", None, None, [], list(terms), bound=sum(idfs),
+        weights=(tuple(terms), tuple(idfs), mean),
+    )  # fmt: skip
+
+
+def _weighted_sql(
+    terms: Sequence[str], idfs: Sequence[float], mean: float
+) -> tuple[str, list[object]]:
+    """The substring BM25 of a memory ``m`` whose term counts are ``t.f0``, ``t.f1``…"""
+    norm = f"{_K1} * ({1 - _B} + {_B} * length(m.content) / ?)"
+    parts: list[str] = []
+    params: list[object] = []
+    for i, idf in enumerate(idfs):
+        parts.append(f"? * t.f{i} * {_K1 + 1} / (t.f{i} + {norm})")
+        params += [idf, max(mean, 1.0)]
+    return " + ".join(parts), params
+
+
+def _counts_sql(n: int) -> str:
+    """Columns ``f0``… of the times each term occurs in ``content`` (see _counts_params)."""
+    return ", ".join(
+        f"(length(content) - length(replace(lower(content), ?, ''))) * 1.0 / ? AS f{i}"
+        for i in range(n)
     )
+
+
+def _counts_params(terms: Sequence[str]) -> list[object]:
+    out: list[object] = []
+    for term in terms:
+        out += [term.lower(), len(term)]
+    return out
+
+
+def _rescore_weighted(
+    store: Store, weights: tuple[tuple[str, ...], tuple[float, ...], float], ids: Sequence[int]
+) -> dict[int, float]:
+    """The substring BM25 of each memory among `ids` holding any of the terms."""
+    terms, idfs, mean = weights
+    score, score_params = _weighted_sql(terms, idfs, mean)
+    rows = store.conn.execute(
+        f"SELECT m.id, {score} FROM (SELECT id, {_counts_sql(len(terms))} FROM memories"
+        " WHERE id IN (SELECT value FROM json_each(?))) t JOIN memories m ON m.id = t.id",
+        [*score_params, *_counts_params(terms), json.dumps(sorted(set(ids)))],
+    ).fetchall()
+    return {int(i): float(r) for i, r in rows if r is not None and r > 0}
 
 
 def rescore(
@@ -926,6 +1073,11 @@ def rescore(
     (the OR of its terms for plain text, the expression itself for FTS5 syntax): the
     keyword score of memories another leg found. Filters are the caller's: `ids` passed
     them already."""
+    if ids and result.weights is not None:
+        try:
+            return _rescore_weighted(store, result.weights, ids)
+        except sqlite3.DatabaseError as exc:
+            raise StorageError(f"{store.path}: {exc}") from None
     if not ids or result.rescore_table is None or result.rescore_expression is None:
         return {}
     table, expression = result.rescore_table, result.rescore_expression
