@@ -85,7 +85,6 @@ class PgSemanticRetriever:
         self._lock = threading.Lock()
         # (model, dim, projects) -> (change counter when read, unit sample vectors)
         self._samples: OrderedDict[Any, tuple[int, np.ndarray]] = OrderedDict()
-        self._seen: dict[Any, int] = {}  # scope -> the change counter its last search saw
         self._hnsw_known: set[tuple[str, int]] = set()
         self._hnsw_checked = -math.inf
         self._building: threading.Thread | None = None
@@ -115,7 +114,7 @@ class PgSemanticRetriever:
         equal on two reads means no committed write to live memories or vectors between."""
         return int(self._store.query("SELECT COALESCE(sum(n), 0) FROM cortex_changes")[0][0])
 
-    def _sample(self, model: str, dim: int, projects: tuple[str, ...] | None) -> np.ndarray | None:
+    def _sample(self, model: str, dim: int, projects: tuple[str, ...] | None) -> np.ndarray:
         """The calibration sample's vectors, unit length, float32 (rows x dim): every live
         row up to STATS_ROWS, else STATS_ROWS evenly spaced by memory id (``floor(i * (n -
         1) / (k - 1))``, the last row last); walled, over the live memories of the projects
@@ -123,11 +122,11 @@ class PgSemanticRetriever:
         memories that have one. Kept in the process while the change counter stands still:
         read first, so a write committed meanwhile leaves an older key, never a newer.
 
-        None when the counter moved since this scope's last search: under a stream of
-        writes every search would reload the sample (ids and 2,048 vectors over the
-        wire), so the caller computes the statistics on the server instead (one
-        statement, as before the cache); the sample is loaded once two searches in a row
-        see the same counter."""
+        Reloaded at the first search after the counter moved, never computed another way
+        meanwhile: pgvector's cosines on the server agree with these only to float
+        rounding (~1e-9), and two searches with no write between must give the same
+        scores (issue 11). Under a stream of writes every search reloads the
+        sample (ids and 2,048 vectors over the wire): slower, never different."""
         key = (model, dim, projects)
         marker = self._marker()
         with self._lock:
@@ -135,16 +134,6 @@ class PgSemanticRetriever:
             if known is not None and known[0] == marker:
                 self._samples.move_to_end(key)
                 return known[1]
-            if self._seen.get(key) != marker:
-                self._seen[key] = marker
-                while len(self._seen) > 4 * SAMPLES_KEPT:
-                    self._seen.pop(next(iter(self._seen)))
-                stale = True
-            else:
-                stale = False
-        if stale:
-            self._check_hnsw(model, dim)
-            return None
         if projects is not None:
             rows = self._store.query(
                 "SELECT project_id, id FROM memories WHERE deleted_at IS NULL"
@@ -234,8 +223,6 @@ class PgSemanticRetriever:
         process: the same numbers as pgvector's ``1 - (a <=> b)`` to float rounding."""
         dim = int(query.shape[0])
         sample = self._sample(str(self._embedder.model_id), dim, projects)
-        if sample is None:
-            return self._stats_sql(query, projects)
         q = np.asarray(query, dtype=np.float64)
         qn = float(np.linalg.norm(q))
         if len(sample) == 0 or qn == 0.0:
@@ -244,39 +231,6 @@ class PgSemanticRetriever:
         # wakes its threads each call (1-25 ms on a loaded machine instead of 0.1)
         s = np.einsum("ij,j->i", sample, (q / qn).astype(np.float32)).astype(np.float64)
         return shrunk_stats(len(s), float(s.mean()), float(s.std()))
-
-    def _stats_sql(
-        self, query: np.ndarray, projects: tuple[str, ...] | None = None
-    ) -> tuple[float, float]:
-        """:meth:`_stats` as one statement on the server (the same sample, pgvector's
-        cosines): what a search right after a write runs."""
-        dim = int(query.shape[0])
-        model = str(self._embedder.model_id)
-        if projects is not None:
-            scope = "FROM memories m WHERE m.deleted_at IS NULL AND m.project_id = ANY(%s)"
-            scope_params: list[Any] = [[db_project(p) for p in projects]]
-        else:
-            scope = (
-                "FROM memories m JOIN embeddings v ON v.project_id = m.project_id"
-                " AND v.memory_id = m.id AND v.model_id = %s AND v.dim = %s"
-                " WHERE m.deleted_at IS NULL"
-            )
-            scope_params = [model, dim]
-        rows = self._store.query(
-            "WITH c AS (SELECT m.project_id, m.id, row_number() OVER (ORDER BY m.id) - 1 AS rn"
-            f" {scope}),"
-            " t AS (SELECT count(*) AS n, LEAST(count(*), %s) AS k FROM c),"
-            " pos AS (SELECT DISTINCT CASE WHEN t.k <= 1 THEN 0 WHEN i = t.k - 1 THEN t.n - 1"
-            " ELSE floor(i * ((t.n - 1)::float8 / (t.k - 1)))::bigint END AS rn"
-            " FROM t, generate_series(0, GREATEST(t.k - 1, 0)) i WHERE t.n > 0)"
-            f" SELECT count(*), avg(s), stddev_pop(s) FROM (SELECT 1 - (e.vector::vector({dim})"
-            f" <=> %s::vector({dim})) AS s FROM c JOIN pos ON pos.rn = c.rn"
-            " JOIN embeddings e ON e.project_id = c.project_id AND e.memory_id = c.id"
-            " AND e.model_id = %s AND e.dim = %s WHERE vector_norm(e.vector) > 0) x",
-            (*scope_params, STATS_ROWS, Vector(query), model, dim),
-        )
-        n, mean, sd = rows[0]
-        return shrunk_stats(int(n), float(mean or 0.0), float(sd or 0.0))
 
     def retrieve(self, plan: Plan, opts: Options, allowed: Any = None) -> Leg:
         query = self._query(plan.semantic_text)
