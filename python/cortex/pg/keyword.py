@@ -411,21 +411,28 @@ def _bm25(
     if match is None:
         order = f"every DESC, {order}"
     stats_wall = " WHERE project_id = ANY(%s)" if projects is not None else ""
+    # The scan (c) carries only what scoring and ordering read; the columns a hit shows
+    # are read for the `pool` best alone (the last join, by the primary key): carrying
+    # them through the materialised scan and the sort of every match cost a third of the
+    # statement (10.2 -> 6.2 ms for 3,486 matches at 100k).
     sql = (
         "WITH st AS (SELECT COALESCE(SUM(docs), 0)::float8 AS n, CASE WHEN COALESCE(SUM(docs),"
         " 0) > 0 THEN SUM(total_len)::float8 / SUM(docs)::float8 ELSE 1.0::float8 END AS avgdl"
         f" FROM keyword_stats{stats_wall}),"
-        f" c AS MATERIALIZED (SELECT m.id, m.doc_len, {RANK_COLUMNS}, m.superseded_by,"
+        " c AS MATERIALIZED (SELECT m.project_id, m.id, m.doc_len, m.created_at, m.confidence,"
         f" ({predicate}) AS ok,"
         f" {'m.' + column + ' @@ %s::tsquery' if match is not None else 'true'} AS matched,"
         f" {tfs} FROM memories m WHERE m.{column} @@ %s::tsquery AND m.deleted_at IS NULL"
         f"{wall}), d AS (SELECT {dfs} FROM c),"
-        f" w AS (SELECT {idfs}, st.avgdl FROM d, st)"
-        f" SELECT c.id, {score} AS score, ({every}) AS every, {bound} AS bound,"
+        f" w AS (SELECT {idfs}, st.avgdl FROM d, st),"
+        f" top AS (SELECT c.project_id, c.id, c.created_at, c.confidence, {score} AS score,"
+        f" ({every}) AS every, {bound} AS bound,"
         f" ARRAY[{', '.join(f'w.i{i}' for i in range(len(scored)))}]::float8[] AS idfs,"
-        " w.avgdl, c.created_at, c.confidence, c.salience, c.sector, c.source_path,"
-        " c.superseded_by IS NOT NULL, c.project_id, c.category"
-        f" FROM c, w WHERE c.ok AND {narrow} ORDER BY {order} LIMIT %s"
+        f" w.avgdl FROM c, w WHERE c.ok AND {narrow} ORDER BY {order} LIMIT %s)"
+        " SELECT c.id, c.score, c.every, c.bound, c.idfs, c.avgdl, m.created_at, m.confidence,"
+        " m.salience, m.sector, m.source_path, m.superseded_by IS NOT NULL, m.project_id,"
+        " m.category FROM top c JOIN memories m ON m.project_id = c.project_id AND m.id = c.id"
+        f" ORDER BY {order}"
     )
     params = [
         *wall_params,
