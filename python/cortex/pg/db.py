@@ -224,13 +224,27 @@ class Database:
             raise StorageError(self.explain(exc)) from None
 
     @contextmanager
+    def reads(self) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection for reads in autocommit: each statement its own round trip,
+        without the BEGIN before it and the COMMIT on return (3 round trips a read, not 1).
+        The same answers: under READ COMMITTED every statement takes its own snapshot
+        either way. Back to transactions before the pool has it again."""
+        with self.connection() as conn:
+            conn.autocommit = True
+            try:
+                yield conn
+            finally:
+                if not conn.closed:
+                    conn.autocommit = False
+
+    @contextmanager
     def transaction(self) -> Iterator[psycopg.Connection[Any]]:
         """One transaction: committed when the block ends, rolled back if it raises."""
         with self.connection() as conn, conn.transaction():
             yield conn
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        with self.connection() as conn:
+        with self.reads() as conn:
             return conn.execute(sql, params).fetchall()
 
     def close(self) -> None:

@@ -530,7 +530,7 @@ def holds(store: PgStore, word: str, opts: Options) -> bool:
     import psycopg
 
     try:
-        with store.db.connection() as conn:
+        with store.db.reads() as conn:
             return bool(_latin(store, conn, text, opts, 1, Ran(exists_only=True)).hits)
     except psycopg.Error:
         return True  # not an answer either way: never discount on a failed check
@@ -545,7 +545,7 @@ def search(store: PgStore, query: str, opts: Options, pool: int) -> KeywordResul
     import psycopg
 
     try:
-        with store.db.connection() as conn:
+        with store.db.reads() as conn:
             ran = Ran()
             if has_cjk(text):
                 result = _cjk(store, conn, text, opts, pool)
@@ -765,7 +765,7 @@ def rescore(
     import psycopg
 
     try:
-        with store.db.connection() as conn:
+        with store.db.reads() as conn:
             if spec.get("idf"):
                 return _bm25_of(
                     conn, result.rescore_table, spec["match"], terms,

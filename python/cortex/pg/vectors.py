@@ -207,7 +207,9 @@ def search(
     import psycopg
 
     try:
-        with store.db.connection() as conn, conn.transaction():
+        # One pipeline: BEGIN, the settings and the search go out together and come back
+        # in one round trip (then COMMIT), not five in turn.
+        with store.db.connection() as conn, conn.pipeline(), conn.transaction():
             if use_index:
                 # Relaxed order: the index may return neighbours slightly out of order
                 # while it scans on past ef_search for filtered rows; the outer ORDER BY
