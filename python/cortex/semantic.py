@@ -164,6 +164,30 @@ def _embed_sorted(embedder: Any, texts: list[str], progress: Any = None) -> np.n
     return out
 
 
+def _read_json(path: Path) -> Any:
+    """A small side file's JSON, or None if it is missing or not one cortex wrote: not a
+    regular file (a directory, a FIFO, a symlink to /dev/zero: never followed, never read
+    past `_STATE_MAX` bytes) or not JSON."""
+    try:
+        fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_NONBLOCK | _O_CLOEXEC | _O_BINARY)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        raw = os.read(fd, _STATE_MAX + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if len(raw) > _STATE_MAX:
+        return None
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+
+
 class Semantic:
     """The embedding side of one Engine. `embedder` is an Embedder, None (semantic search
     off), or "auto" (the default model, loaded on first use; missing is not an error until
@@ -462,35 +486,21 @@ class Semantic:
         """The state file, or None if it is missing or not a state cortex wrote: not a
         regular file (a directory, a FIFO, a symlink to /dev/zero: never followed, never
         read past `_STATE_MAX` bytes), not JSON, or a field of the wrong type or range."""
-        path = self._state_path()
-        try:
-            fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_NONBLOCK | _O_CLOEXEC | _O_BINARY)
-        except OSError:
-            return None
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                return None
-            raw = os.read(fd, _STATE_MAX + 1)
-        except OSError:
-            return None
-        finally:
-            os.close(fd)
-        if len(raw) > _STATE_MAX:
-            return None
-        try:
-            data = json.loads(raw)
-        except (ValueError, RecursionError):
-            return None
-        return _State.parse(data)
+        data = _read_json(self._state_path())
+        return None if data is None else _State.parse(data)
 
     def _write_state(self, state: _State) -> None:
-        path = self._state_path()
+        self._write_json(self._state_path(), state.to_dict())
+
+    def _write_json(self, path: Path, data: Any) -> None:
+        """Write a small side file as JSON: aside (`<path>.tmp<pid>`), then renamed over
+        `path`, never through a symlink."""
         tmp = Path(f"{path}.tmp{os.getpid()}")
         self._make_room(tmp)
         flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _O_NOFOLLOW | _O_CLOEXEC | _O_BINARY
         fd = os.open(tmp, flags, 0o644)
         try:
-            os.write(fd, json.dumps(state.to_dict()).encode())
+            os.write(fd, json.dumps(data).encode())
         finally:
             os.close(fd)
         self._make_room(path)
@@ -662,25 +672,7 @@ class Semantic:
     def _checked_before(self, identity: list[Any]) -> float | None:
         """The seconds of the full check `.checked` records for files of this identity,
         or None (no record, another identity, or not a file cortex wrote)."""
-        try:
-            fd = os.open(
-                self._checked_path(),
-                os.O_RDONLY | _O_NOFOLLOW | _O_NONBLOCK | _O_CLOEXEC | _O_BINARY,
-            )
-        except OSError:
-            return None
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                return None
-            raw = os.read(fd, _STATE_MAX + 1)
-        except OSError:
-            return None
-        finally:
-            os.close(fd)
-        try:
-            data = json.loads(raw) if len(raw) <= _STATE_MAX else None
-        except (ValueError, RecursionError):
-            return None
+        data = _read_json(self._checked_path())
         if not isinstance(data, dict) or data.get("identity") != identity:
             return None
         cost = data.get("cost")
@@ -694,20 +686,11 @@ class Semantic:
         if self._store.read_only:
             return
         path = self._checked_path()
-        tmp = Path(f"{path}.tmp{os.getpid()}")
         try:
-            self._make_room(tmp)
-            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _O_NOFOLLOW | _O_CLOEXEC | _O_BINARY
-            fd = os.open(tmp, flags, 0o644)
-            try:
-                os.write(fd, json.dumps({"identity": identity, "cost": cost}).encode())
-            finally:
-                os.close(fd)
-            self._make_room(path)
-            _replace(tmp, path)
+            self._write_json(path, {"identity": identity, "cost": cost})
         except (OSError, CortexError):
             with contextlib.suppress(OSError):
-                tmp.unlink()
+                Path(f"{path}.tmp{os.getpid()}").unlink()
 
     def _live_embeddings(self, state: _State) -> int:
         """Embeddings of the active model up to `state`'s position whose memory was not
