@@ -331,6 +331,27 @@ class Ran:
 _SOME = Hit(0, 0.0, 0.0, RankInfo(0.0, 0.0, 0.0, None, None))
 
 
+def _tf_columns(
+    column: str, scored: list[tuple[str, bool]], operands: list[str]
+) -> tuple[str, list[Any]]:
+    """The select list of the scored terms' tf (``t0, t1, …``) and its parameters. A
+    word's tf comes from ts_rank (one C call, see cortex_tf); a prefix's is the positions
+    of every word it starts (ts_rank would blend them), counted over the unnested
+    tsvector. `column` is one of the fixed tsvector columns (an identifier)."""
+    tfs = ", ".join(
+        f"(SELECT COALESCE(sum(cardinality(u.positions)), 0) FROM unnest(m.{column}) u"
+        f" WHERE starts_with(u.lexeme, %s))::float8 AS t{i}"
+        if prefix
+        else f"cortex_tf(m.{column}, %s::tsquery) AS t{i}"
+        for i, (_, prefix) in enumerate(scored)
+    )
+    params = [
+        lexeme if prefix else operand
+        for (lexeme, prefix), operand in zip(scored, operands, strict=False)
+    ]
+    return tfs, params
+
+
 def _bm25(
     conn: Any,
     column: str,
@@ -372,19 +393,7 @@ def _bm25(
         ).fetchone()[0]
         sink.column, sink.match, sink.terms = column, match, terms
         return [(_SOME, True)] if found else []
-    # A word's tf from ts_rank (one C call, see cortex_tf); a prefix's is the positions of
-    # every word it starts (ts_rank would blend them), counted over the unnested tsvector.
-    tfs = ", ".join(
-        f"(SELECT COALESCE(sum(cardinality(u.positions)), 0) FROM unnest(m.{column}) u"
-        f" WHERE starts_with(u.lexeme, %s))::float8 AS t{i}"
-        if prefix
-        else f"cortex_tf(m.{column}, %s::tsquery) AS t{i}"
-        for i, (_, prefix) in enumerate(scored)
-    )
-    tf_params = [
-        lexeme if prefix else operand
-        for (lexeme, prefix), operand in zip(scored, operands, strict=False)
-    ]
+    tfs, tf_params = _tf_columns(column, scored, operands)
     dfs = ", ".join(f"count(*) FILTER (WHERE t{i} > 0) AS d{i}" for i in range(len(scored)))
     # The collection statistics (_collection's N and average length) are read by the
     # same statement (the CTE st): one round trip a search, not two.
@@ -482,17 +491,7 @@ def _bm25_of(
     wall = " AND m.project_id = ANY(%s)" if projects is not None else ""
     wall_params = [[db_project(p) for p in projects]] if projects is not None else []
     predicate, fparams = filters.where(opts)
-    tfs = ", ".join(
-        f"(SELECT COALESCE(sum(cardinality(u.positions)), 0) FROM unnest(m.{column}) u"
-        f" WHERE starts_with(u.lexeme, %s))::float8 AS t{i}"
-        if prefix
-        else f"cortex_tf(m.{column}, %s::tsquery) AS t{i}"
-        for i, (_, prefix) in enumerate(scored)
-    )
-    tf_params = [
-        lexeme if prefix else operand
-        for (lexeme, prefix), operand in zip(scored, operands, strict=False)
-    ]
+    tfs, tf_params = _tf_columns(column, scored, operands)
     norm = f"{K1} * (1 - {B} + {B} * c.doc_len / %s::float8)"
     score = " + ".join(
         f"%s::float8 * c.t{i} * {K1 + 1} / (c.t{i} + {norm})" for i in range(len(scored))
