@@ -43,10 +43,11 @@ import platform
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+
+from bench_startup import run  # noqa: E402  (one child process: wall and CPU seconds)
 
 QUERIES = (
     "vitamin deficiency",
@@ -79,25 +80,6 @@ with cortex.open(sys.argv[1]) as e:
     r = e.search(sys.argv[2], cortex.Options(mode=sys.argv[3], record=False))
     print(json.dumps([x.memory.id for x in r]))
 """
-
-
-def run(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
-    """(wall seconds, CPU seconds) of one child process; its output is discarded."""
-    start = time.perf_counter()
-    pid = os.posix_spawn(
-        argv[0],
-        argv,
-        env,
-        file_actions=[
-            (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
-            (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
-        ],
-    )
-    _, status, usage = os.wait4(pid, 0)
-    wall = time.perf_counter() - start
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"{argv} failed with {status}")
-    return wall, usage.ru_utime + usage.ru_stime
 
 
 def store_files(db: Path) -> list[Path]:
