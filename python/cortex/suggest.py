@@ -136,7 +136,7 @@ def vocabulary(store: Store) -> Vocabulary | None:
             hit = _CACHE.get(key)
         if hit is not None and hit.seq == seq:
             return hit
-        _vocab_rows(store, f"SELECT 1 FROM {_VOCAB} LIMIT 0", ())
+        _vocab_rows(store, f"SELECT 1 FROM {_VOCAB} LIMIT 0", [()])
     except (sqlite3.Error, StorageError):
         return None
     vocab = Vocabulary(seq=seq)
@@ -147,15 +147,16 @@ def vocabulary(store: Store) -> Vocabulary | None:
     return vocab
 
 
-def _vocab_rows(store: Store, sql: str, params: tuple[Any, ...]) -> list[Any]:
-    """Rows of a statement over the vocabulary table, made first in the temp schema of
-    the connection that runs it (each connection has its own; a cached vocabulary may be
-    read through another than the one that made it)."""
+def _vocab_rows(store: Store, sql: str, each: Sequence[tuple[Any, ...]]) -> list[list[Any]]:
+    """The rows of a statement over the vocabulary table for each parameter tuple of
+    `each`, the table made first in the temp schema of the connection that runs it (each
+    connection has its own; a cached vocabulary may be read through another than the one
+    that made it)."""
     store.query(
         f"CREATE VIRTUAL TABLE IF NOT EXISTS {_VOCAB}"
         " USING fts5vocab(main, 'memories_exact', 'row')"
     )
-    return store.query(sql, params)
+    return [store.query(sql, params) for params in each]
 
 
 def _starting(store: Store, vocab: Vocabulary, first: str) -> list[tuple[str, int]]:
@@ -164,10 +165,10 @@ def _starting(store: Store, vocab: Vocabulary, first: str) -> list[tuple[str, in
     if known is not None:
         return known
     try:
-        rows = _vocab_rows(
+        (rows,) = _vocab_rows(
             store,
             f"SELECT term, doc FROM {_VOCAB} WHERE term >= ? AND term < ?",
-            (first, chr(ord(first) + 1)),
+            [(first, chr(ord(first) + 1))],
         )
     except (sqlite3.Error, StorageError):
         return []  # not kept: the next search asks again
@@ -180,14 +181,16 @@ def _starting(store: Store, vocab: Vocabulary, first: str) -> list[tuple[str, in
 
 def _doc_counts(store: Store, vocab: Vocabulary, words: Sequence[str]) -> dict[str, int]:
     """How many live memories hold each of `words` (0 for a word the store lacks)."""
-    for word in words:
-        if word in vocab.docs:
-            continue
+    missing = [w for w in dict.fromkeys(words) if w not in vocab.docs]
+    if missing:
         try:
-            rows = _vocab_rows(store, f"SELECT doc FROM {_VOCAB} WHERE term = ?", (word,))
+            found = _vocab_rows(
+                store, f"SELECT doc FROM {_VOCAB} WHERE term = ?", [(w,) for w in missing]
+            )
         except (sqlite3.Error, StorageError):
-            continue  # not kept: counted as rare this time
-        vocab.docs[word] = int(rows[0][0]) if rows else 0
+            found = []  # not kept: counted as rare this time
+        for word, rows in zip(missing, found, strict=False):
+            vocab.docs[word] = int(rows[0][0]) if rows else 0
     return {w: vocab.docs.get(w, 0) for w in words}
 
 
