@@ -5,22 +5,22 @@
 Every query of eval/agent runs once through the engine's own pipeline up to fusion
 (`Pipeline.candidates`) and once as `cortex eval agent` runs it (both cached). Variants
 of the constants are then recomputed from the raw parts with vectorised copies of
-cortex.search.hits' formulas (kept equal to them by tests/test_pipeline.py's calibration
-test) and of the pipeline's rules as production runs them: the unknown-name discount (a
-name no memory of the searched projects holds: semantic evidence x UNKNOWN_NAME_FACTOR,
-relevance x UNKNOWN_NAME_BASE), the standout rule (a search answers only when a match
-clears the floor with its semantic evidence counted as far as the semantic leg's best
-hit stands out of its STANDOUT_RANK-th; exempt when the query names only known words),
-the neighbours' borrowed scores, the narrow-filter floor and the boosts that order what
-clears the floor. A query whose time words set a window keeps production's answer (the
-model does not search windows). The report first checks the model: production's figures
-and how many queries the modelled defaults answer exactly as production does.
+cortex.search.hits' formulas (kept equal to them by tests/test_pipeline.py) and of the
+pipeline's rules as production runs them: the unknown-name discount (a name no memory of
+the searched projects holds: semantic evidence x UNKNOWN_NAME_FACTOR, relevance x
+(1 - the names' IDF share)^UNKNOWN_SHARE_POWER), the standout rule (a search answers only
+when a match clears the floor with its semantic evidence counted as far as the semantic
+leg's best hit stands out of its STANDOUT_RANK-th; exempt when the query names only known
+words), the neighbours' borrowed scores, the narrow-filter floor and the boosts that
+order what clears the floor. A query whose time words set a window keeps production's
+answer (the model does not search windows). The report first checks the model:
+production's figures and how many queries the modelled defaults answer as it does.
 
 Then each constant is varied alone around the defaults, per store (what BENCHMARKS.md
 quotes), and with --grid the joint grid of fusion, alpha, calibration, gap and
-`min_score`. Two ideas measured and not adopted stay as knobs (`Config.power`,
-`Config.size`). SciFact's train split checks every change the agent set suggests
-(`cortex eval DATA --split train --config hybrid`).
+`min_score`. An idea measured and not adopted stays as a knob (`Config.size`). SciFact's
+train split checks every change the agent set suggests (`cortex eval DATA --split train
+--config hybrid`).
 
 The grid's objective is nDCG@10 plus the lower of the two abstention rates (answerable
 queries answered, nothing-relevant queries empty); the report on the *test* split is
@@ -44,7 +44,6 @@ import numpy as np
 
 import cortex
 from cortex import agent_eval as ae
-from cortex import keyword
 from cortex.options import DEFAULT_MIN_SCORE
 from cortex.search import hits as H
 from cortex.search import pipeline as P
@@ -54,17 +53,6 @@ DISCOUNT = 1 / np.log2(np.arange(2, 12))
 #: Stores at least this large keep the semantic midpoint (`Config.size`, an idea measured
 #: and not adopted: BENCHMARKS.md, "Ranking: third pass").
 SIZE_REFERENCE = 2048
-
-
-def idf_share(engine: cortex.Engine, found: keyword.KeywordResult, words: list[str]) -> float:
-    """The share of the keyword leg's bound (the sum of the query's IDFs) that `words` (no
-    memory holds them) carry, under the statistics the leg was scored with."""
-    if found.bound <= 0:
-        return 0.0
-    phrases = [keyword.quote(t) for w in words for t in keyword._terms(w)]
-    table = found.rescore_table or "memories_fts"
-    weight = keyword._bound(engine.store, table, phrases, None, found.scope)
-    return min(1.0, weight / found.bound)
 
 
 def size_gap(n: int) -> float:
@@ -86,8 +74,8 @@ def parts(engine: cortex.Engine, query: str, opts: cortex.Options) -> dict[str, 
     walled = engine.store.allowed_ids(wall)
     if p.named and mode is cortex.Mode.HYBRID:
         unknown = pipe._keyword.absent(p.named, wall, walled)
-        if unknown and kw is not None and kw.state is not None:
-            share = idf_share(engine, kw.state, unknown)
+        if unknown and kw is not None:
+            share = pipe._keyword.share(kw, unknown)
     top = sorted((h.raw for h in sem.hits), reverse=True) if sem is not None else []
     # what orders the candidates beyond relevance (recency, decay, salience...)
     now = opts.now.timestamp() if opts.now is not None else time.time()
@@ -174,10 +162,10 @@ class Config:
     rank: int = P.STANDOUT_RANK
     floor: float = P.STANDOUT_FLOOR
     unknown_semantic: float = P.UNKNOWN_NAME_FACTOR
-    # not in production (measured, not adopted): the unknown-name relevance factor
-    # (1 - IDF share)^power instead of UNKNOWN_NAME_BASE when power > 0, and a semantic
-    # midpoint lowered by size * size_gap(n) in stores under SIZE_REFERENCE memories
-    power: float = 0.0
+    # the unknown-name relevance factor (1 - IDF share)^power (UNKNOWN_NAME_BASE at 0)
+    power: float = P.UNKNOWN_SHARE_POWER
+    # not in production (measured, not adopted): a semantic midpoint lowered by
+    # size * size_gap(n) in stores under SIZE_REFERENCE memories
     size: float = 0.0
     min_score: float = DEFAULT_MIN_SCORE
 
@@ -287,7 +275,7 @@ VARY: dict[str, tuple[Any, ...]] = {
     "rank": (5, 20),
     "floor": (0.0, 0.5),
     "unknown_semantic": (0.0, 0.5),
-    "power": (0.5, 1.0, 2.0),
+    "power": (0.0, 0.75, 1.0, 2.0),
     "size": (0.25, 0.5, 1.0),
     "min_score": (0.4, 0.5, 0.55),
 }

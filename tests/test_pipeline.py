@@ -5,6 +5,7 @@ model."""
 
 from __future__ import annotations
 
+import math
 import random
 import re
 import sys
@@ -350,19 +351,47 @@ def test_a_name_no_memory_holds_lowers_every_match_and_says_so(clusters: cortex.
     known = clusters.search("who owns the Kafka cluster?", min_score=0.0, explain=True)
     assert not any("no memory holds" in n for n in known.notices)
     assert known[0].memory.content.startswith("Kafka brokers")
-    # every match of the unknown name counts UNKNOWN_NAME_BASE of its fused evidence (and its
+    # every match of the unknown name counts one factor < 1 of its fused evidence (and its
     # meaning less again); a known name's matches are fused as they are
-    for results, factor in ((asked, pipeline.UNKNOWN_NAME_BASE), (known, 1.0)):
+    factors = {r.explain["unknown_name"] for r in asked if r.explain is not None}
+    assert len(factors) == 1 and factors.pop() < 1.0
+    for results in (asked, known):
         assert len(results) == len(CLUSTERS)
         for r in results:
             x = r.explain
             assert x is not None
             fused = combine(x["bm25"], x["semantic"], 0.3, "evidence")
-            assert x["base"] == pytest.approx(factor * fused, rel=1e-9)
-    assert pipeline.UNKNOWN_NAME_BASE < 1.0
+            assert x["base"] == pytest.approx(x["unknown_name"] * fused, rel=1e-9)
+    assert all(r.explain is not None and r.explain["unknown_name"] == 1.0 for r in known)
+    assert pipeline.UNKNOWN_NAME_FACTOR < 1.0
     # the keyword leg alone is not judged by names
     alone = clusters.search("who owns the RabbitMQ cluster?", mode="keyword", record=False)
     assert not any("no memory holds" in n for n in alone.notices)
+
+
+def test_an_unknown_name_counts_by_its_share_of_the_query_s_weight(
+    sqlite_engine: cortex.Engine,
+) -> None:
+    # The relevance counts sqrt(1 - share): `share` is the unknown names' part of the sum of
+    # the query's IDFs. Over the four notes, "owns" and "RabbitMQ" are in none (IDF ln 9
+    # each), "cluster" in three (FTS5's clamp: 1e-6): RabbitMQ is half the query.
+    from cortex.search import pipeline
+
+    sqlite_engine.add_many({"content": c, "project": p, "category": k} for c, p, k in CLUSTERS)
+
+    def factor(query: str) -> float:
+        found = sqlite_engine.search(query, min_score=0.0, explain=True, record=False)
+        assert found and found[0].explain is not None
+        return float(found[0].explain["unknown_name"])
+
+    assert factor("who owns the RabbitMQ cluster?") == pytest.approx(math.sqrt(0.5), rel=1e-6)
+    assert pipeline.unknown_name_factor(0.5) == pytest.approx(math.sqrt(0.5))
+    # the more of the query the store knows, the more its matches count
+    alone = factor("RabbitMQ")
+    longer = factor("RabbitMQ cluster on Postgres with logical replication")
+    assert alone < factor("who owns the RabbitMQ cluster?") < longer < 1.0
+    # a backend whose keyword leg cannot weigh the names counts the flat factor
+    assert pipeline.unknown_name_factor(None) == pipeline.UNKNOWN_NAME_BASE
 
 
 def test_a_name_left_out_by_a_filter_is_still_a_known_name(clusters: cortex.Engine) -> None:
