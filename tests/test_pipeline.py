@@ -5,10 +5,13 @@ model."""
 
 from __future__ import annotations
 
+import math
 import random
 import re
+import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -239,33 +242,83 @@ def test_an_empty_query_lists_like_none(notes: cortex.Engine) -> None:
     assert listed and [r.memory.id for r in notes.search("  ", project="db")] == listed
 
 
-def test_the_tuner_computes_the_library_s_scores() -> None:
-    """benches/tune_agent.py recomputes calibration and fusion in numpy for its grid: it
-    must give the numbers cortex.search.hits gives."""
+def _tuner() -> Any:
     import importlib.util
-
-    import numpy as np
-
-    from cortex.search import hits
 
     path = Path(__file__).resolve().parents[1] / "benches" / "tune_agent.py"
     spec = importlib.util.spec_from_file_location("tune_agent", path)
     assert spec is not None and spec.loader is not None
     tuner = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tuner)
+    sys.modules.setdefault("tune_agent", tuner)  # its dataclass looks its module up
+    spec.loader.exec_module(sys.modules["tune_agent"])
+    return sys.modules["tune_agent"]
+
+
+def test_the_tuner_computes_the_library_s_scores() -> None:
+    """benches/tune_agent.py recomputes calibration and fusion in numpy for its sweeps: it
+    must give the numbers cortex.search.hits gives."""
+    import numpy as np
+
+    from cortex.search import hits
+
+    tuner = _tuner()
     d = {
         "raw": np.array([0.0, 1.3, 4.2]),
         "cos": np.array([0.05, 0.31, -2.0]),  # -2: not scored by the semantic leg
         "bound": 3.1,
         "mean": 0.07,
         "sd": 0.06,
+        "cjk": False,
+        "unknown": False,
+        "anchored": False,
+        "top": [],  # fewer hits than the standout rank: no standout factor
+        "pairs": [],
+        "n": 3,
     }
     for fusion in ("linear", "evidence"):
-        got = tuner.scores(d, fusion, 0.4, 1.2, 3.0, 1.5)
+        got, answer = tuner.scores(d, tuner.Config(fusion, 0.4, 1.2, 3.0, 1.5))
         for j in range(3):
             kw = hits.keyword_score(d["raw"][j] / d["bound"], 1.2)
             sem = hits.semantic_score(d["cos"][j], d["mean"], d["sd"], 3.0, 1.5) if j < 2 else 0
             assert got[j] == pytest.approx(hits.combine(kw, sem, 0.4, fusion), abs=1e-12)
+        assert list(answer) == list(got)
+
+
+def test_the_tuner_models_the_pipeline_s_rules(sqlite_engine: cortex.Engine) -> None:
+    """benches/tune_agent.py recomputes what the pipeline decides from the raw parts: the
+    unknown-name discount, the standout rule, the neighbours' borrowed scores. With the
+    default constants its scores are the pipeline's own, candidate by candidate."""
+    import numpy as np
+
+    tuner = _tuner()
+    engine = sqlite_engine
+    engine.add_many({"content": c, "project": p} for c, p in NOTES)
+    engine.add_many({"content": c, "project": p, "category": k} for c, p, k in CLUSTERS)
+    # a crowd of alike notes: the semantic leg's best hit does not stand out of them
+    people = ("Ines", "Mateo", "Arjun", "Sam", "Priya", "Marta", "Tomasz", "Aisha", "Omar")
+    engine.add_many(
+        {"content": f"Standup: {who} is updating the Grafana dashboard of service {n}.",
+         "project": "ops"}
+        for n, who in enumerate(people)
+    )  # fmt: skip
+    queries = (
+        "who owns the RabbitMQ cluster?",  # a name no memory holds
+        "who owns the Kafka cluster?",  # a known name: exempt from the standout rule
+        "when will the dashboard migration finish?",  # the standout rule applies
+        "数据库 索引",  # CJK: the keyword leg weighs more
+    )
+    opts = cortex.Options(record=False, limit=20)
+    pipe = engine._pipeline
+    standouts = 0
+    for query in queries:
+        d = tuner.parts(engine, query, opts)
+        base, answer = tuner.scores(d, tuner.Config())
+        *_, candidates, _ = pipe.candidates(query, opts)
+        assert [c.memory_id for c in candidates] == d["ids"].tolist()
+        assert np.allclose(base, [c.base for c in candidates], atol=1e-9), query
+        assert np.allclose(answer, [c.answer_base for c in candidates], atol=1e-9), query
+        standouts += any(c.standout_base is not None for c in candidates)
+    assert standouts  # the rule was exercised, not only skipped
 
 
 # ------------------------------------------------------------------ names the store lacks
@@ -298,19 +351,47 @@ def test_a_name_no_memory_holds_lowers_every_match_and_says_so(clusters: cortex.
     known = clusters.search("who owns the Kafka cluster?", min_score=0.0, explain=True)
     assert not any("no memory holds" in n for n in known.notices)
     assert known[0].memory.content.startswith("Kafka brokers")
-    # every match of the unknown name counts UNKNOWN_NAME_BASE of its fused evidence (and its
+    # every match of the unknown name counts one factor < 1 of its fused evidence (and its
     # meaning less again); a known name's matches are fused as they are
-    for results, factor in ((asked, pipeline.UNKNOWN_NAME_BASE), (known, 1.0)):
+    factors = {r.explain["unknown_name"] for r in asked if r.explain is not None}
+    assert len(factors) == 1 and factors.pop() < 1.0
+    for results in (asked, known):
         assert len(results) == len(CLUSTERS)
         for r in results:
             x = r.explain
             assert x is not None
             fused = combine(x["bm25"], x["semantic"], 0.3, "evidence")
-            assert x["base"] == pytest.approx(factor * fused, rel=1e-9)
-    assert pipeline.UNKNOWN_NAME_BASE < 1.0
+            assert x["base"] == pytest.approx(x["unknown_name"] * fused, rel=1e-9)
+    assert all(r.explain is not None and r.explain["unknown_name"] == 1.0 for r in known)
+    assert pipeline.UNKNOWN_NAME_FACTOR < 1.0
     # the keyword leg alone is not judged by names
     alone = clusters.search("who owns the RabbitMQ cluster?", mode="keyword", record=False)
     assert not any("no memory holds" in n for n in alone.notices)
+
+
+def test_an_unknown_name_counts_by_its_share_of_the_query_s_weight(
+    sqlite_engine: cortex.Engine,
+) -> None:
+    # The relevance counts sqrt(1 - share): `share` is the unknown names' part of the sum of
+    # the query's IDFs. Over the four notes, "owns" and "RabbitMQ" are in none (IDF ln 9
+    # each), "cluster" in three (FTS5's clamp: 1e-6): RabbitMQ is half the query.
+    from cortex.search import pipeline
+
+    sqlite_engine.add_many({"content": c, "project": p, "category": k} for c, p, k in CLUSTERS)
+
+    def factor(query: str) -> float:
+        found = sqlite_engine.search(query, min_score=0.0, explain=True, record=False)
+        assert found and found[0].explain is not None
+        return float(found[0].explain["unknown_name"])
+
+    assert factor("who owns the RabbitMQ cluster?") == pytest.approx(math.sqrt(0.5), rel=1e-6)
+    assert pipeline.unknown_name_factor(0.5) == pytest.approx(math.sqrt(0.5))
+    # the more of the query the store knows, the more its matches count
+    alone = factor("RabbitMQ")
+    longer = factor("RabbitMQ cluster on Postgres with logical replication")
+    assert alone < factor("who owns the RabbitMQ cluster?") < longer < 1.0
+    # a backend whose keyword leg cannot weigh the names counts the flat factor
+    assert pipeline.unknown_name_factor(None) == pipeline.UNKNOWN_NAME_BASE
 
 
 def test_a_name_left_out_by_a_filter_is_still_a_known_name(clusters: cortex.Engine) -> None:

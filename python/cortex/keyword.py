@@ -72,6 +72,7 @@ __all__ = [
     "rescore",
     "search",
     "search_fts",
+    "share",
     "snippets",
     "text_snippet",
 ]
@@ -285,6 +286,27 @@ def holds(
     except sqlite3.Error:
         return True  # not an answer either way: never discount on a failed check
     return bool(found.hits)
+
+
+def share(
+    store: Store, found: KeywordResult, words: Sequence[str], native: KeywordIndexer | None = None
+) -> float | None:
+    """The share of the query's keyword weight (the sum of its terms' IDFs: `found`'s
+    bound, or when nothing matched, the same sum over `found.terms`) that the terms of
+    `words` carry, under the statistics `found` was scored with (its table and projects).
+    None when the query has no weight to share."""
+    table = found.rescore_table or "memories_fts"
+    phrases = [quote(t) for w in words for t in _terms(w)]
+    try:
+        bound = found.bound
+        if bound <= 0:
+            bound = _bound(store, table, [quote(t) for t in found.terms], native, found.scope)
+        if bound <= 0:
+            return None
+        weight = _bound(store, table, phrases, native, found.scope)
+    except sqlite3.Error:
+        return None
+    return min(1.0, weight / bound)
 
 
 def search(

@@ -146,6 +146,9 @@ class Candidate:
     timeframe: float = 1.0  # the boost of a soft time window
     neighbour: float = 0.0  # the best fused score of an adjacent chunk or turn
     code: float = 0.0  # evidence from a file the query names and the memory references
+    # what the relevance counts when the query names something no memory holds
+    # (pipeline.unknown_name_factor; 1: it names nothing unknown)
+    unknown_name: float = 1.0
     facts: tuple[tuple[Any, ...], ...] = ()  # rows of the memory's facts, read once
     recency: float = 1.0
     decay: float = 1.0
@@ -184,5 +187,6 @@ class Candidate:
             "timeframe": self.timeframe,
             "neighbour": self.neighbour,
             "code": self.code,
+            "unknown_name": self.unknown_name,
             "score": self.score,
         }

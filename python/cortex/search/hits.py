@@ -142,7 +142,13 @@ class Retriever(Protocol):
 
 
 class KeywordRetriever(Retriever, Protocol):
-    """The keyword leg: a Retriever that can also say which words the store lacks."""
+    """The keyword leg: a Retriever that can also say which words the store lacks.
+
+    Optionally (looked up with getattr, as `verify` on the semantic leg) it has
+    ``share(leg, words) -> float | None``: the part of the query's keyword weight (the sum
+    of its terms' IDFs) that `words` carry; the pipeline then discounts a query naming
+    something no memory holds by that share (pipeline.unknown_name_factor), else by a flat
+    factor."""
 
     def absent(self, words: Sequence[str], opts: Options, allowed: Any = None) -> list[str]:
         """The `words` that no memory under `opts`'s filters (or in `allowed`) holds."""

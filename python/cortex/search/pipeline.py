@@ -65,14 +65,17 @@ NEIGHBOUR_TOP = 30
 #: k8s) that no memory of the searched project(s) holds, the semantic evidence counts
 #: UNKNOWN_NAME_FACTOR (the model places "who owns the RabbitMQ cluster?" near any note
 #: about clusters, which is no answer to it), and every match's fused relevance
-#: UNKNOWN_NAME_BASE: what it matches is at best part of the question. Chosen on the tune
-#: halves: on the agent set nothing-relevant queries left empty 0.50/0.50/0.25 -> 0.83/
-#: 0.67/0.63 (stores 30/300/3,000), answered and nDCG@10 unchanged; SciFact train nDCG@10
-#: 0.7375 -> 0.7363. Lower went further on the agent set (0.5: 0.83/0.83/0.88) but hid
-#: true answers of SciFact claims that name a compound its abstracts spell otherwise
-#: (0.698).
+#: ``sqrt(1 - share)``, `share` being the unknown names' part of the query's keyword weight
+#: (their IDFs over the sum of the query's: unknown_name_factor): what a memory matches is
+#: at best the rest of the question, and the more of the question the name is, the less
+#: that rest answers. Chosen on the tune halves (BENCHMARKS.md, "Ranking: third pass"):
+#: the flat UNKNOWN_NAME_BASE it replaces (still what a backend that cannot weigh the names
+#: uses) left "what are the OKRs of the ledger team?" answered; a steeper curve
+#: (``1 - share``, ``(1 - share)^2``) hid true answers of SciFact claims naming a compound
+#: its abstracts spell otherwise (train nDCG@10 0.7346 -> 0.7297, 0.7292).
 UNKNOWN_NAME_FACTOR = 0.3
 UNKNOWN_NAME_BASE = 0.8
+UNKNOWN_SHARE_POWER = 0.5
 
 #: How far the semantic leg's best hit stands out from its STANDOUT_RANK-th (in z-scores
 #: of the query's own cosine distribution, read back from the calibrated scores) says
@@ -338,6 +341,7 @@ class Pipeline:
             return p, None, None, p.mode, [], notices, allowed
         kw, sem, mode = self._legs(p, opts, allowed, notices)
         unknown: list[str] = []
+        relevance = 1.0
         if p.named and mode is Mode.HYBRID and min(UNKNOWN_NAME_FACTOR, UNKNOWN_NAME_BASE) < 1.0:
             # Named where? In the project(s) searched, whatever the other filters: a name
             # the user's filter (a category, a date) leaves out is still a known name.
@@ -347,10 +351,15 @@ class Pipeline:
             if unknown:
                 shown = ", ".join(unknown[:3]) + (" ..." if len(unknown) > 3 else "")
                 notices.append(f"no memory holds {shown}: matches count for less")
+                measure = getattr(self._keyword, "share", None)
+                share = measure(kw, unknown) if measure is not None and kw is not None else None
+                relevance = unknown_name_factor(share)
         # A query that names something every memory-holding project knows (Kafka, Priya) is
         # about it: alike memories are what it asks for, the standout rule stays out.
         anchored = bool(p.named) and not unknown
-        candidates = self._fuse(p, opts, kw, sem, mode, discount=bool(unknown), anchored=anchored)
+        candidates = self._fuse(
+            p, opts, kw, sem, mode, discount=bool(unknown), relevance=relevance, anchored=anchored
+        )
         if CODE_WEIGHT and not p.constrained and opts.fusion is not Fusion.RRF:
             candidates = self._code_named(p, opts, kw, sem, mode, candidates)
         return p, kw, sem, mode, candidates, notices, allowed
@@ -464,13 +473,15 @@ class Pipeline:
         mode: Mode,
         *,
         discount: bool = False,
+        relevance: float = 1.0,
         anchored: bool = False,
     ) -> list[Candidate]:
         """One candidate per memory, scored on both legs when both ran (a memory one leg
         found is scored by the other too: a strong keyword match missing from the
         semantic top-k is not halved), then fused. `discount`: the query names something
-        no memory holds (UNKNOWN_NAME_FACTOR); `anchored`: it names only what the store
-        holds (no standout rule, STANDOUT_GAP)."""
+        no memory holds (UNKNOWN_NAME_FACTOR), and every relevance counts `relevance`
+        (unknown_name_factor); `anchored`: it names only what the store holds (no
+        standout rule, STANDOUT_GAP)."""
         by_id: dict[int, Candidate] = {}
         use_kw = kw is not None and mode is not Mode.SEMANTIC
         use_sem = sem is not None and mode is not Mode.KEYWORD
@@ -532,11 +543,12 @@ class Pipeline:
                     c.standout_base = combine(c.bm25, c.semantic * standout, alpha, opts.fusion)
             if NEIGHBOUR_WEIGHT and not p.constrained:
                 self._borrow(p, opts, kw, sem, by_id, alpha, factor, standout)
-            if discount and UNKNOWN_NAME_BASE < 1.0:
+            if discount and relevance < 1.0:
                 for c in by_id.values():
-                    c.base *= UNKNOWN_NAME_BASE
+                    c.unknown_name = relevance
+                    c.base *= relevance
                     if c.standout_base is not None:
-                        c.standout_base *= UNKNOWN_NAME_BASE
+                        c.standout_base *= relevance
             return list(by_id.values())
         import numpy as np
 
@@ -870,6 +882,15 @@ class Pipeline:
             )
         except StorageError as exc:  # the answer stands; say that it was not recorded
             notices.append(f"recall not recorded: {exc}")
+
+
+def unknown_name_factor(share: float | None) -> float:
+    """What the fused relevance of a hybrid search counts when the names no memory holds
+    carry `share` of the query's keyword weight: ``(1 - share)^UNKNOWN_SHARE_POWER``
+    (UNKNOWN_NAME_BASE when the keyword leg cannot weigh them: None)."""
+    if share is None or UNKNOWN_SHARE_POWER <= 0:
+        return UNKNOWN_NAME_BASE
+    return float((1.0 - min(max(share, 0.0), 1.0)) ** UNKNOWN_SHARE_POWER)
 
 
 def _z_of(score: float) -> float:

@@ -73,6 +73,13 @@ class KeywordRetriever:
             if not keyword.holds(self._store, w, opts, native=self._native, allowed=allowed)
         ]
 
+    def share(self, leg: Leg, words: Sequence[str]) -> float | None:
+        """The share of the query's keyword weight (the sum of its terms' IDFs) that
+        `words` carry in `leg`, this retriever's answer to it (None: no weight)."""
+        if leg.state is None:
+            return None
+        return keyword.share(self._store, leg.state, words, self._native)
+
     def rescore(
         self, plan: Plan, opts: Options, leg: Leg, ids: Sequence[int]
     ) -> dict[int, tuple[float, float]]:
