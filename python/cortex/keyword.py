@@ -773,7 +773,7 @@ def _native(
         if found is None:
             return None
         ids, bm25 = found
-        info = filters.admitted(store, ids.tolist(), opts)
+        info = _admitted(store, native, ids.tolist(), opts)
         return [
             Hit(i, bm25_to_score(-r), r, info[i])
             for i, r in zip(ids.tolist(), bm25.tolist(), strict=True)
@@ -787,7 +787,7 @@ def _native(
         ids, bm25 = found
         if len(ids) == 0:
             return []
-        info = filters.admitted(store, ids.tolist(), opts)
+        info = _admitted(store, native, ids.tolist(), opts)
         hits = [
             Hit(i, bm25_to_score(-r), r, info[i])
             for i, r in zip(ids.tolist(), bm25.tolist(), strict=True)
@@ -797,6 +797,15 @@ def _native(
             return hits[:pool]
         fetch *= PREFILTER
     return None
+
+
+def _admitted(
+    store: Store, native: KeywordIndexer, ids: list[int], opts: Options
+) -> dict[int, RankInfo]:
+    """filters.admitted, from the ranking columns the in-memory index keeps when its
+    filters are ones they judge."""
+    info = native.rank_info(ids, opts)
+    return info if info is not None else filters.admitted(store, ids, opts)
 
 
 def _is_query_error(message: str) -> bool:

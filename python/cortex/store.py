@@ -524,6 +524,27 @@ _SCHEMA_EMBEDDINGS_F16 = """
 -- embeddings.vector: float16 from this version on (the backfill converts float32 rows)
 """
 
+# The change log also records a change of the columns ranking reads (cortex.ranking.
+# RANK_COLUMNS): the in-memory keyword index keeps them beside its postings, so that the
+# keyword leg ranks without reading them back from SQLite (cortex.keyword_index), and it
+# must see a memory superseded, reinforced or re-dated as it sees one edited. Not a
+# migration: the trigger only appends to the log, which every version since 2 reads, so a
+# file that has it stays readable and writable by an older cortex (whose writes it logs
+# too). A writable open creates it when missing (Store._log_ranks); `Store.logs_ranks`
+# says whether the file has it.
+RANK_LOG = "memories_log_rank"
+_RANK_LOG_TRIGGER = f"""
+CREATE TRIGGER IF NOT EXISTS {RANK_LOG}
+AFTER UPDATE OF created_at, confidence, salience, sector, source_path, superseded_by, category
+ON memories
+WHEN old.created_at IS NOT new.created_at OR old.confidence IS NOT new.confidence
+    OR old.salience IS NOT new.salience OR old.sector IS NOT new.sector
+    OR old.source_path IS NOT new.source_path OR old.superseded_by IS NOT new.superseded_by
+    OR old.category IS NOT new.category BEGIN
+    INSERT INTO memory_changes(memory_id) VALUES (new.id);
+END;
+"""
+
 # Forward migrations: MIGRATIONS[i] takes a database at schema version i to i + 1. A
 # migration never edits an earlier entry; a new schema is a new entry at the end.
 MIGRATIONS: tuple[str, ...] = (
@@ -775,6 +796,7 @@ class Store:
     def __init__(self, path: Path, *, read_only: bool = False, immutable: bool = False) -> None:
         self.path = path
         self.read_only = read_only
+        self.logs_ranks = False  # whether the change log records the ranking columns
         #: Opened with SQLite's immutable=1 (see _read_only_uri): no locks, no -shm.
         self.immutable = immutable
         #: Set when a database asked for writable was opened read-only instead (the user
@@ -830,6 +852,7 @@ class Store:
         store = cls(p, read_only=read_only, immutable=immutable)
         store.notice = notice
         store._migrate()
+        store._log_ranks()
         return store
 
     # ---------------------------------------------------------------- connections
@@ -930,6 +953,21 @@ class Store:
             raise StorageError(_explain(self.path, exc)) from None
 
     # ---------------------------------------------------------------- migrations
+
+    def _log_ranks(self) -> None:
+        """Create the change log's trigger of the ranking columns (RANK_LOG) when the file
+        lacks it and is writable; `logs_ranks` says whether it has it."""
+        try:
+            found = self.conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND name = ?", (RANK_LOG,)
+            ).fetchone()
+            if found is None and not self.read_only and self.schema_version() >= 2:
+                with self.transaction() as tx:
+                    tx.execute(_RANK_LOG_TRIGGER)
+                found = (1,)
+        except (sqlite3.DatabaseError, StorageError):
+            found = None  # busy or locked: the index reads the ranking columns from SQLite
+        self.logs_ranks = found is not None
 
     def _migrate(self) -> None:
         conn = self.conn

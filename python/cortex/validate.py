@@ -301,6 +301,18 @@ def _stored_time(value: object) -> bool:
 
 def rank_info_ok(info: Any) -> bool:
     """Whether a memory's ranking columns (cortex.ranking.RankInfo) can be ranked."""
+    t, c, s, sector, path = info[:5]
+    if (  # what SQLite returns for a row cortex wrote, checked without a call per column
+        type(t) is float
+        and type(c) is float
+        and type(s) is float
+        and MIN_TIMESTAMP <= t < MAX_TIMESTAMP
+        and -math.inf < c < math.inf
+        and -math.inf < s < math.inf
+        and (sector is None or type(sector) is str)
+        and (path is None or type(path) is str)
+    ):
+        return True
     return (
         _stored_time(info.created_at)
         and _stored_real(info.confidence)
