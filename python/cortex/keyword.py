@@ -774,11 +774,7 @@ def _native(
             return None
         ids, bm25 = found
         info = _admitted(store, native, ids.tolist(), opts)
-        return [
-            Hit(i, bm25_to_score(-r), r, info[i])
-            for i, r in zip(ids.tolist(), bm25.tolist(), strict=True)
-            if i in info
-        ]
+        return _native_hits(ids.tolist(), bm25.tolist(), info)
     fetch = pool
     while fetch <= NATIVE_MAX_FETCH:
         found = native.search(terms, fetch, require_all=require_all, projects=projects)
@@ -788,15 +784,21 @@ def _native(
         if len(ids) == 0:
             return []
         info = _admitted(store, native, ids.tolist(), opts)
-        hits = [
-            Hit(i, bm25_to_score(-r), r, info[i])
-            for i, r in zip(ids.tolist(), bm25.tolist(), strict=True)
-            if i in info
-        ]
+        hits = _native_hits(ids.tolist(), bm25.tolist(), info)
         if len(hits) >= pool or len(ids) < fetch:
             return hits[:pool]
         fetch *= PREFILTER
     return None
+
+
+def _native_hits(ids: list[int], bm25: list[float], info: dict[int, RankInfo]) -> list[Hit]:
+    """Hits of the in-memory index's (id, BM25 > 0) pairs that the filters admitted
+    (`info`), scored as bm25_to_score(-raw) (inlined: one call less per candidate)."""
+    return [
+        Hit(i, (x := max(0.0, r)) / (x + BM25_HALF), r, info[i])
+        for i, r in zip(ids, bm25, strict=True)
+        if i in info
+    ]
 
 
 def _admitted(

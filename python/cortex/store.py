@@ -790,6 +790,11 @@ def split_chunks(found: list[Memory], memory: Memory, n: int) -> tuple[list[Memo
     return before[-n:], after[:n]
 
 
+#: Tables a search reads for the rows of its page that many stores leave empty (Store.empty).
+SPARSE_TABLES = ("facts", "session_memories", "memory_relationships", "memory_code")
+_SPARSE_PROBE = "SELECT " + ", ".join(f"EXISTS (SELECT 1 FROM {t})" for t in SPARSE_TABLES)
+
+
 class Store:
     """One cortex database file. Open with :meth:`open`; safe to share between threads."""
 
@@ -895,6 +900,24 @@ class Store:
             conn = self._connect()
             self._local.conn = conn
         return conn
+
+    def empty(self, table: str) -> bool:
+        """Whether `table` (one of SPARSE_TABLES) holds no row. Known per connection until a
+        write (this connection's, counted by ``total_changes``, or another's, which moves
+        ``PRAGMA data_version``): a search then skips the statements that read them for
+        its page (most stores have no facts or relations, many no sessions)."""
+        conn = self.conn
+        try:
+            key = (conn.total_changes, conn.execute("PRAGMA data_version").fetchone()[0])
+            known = getattr(self._local, "empty", None)
+            if known is None or known[0] is not conn or known[1] != key:
+                row = conn.execute(_SPARSE_PROBE).fetchone()
+                empty = frozenset(t for t, has in zip(SPARSE_TABLES, row, strict=True) if not has)
+                known = (conn, key, empty)
+                self._local.empty = known
+        except sqlite3.DatabaseError:  # an old file read-only lacks one: read them as before
+            return False
+        return table in known[2]
 
     def close_thread_connection(self) -> None:
         """Close the calling thread's connection, if it has one (a worker thread that is
@@ -1591,6 +1614,8 @@ class Store:
     def code_refs(self, ids: Sequence[int]) -> dict[int, list[CodeRef]]:
         """The code references of each memory of `ids` (cortex.code); none in a database
         opened read-only before its upgrade added them."""
+        if not ids or self.empty("memory_code"):
+            return {}
         try:
             return refs_of(self, ids)
         except StorageError:
@@ -1601,6 +1626,8 @@ class Store:
     def sessions_of(self, ids: Sequence[int]) -> dict[int, str]:
         """The session each memory was created in, for those created in one."""
         out: dict[int, str] = {}
+        if self.empty("session_memories"):
+            return out
         for start in range(0, len(ids), 500):
             part = list(ids[start : start + 500])
             marks = ",".join("?" * len(part))
@@ -1724,7 +1751,7 @@ class Store:
         from cortex.validate import fact_row_ok
 
         out: dict[int, list[tuple[Any, ...]]] = {}
-        if not ids or not self.query("SELECT EXISTS (SELECT 1 FROM facts)")[0][0]:
+        if not ids or self.empty("facts"):
             return out
         for start in range(0, len(ids), 500):
             part = list(ids[start : start + 500])
@@ -1826,7 +1853,7 @@ class Store:
     def created_sessions(self, ids: Sequence[int]) -> list[tuple[Any, ...]]:
         """(memory id, session id, project, started_at, ended_at, summary) of the sessions
         `ids` were created in (of each memory's own project), newest link first."""
-        if not ids:
+        if not ids or self.empty("session_memories"):
             return []
         marks = ",".join("?" * len(ids))
         return self.query(
@@ -1888,7 +1915,7 @@ class Store:
     def related_counts(self, ids: Sequence[int]) -> dict[int, int]:
         """How many relationships each of `ids` has within its own project (a project is
         a wall: relationships across projects do not count)."""
-        if not ids:
+        if not ids or self.empty("memory_relationships"):
             return {}
         marks = ",".join("?" * len(ids))
         return {
