@@ -45,6 +45,7 @@ def _answers(engine: cortex.Engine, **changes: Any) -> list[Any]:
                 found.hidden,
                 found.aggregations,
                 found.suggestions,
+                found.notices,
             )
         )
     return out
@@ -87,6 +88,16 @@ def test_kept_columns_follow_every_write(tmp_path: Path) -> None:
                 conn.execute("UPDATE memories SET salience = 0.0 WHERE id <= ?", (ids[60],))
                 conn.execute("UPDATE memories SET superseded_by = ? WHERE id = ?", (ids[8], ids[9]))
             conn.close()
+            _same(fast, reference)
+            # a ranking column damaged under the open engines: skipped and named by both
+            hit = fast.search("deploy", mode="keyword", limit=1, record=False)[0].memory.id
+            conn = sqlite3.connect(db)
+            with conn:
+                conn.execute("UPDATE memories SET created_at = 'soon' WHERE id = ?", (hit,))
+            conn.close()
+            damaged = fast.search("deploy", mode="keyword", limit=50, record=False, now=NOW)
+            assert hit not in {r.memory.id for r in damaged}
+            assert any(f"memory {hit}" in n for n in damaged.notices)
             _same(fast, reference)
 
 

@@ -71,6 +71,7 @@ from cortex._lazy import LazyModule
 from cortex.errors import CortexError, IndexFormatError, InvalidOptionError, StorageError
 from cortex.ranking import RANK_COLUMNS, RankInfo
 from cortex.store import Store
+from cortex.validate import checked
 
 if TYPE_CHECKING:
     import numpy as np
@@ -300,7 +301,7 @@ class KeywordIndexer:
                 f" WHERE m.id IN ({marks}) AND m.deleted_at IS NULL",
                 part,
             ):
-                ranks[int(i)] = RankInfo(*rest)
+                ranks[int(i)] = checked(RankInfo(*rest))  # checked once, not every search
 
     def rescore(
         self, words: list[str], ids: list[int], projects: tuple[str, ...] | None = None
