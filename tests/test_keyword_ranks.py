@@ -16,7 +16,15 @@ from cortex.store import RANK_LOG
 
 WORDS = ("deploy", "server", "database", "latency", "cache", "vector", "token", "retry")
 NOW = datetime(2026, 11, 26, tzinfo=UTC)
-QUERIES = ("deploy server", "cache latency", "vector token retry", "database", "retry deploy")
+QUERIES = (
+    "deploy server",
+    "cache latency",
+    "vector token retry",
+    "database",
+    "retry deploy",
+    "deploy cache databse",  # corrected, beside words the OR tier holds
+    "latency retyr vectr",
+)
 
 
 def _fill(engine: cortex.Engine, n: int = 300) -> list[int]:

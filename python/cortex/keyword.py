@@ -698,10 +698,14 @@ def _latin(
         )  # fmt: skip
     if hits:
         bound = 0.0 if probe else _bound(store, words, quoted, native, scope)
+        if tier_expr is expression:
+            held = terms
+        else:  # the OR: the terms some hit holds (suggestions need not look them up)
+            known = native.holding(terms, [h.memory_id for h in hits]) if native else None
+            held = known if known is not None and not probe else []
         return KeywordResult(
             hits, "fts", tier_expr, tier_expr, notices, terms, bound=bound,
-            rescore_table=words, rescore_expression=any_term,
-            held=terms if tier_expr is expression else [],
+            rescore_table=words, rescore_expression=any_term, held=held,
         )  # fmt: skip
     prefix_expr = " OR ".join(q + "*" for q in quoted)
     hits = _fts(store, EXACT, prefix_expr, opts, pool, scope=scope, probe=probe)

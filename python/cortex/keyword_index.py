@@ -254,6 +254,26 @@ class KeywordIndexer:
             docs = int(self._index.stats(scope)[0])
             return docs, [self._index.df(t, scope) for t in terms]
 
+    def holding(self, terms: list[str], ids: list[int]) -> list[str] | None:
+        """The `terms` that one of the memories `ids` (a search's own hits, so the index is
+        not brought up to the log first) holds; None when the index cannot tell. A word of
+        several index terms (a phrase to FTS5) is left out."""
+        if not ids or self._policy == "off" or self._closed:
+            return None
+        try:
+            from cortex._native import KeywordIndex
+        except ImportError:
+            return None
+        allowed = np.unique(np.asarray(ids, dtype=np.int64))
+        single = [t for t in terms if KeywordIndex.query_terms([t]) is not None]
+        with self._lock:
+            index = self._index
+            if index is None:
+                return None
+            return [
+                t for t in single if len(index.search([t], 1, require_all=True, allowed=allowed)[0])
+            ]
+
     def rank_info(self, ids: list[int], opts: Any) -> dict[int, RankInfo] | None:
         """The memories among `ids` that pass `opts`'s filters, with their ranking columns
         (what :func:`cortex.filters.admitted` answers from SQLite), from the columns kept
