@@ -260,19 +260,12 @@ class KeywordIndexer:
         several index terms (a phrase to FTS5) is left out."""
         if not ids or self._policy == "off" or self._closed:
             return None
-        try:
-            from cortex._native import KeywordIndex
-        except ImportError:
-            return None
-        allowed = np.unique(np.asarray(ids, dtype=np.int64))
-        single = [t for t in terms if KeywordIndex.query_terms([t]) is not None]
         with self._lock:
             index = self._index
-            if index is None:
+            if index is None or not hasattr(index, "holding"):  # an older extension
                 return None
-            return [
-                t for t in single if len(index.search([t], 1, require_all=True, allowed=allowed)[0])
-            ]
+            held = index.holding(terms, ids)
+        return [t for t, h in zip(terms, held, strict=True) if h]
 
     def rank_info(self, ids: list[int], opts: Any) -> dict[int, RankInfo] | None:
         """The memories among `ids` that pass `opts`'s filters, with their ranking columns
