@@ -255,16 +255,17 @@ class KeywordIndexer:
             return docs, [self._index.df(t, scope) for t in terms]
 
     def holding(self, terms: list[str], ids: list[int]) -> list[str] | None:
-        """The `terms` that one of the memories `ids` (a search's own hits, so the index is
-        not brought up to the log first) holds; None when the index cannot tell. A word of
-        several index terms (a phrase to FTS5) is left out."""
+        """The `terms` that one of the memories `ids` (a search's hits) holds, the index
+        brought up to the log first (the hits may be FTS5's); None when the index cannot
+        tell. A word of several index terms (a phrase to FTS5) is left out."""
         if not ids or self._policy == "off" or self._closed:
             return None
         with self._lock:
-            index = self._index
-            if index is None or not hasattr(index, "holding"):  # an older extension
+            if self._index is None or not hasattr(self._index, "holding"):  # older extension
                 return None
-            held = index.holding(terms, ids)
+            if not self._current():
+                return None
+            held = self._index.holding(terms, ids)
         return [t for t, h in zip(terms, held, strict=True) if h]
 
     def rank_info(self, ids: list[int], opts: Any) -> dict[int, RankInfo] | None:
