@@ -204,6 +204,28 @@ impl KeywordIndex {
         })?)
     }
 
+    /// For each of `words` (query words as typed, stemmed here as `search` stems them),
+    /// whether one of the memories `ids` holds it; None for a word that gives no index
+    /// term or several (FTS5 reads it as a phrase).
+    fn holding(&self, words: &Bound<'_, PyAny>, ids: Vec<i64>) -> PyResult<Vec<Option<bool>>> {
+        let words = str_list(words, "words")?;
+        let mut tok = tokenize::Tokenizer::new();
+        let terms: Vec<Option<Vec<u8>>> = words
+            .iter()
+            .map(|w| {
+                let mut t = tok.terms(w);
+                (t.len() == 1).then(|| t.pop().unwrap_or_default())
+            })
+            .collect();
+        let single: Vec<&[u8]> = terms.iter().flatten().map(Vec::as_slice).collect();
+        let held = self.read(|ix| ix.holding(&single, &ids))?;
+        let mut held = held.into_iter();
+        Ok(terms
+            .iter()
+            .map(|t| t.as_ref().and_then(|_| held.next()))
+            .collect())
+    }
+
     /// Approximate heap use in bytes.
     fn memory_bytes(&self) -> PyResult<usize> {
         Ok(self.read(Index::memory_bytes)?)

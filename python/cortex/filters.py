@@ -23,6 +23,7 @@ __all__ = [
     "NO_PROJECT",
     "admitted",
     "narrows",
+    "narrows_beyond_project",
     "project_ids",
     "projects_of",
     "referencing",
@@ -62,10 +63,15 @@ def _prefix(column: str, prefix: str, clauses: list[str], params: list[Any]) -> 
 
 def narrows(opts: Options) -> bool:
     """Whether `opts` narrows the memories beyond dropping deleted/superseded ones."""
+    return opts.project is not None or narrows_beyond_project(opts)
+
+
+def narrows_beyond_project(opts: Options) -> bool:
+    """Whether `opts` narrows the memories beyond the project wall and dropping
+    deleted/superseded ones (what the ranking columns of a memory alone cannot judge)."""
     return any(
         v is not None
         for v in (
-            opts.project,
             opts.session,
             opts.sector,
             opts.tier,

@@ -720,10 +720,14 @@ def _latin(
         )  # fmt: skip
     if hits:
         bound = 0.0 if probe else _bound(store, words, quoted, native, scope)
+        if tier_expr is expression:
+            held = terms
+        else:  # the OR: the terms some hit holds (suggestions need not look them up)
+            known = native.holding(terms, [h.memory_id for h in hits]) if native else None
+            held = known if known is not None and not probe else []
         return KeywordResult(
             hits, "fts", tier_expr, tier_expr, notices, terms, bound=bound,
-            rescore_table=words, rescore_expression=any_term,
-            held=terms if tier_expr is expression else [],
+            rescore_table=words, rescore_expression=any_term, held=held,
         )  # fmt: skip
     prefix_expr = " OR ".join(q + "*" for q in quoted)
     hits = _fts(store, EXACT, prefix_expr, opts, pool, scope=scope, probe=probe)
@@ -795,12 +799,8 @@ def _native(
         if found is None:
             return None
         ids, bm25 = found
-        info = filters.admitted(store, ids.tolist(), opts)
-        return [
-            Hit(i, bm25_to_score(-r), r, info[i])
-            for i, r in zip(ids.tolist(), bm25.tolist(), strict=True)
-            if i in info
-        ]
+        info = _admitted(store, native, ids.tolist(), opts)
+        return _native_hits(ids.tolist(), bm25.tolist(), info)
     fetch = pool
     while fetch <= NATIVE_MAX_FETCH:
         found = native.search(terms, fetch, require_all=require_all, projects=projects)
@@ -809,16 +809,31 @@ def _native(
         ids, bm25 = found
         if len(ids) == 0:
             return []
-        info = filters.admitted(store, ids.tolist(), opts)
-        hits = [
-            Hit(i, bm25_to_score(-r), r, info[i])
-            for i, r in zip(ids.tolist(), bm25.tolist(), strict=True)
-            if i in info
-        ]
+        info = _admitted(store, native, ids.tolist(), opts)
+        hits = _native_hits(ids.tolist(), bm25.tolist(), info)
         if len(hits) >= pool or len(ids) < fetch:
             return hits[:pool]
         fetch *= PREFILTER
     return None
+
+
+def _native_hits(ids: list[int], bm25: list[float], info: dict[int, RankInfo]) -> list[Hit]:
+    """Hits of the in-memory index's (id, BM25 > 0) pairs that the filters admitted
+    (`info`), scored as bm25_to_score(-raw) (inlined: one call less per candidate)."""
+    return [
+        Hit(i, (x := max(0.0, r)) / (x + BM25_HALF), r, info[i])
+        for i, r in zip(ids, bm25, strict=True)
+        if i in info
+    ]
+
+
+def _admitted(
+    store: Store, native: KeywordIndexer, ids: list[int], opts: Options
+) -> dict[int, RankInfo]:
+    """filters.admitted, from the ranking columns the in-memory index keeps when its
+    filters are ones they judge."""
+    info = native.rank_info(ids, opts)
+    return info if info is not None else filters.admitted(store, ids, opts)
 
 
 def _is_query_error(message: str) -> bool:

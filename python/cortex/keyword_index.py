@@ -46,6 +46,15 @@ Policies (``cortex.open(..., keyword_index=...)``):
 Each memory is indexed in its project (``cortex.filters.NO_PROJECT`` when it has none): a
 search given ``projects`` ranks with the BM25 statistics (N, avgdl, df) of those projects
 alone, so that other projects' memories never change its ranking (issue 14).
+
+Beside the postings the index keeps the ranking columns of the memories its searches
+returned (:class:`cortex.ranking.RankInfo`, read from SQLite once, :meth:`KeywordIndexer.
+rank_info`), and applies the filters it can judge from them (live, not superseded, the
+project wall) without SQL: a keyword search at 10k memories read the columns of its 100
+candidates back from SQLite, the largest single part of its time. The change log records
+every change of those columns too (schema: ``memories_log_rank``), and replaying it drops
+the memories it names, so the kept columns are SQLite's as of the log position the
+postings reflect.
 """
 
 from __future__ import annotations
@@ -60,7 +69,9 @@ from typing import TYPE_CHECKING, Any
 
 from cortex._lazy import LazyModule
 from cortex.errors import CortexError, IndexFormatError, InvalidOptionError, StorageError
+from cortex.ranking import RANK_COLUMNS, RankInfo
 from cortex.store import Store
+from cortex.validate import checked
 
 if TYPE_CHECKING:
     import numpy as np
@@ -83,6 +94,9 @@ FILE_NAME = "keywords.bin"
 RESAVE_AFTER = 1_000
 #: The "saved" policy loads the file only for stores this large (see the policies above).
 SAVED_MIN = 1_000_000
+#: Memories whose ranking columns are kept (~0.3 kB each); past this many they are
+#: dropped and read again as searches need them.
+RANKS_KEPT = 65_536
 
 
 class KeywordIndexer:
@@ -97,16 +111,33 @@ class KeywordIndexer:
         # Without the change log (an older file opened read-only) it could not follow writes.
         self._policy = policy if store.schema_version() >= 2 else "off"
         self._lock = threading.Lock()  # guards _index and _seq; held while searching
-        self._index: Any = None
+        self._ranks: dict[int, RankInfo | None] = {}
+        self._built: Any = None
         self._seq = 0
         self._worker: threading.Thread | None = None
         self._closed = False
         self._saved_seq: int | None = None  # the log position of the file last saved/loaded
         self._tried_file = False
         self.error: str | None = None  # why the index is not available, if it failed
+        # only when the change log records changes of the ranking columns (an older file
+        # opened read-only does not)
+        self._keeps_ranks = bool(getattr(store, "logs_ranks", False))  # PostgreSQL: off
         # With a saved file the first search loads it (fast); without, "auto" builds now.
         if self._policy == "auto" and self._size() >= AUTO_MIN and not self.file.exists():
             self._start_background()
+
+    @property
+    def _index(self) -> Any:
+        """The native index that answers (None: FTS5 answers)."""
+        return self._built
+
+    @_index.setter
+    def _index(self, index: Any) -> None:
+        # memory id -> its ranking columns (None: deleted or missing) as of `_seq`: read
+        # for this index; another one (a rebuild, a load) starts without them
+        if index is not self._built:
+            self._ranks = {}
+        self._built = index
 
     @property
     def file(self) -> Path:
@@ -223,6 +254,69 @@ class KeywordIndexer:
             docs = int(self._index.stats(scope)[0])
             return docs, [self._index.df(t, scope) for t in terms]
 
+    def holding(self, terms: list[str], ids: list[int]) -> list[str] | None:
+        """The `terms` that one of the memories `ids` (a search's hits) holds, the index
+        brought up to the log first (the hits may be FTS5's); None when the index cannot
+        tell. A word of several index terms (a phrase to FTS5) is left out."""
+        if not ids or self._policy == "off" or self._closed:
+            return None
+        with self._lock:
+            if self._index is None or not hasattr(self._index, "holding"):  # older extension
+                return None
+            if not self._current():
+                return None
+            held = self._index.holding(terms, ids)
+        return [t for t, h in zip(terms, held, strict=True) if h]
+
+    def rank_info(self, ids: list[int], opts: Any) -> dict[int, RankInfo] | None:
+        """The memories among `ids` that pass `opts`'s filters, with their ranking columns
+        (what :func:`cortex.filters.admitted` answers from SQLite), from the columns kept
+        beside the postings; those not kept yet are read in one statement. None when the
+        filters ask for more than the kept columns say (live, not superseded, the project
+        wall): SQLite judges them then."""
+        from cortex.filters import narrows_beyond_project, project_ids
+
+        if not self._keeps_ranks or narrows_beyond_project(opts):
+            return None
+
+        projects = project_ids(opts)
+        superseded = bool(opts.include_superseded)
+        with self._lock:
+            if self._index is None:
+                return None
+            ranks = self._ranks
+            missing = [i for i in ids if i not in ranks]
+            if missing:
+                if len(ranks) + len(missing) > RANKS_KEPT:
+                    ranks.clear()
+                    missing = list(ids)
+                self._read_ranks(missing)
+            out: dict[int, RankInfo] = {}
+            for i in ids:
+                info = ranks[i]
+                if (
+                    info is not None
+                    and (superseded or not info.superseded)
+                    and (projects is None or info.project in projects)
+                ):
+                    out[i] = info
+            return out
+
+    def _read_ranks(self, ids: list[int]) -> None:
+        """Keep the ranking columns of `ids` (None for those deleted or missing)."""
+        ranks = self._ranks
+        for start in range(0, len(ids), 500):
+            part = ids[start : start + 500]
+            marks = ",".join("?" * len(part))
+            for i in part:
+                ranks[i] = None
+            for i, *rest in self._store.query(
+                f"SELECT m.id, {RANK_COLUMNS} FROM memories m"
+                f" WHERE m.id IN ({marks}) AND m.deleted_at IS NULL",
+                part,
+            ):
+                ranks[int(i)] = checked(RankInfo(*rest))  # checked once, not every search
+
     def rescore(
         self, words: list[str], ids: list[int], projects: tuple[str, ...] | None = None
     ) -> tuple[np.ndarray, np.ndarray] | None:
@@ -268,7 +362,8 @@ class KeywordIndexer:
             if self._policy == "auto":
                 self._start_background()
             return False
-        self._replay(self._index, self._seq, top)
+        for i in self._replay(self._index, self._seq, top):
+            self._ranks.pop(i, None)  # its ranking columns may have changed too
         self._seq = top
         return True
 
@@ -397,7 +492,8 @@ class KeywordIndexer:
                 f" counts {rows} and {tokens}; FTS5 answers every keyword search"
             )
 
-    def _replay(self, index: Any, after: int, upto: int) -> None:
+    def _replay(self, index: Any, after: int, upto: int) -> list[int]:
+        """Apply the changes logged after `after` up to `upto`; returns the memories named."""
         changed = [
             int(i)
             for (i,) in self._store.query(
@@ -424,6 +520,7 @@ class KeywordIndexer:
             index.remove(np.fromiter(sorted(gone), np.int64, len(gone)))
         if live_ids:
             index.add(np.asarray(live_ids, dtype=np.int64), texts, projects)
+        return changed
 
     def _start_background(self) -> None:
         if self._worker is not None and self._worker.is_alive():

@@ -524,6 +524,27 @@ _SCHEMA_EMBEDDINGS_F16 = """
 -- embeddings.vector: float16 from this version on (the backfill converts float32 rows)
 """
 
+# The change log also records a change of the columns ranking reads (cortex.ranking.
+# RANK_COLUMNS): the in-memory keyword index keeps them beside its postings, so that the
+# keyword leg ranks without reading them back from SQLite (cortex.keyword_index), and it
+# must see a memory superseded, reinforced or re-dated as it sees one edited. Not a
+# migration: the trigger only appends to the log, which every version since 2 reads, so a
+# file that has it stays readable and writable by an older cortex (whose writes it logs
+# too). A writable open creates it when missing (Store._log_ranks); `Store.logs_ranks`
+# says whether the file has it.
+RANK_LOG = "memories_log_rank"
+_RANK_LOG_TRIGGER = f"""
+CREATE TRIGGER IF NOT EXISTS {RANK_LOG}
+AFTER UPDATE OF created_at, confidence, salience, sector, source_path, superseded_by, category
+ON memories
+WHEN old.created_at IS NOT new.created_at OR old.confidence IS NOT new.confidence
+    OR old.salience IS NOT new.salience OR old.sector IS NOT new.sector
+    OR old.source_path IS NOT new.source_path OR old.superseded_by IS NOT new.superseded_by
+    OR old.category IS NOT new.category BEGIN
+    INSERT INTO memory_changes(memory_id) VALUES (new.id);
+END;
+"""
+
 # Forward migrations: MIGRATIONS[i] takes a database at schema version i to i + 1. A
 # migration never edits an earlier entry; a new schema is a new entry at the end.
 MIGRATIONS: tuple[str, ...] = (
@@ -769,12 +790,18 @@ def split_chunks(found: list[Memory], memory: Memory, n: int) -> tuple[list[Memo
     return before[-n:], after[:n]
 
 
+#: Tables a search reads for the rows of its page that many stores leave empty (Store.empty).
+SPARSE_TABLES = ("facts", "session_memories", "memory_relationships", "memory_code")
+_SPARSE_PROBE = "SELECT " + ", ".join(f"EXISTS (SELECT 1 FROM {t})" for t in SPARSE_TABLES)
+
+
 class Store:
     """One cortex database file. Open with :meth:`open`; safe to share between threads."""
 
     def __init__(self, path: Path, *, read_only: bool = False, immutable: bool = False) -> None:
         self.path = path
         self.read_only = read_only
+        self.logs_ranks = False  # whether the change log records the ranking columns
         #: Opened with SQLite's immutable=1 (see _read_only_uri): no locks, no -shm.
         self.immutable = immutable
         #: Set when a database asked for writable was opened read-only instead (the user
@@ -830,6 +857,7 @@ class Store:
         store = cls(p, read_only=read_only, immutable=immutable)
         store.notice = notice
         store._migrate()
+        store._log_ranks()
         return store
 
     # ---------------------------------------------------------------- connections
@@ -872,6 +900,24 @@ class Store:
             conn = self._connect()
             self._local.conn = conn
         return conn
+
+    def empty(self, table: str) -> bool:
+        """Whether `table` (one of SPARSE_TABLES) holds no row. Known per connection until a
+        write (this connection's, counted by ``total_changes``, or another's, which moves
+        ``PRAGMA data_version``): a search then skips the statements that read them for
+        its page (most stores have no facts or relations, many no sessions)."""
+        conn = self.conn
+        try:
+            key = (conn.total_changes, conn.execute("PRAGMA data_version").fetchone()[0])
+            known = getattr(self._local, "empty", None)
+            if known is None or known[0] is not conn or known[1] != key:
+                row = conn.execute(_SPARSE_PROBE).fetchone()
+                empty = frozenset(t for t, has in zip(SPARSE_TABLES, row, strict=True) if not has)
+                known = (conn, key, empty)
+                self._local.empty = known
+        except sqlite3.DatabaseError:  # an old file read-only lacks one: read them as before
+            return False
+        return table in known[2]
 
     def close_thread_connection(self) -> None:
         """Close the calling thread's connection, if it has one (a worker thread that is
@@ -930,6 +976,21 @@ class Store:
             raise StorageError(_explain(self.path, exc)) from None
 
     # ---------------------------------------------------------------- migrations
+
+    def _log_ranks(self) -> None:
+        """Create the change log's trigger of the ranking columns (RANK_LOG) when the file
+        lacks it and is writable; `logs_ranks` says whether it has it."""
+        try:
+            found = self.conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND name = ?", (RANK_LOG,)
+            ).fetchone()
+            if found is None and not self.read_only and self.schema_version() >= 2:
+                with self.transaction() as tx:
+                    tx.execute(_RANK_LOG_TRIGGER)
+                found = (1,)
+        except (sqlite3.DatabaseError, StorageError):
+            found = None  # busy or locked: the index reads the ranking columns from SQLite
+        self.logs_ranks = found is not None
 
     def _migrate(self) -> None:
         conn = self.conn
@@ -1553,6 +1614,8 @@ class Store:
     def code_refs(self, ids: Sequence[int]) -> dict[int, list[CodeRef]]:
         """The code references of each memory of `ids` (cortex.code); none in a database
         opened read-only before its upgrade added them."""
+        if not ids or self.empty("memory_code"):
+            return {}
         try:
             return refs_of(self, ids)
         except StorageError:
@@ -1563,6 +1626,8 @@ class Store:
     def sessions_of(self, ids: Sequence[int]) -> dict[int, str]:
         """The session each memory was created in, for those created in one."""
         out: dict[int, str] = {}
+        if self.empty("session_memories"):
+            return out
         for start in range(0, len(ids), 500):
             part = list(ids[start : start + 500])
             marks = ",".join("?" * len(part))
@@ -1686,7 +1751,7 @@ class Store:
         from cortex.validate import fact_row_ok
 
         out: dict[int, list[tuple[Any, ...]]] = {}
-        if not ids or not self.query("SELECT EXISTS (SELECT 1 FROM facts)")[0][0]:
+        if not ids or self.empty("facts"):
             return out
         for start in range(0, len(ids), 500):
             part = list(ids[start : start + 500])
@@ -1788,7 +1853,7 @@ class Store:
     def created_sessions(self, ids: Sequence[int]) -> list[tuple[Any, ...]]:
         """(memory id, session id, project, started_at, ended_at, summary) of the sessions
         `ids` were created in (of each memory's own project), newest link first."""
-        if not ids:
+        if not ids or self.empty("session_memories"):
             return []
         marks = ",".join("?" * len(ids))
         return self.query(
@@ -1850,7 +1915,7 @@ class Store:
     def related_counts(self, ids: Sequence[int]) -> dict[int, int]:
         """How many relationships each of `ids` has within its own project (a project is
         a wall: relationships across projects do not count)."""
-        if not ids:
+        if not ids or self.empty("memory_relationships"):
             return {}
         marks = ",".join("?" * len(ids))
         return {

@@ -21,6 +21,7 @@ searched words with a related term added.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import sqlite3
@@ -115,6 +116,9 @@ class Vocabulary:
 
     seq: int = 0  # the change log's position the words were read at
     by_first: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
+    # the same words by (first letter, length): a correction compares only lengths near
+    # its word's
+    by_length: dict[tuple[str, int], list[tuple[str, int]]] = field(default_factory=dict)
     docs: dict[str, int] = field(default_factory=dict)
     total: int | None = None  # live memories, counted when first asked for
 
@@ -173,9 +177,13 @@ def _starting(store: Store, vocab: Vocabulary, first: str) -> list[tuple[str, in
     except (sqlite3.Error, StorageError):
         return []  # not kept: the next search asks again
     words = [(str(t), int(n)) for t, n in rows if str(t).startswith(first)]
-    vocab.by_first[first] = words
+    buckets: dict[int, list[tuple[str, int]]] = {}
     for word, n in words:
         vocab.docs[word] = n
+        buckets.setdefault(len(word), []).append((word, n))
+    for length, part in buckets.items():  # whole lists: another thread may read the same
+        vocab.by_length[(first, length)] = part
+    vocab.by_first[first] = words  # last: a reader that sees it sees the buckets too
     return words
 
 
@@ -211,17 +219,23 @@ def _candidates(store: Store, vocab: Vocabulary, word: str, limit: int) -> list[
     comparing the whole vocabulary."""
     out: list[tuple[str, int]] = []
     for first in dict.fromkeys(word[:2]):
-        out.extend(
-            (t, n) for t, n in _starting(store, vocab, first) if abs(len(t) - len(word)) <= limit
-        )
+        _starting(store, vocab, first)
+        for length in range(len(word) - limit, len(word) + limit + 1):
+            out.extend(vocab.by_length.get((first, length), ()))
     return out
 
 
-def _holds(store: Store, word: str, opts: Options) -> bool:
+def _holds(store: Store, word: str, opts: Options, seen: dict[str, bool] | None = None) -> bool:
     """Whether a memory within `opts`'s filters holds `word` (or a word it begins): the
-    index tiers only, never the substring scan of every row (keyword.holds)."""
+    index tiers only, never the substring scan of every row (keyword.holds). `seen`: the
+    answers of this suggestion so far (a word is looked up once)."""
+    if seen is not None and word in seen:
+        return seen[word]
     quoted = '"' + word.replace('"', '""') + '"'
-    return keyword.holds(store, quoted, opts)
+    found = keyword.holds(store, quoted, opts)
+    if seen is not None:
+        seen[word] = found
+    return found
 
 
 def _count(store: Store, word: str, opts: Options, cap: int = 50) -> int:
@@ -236,12 +250,16 @@ def _count(store: Store, word: str, opts: Options, cap: int = 50) -> int:
 
 
 def corrections(
-    store: Store, words: Sequence[str], opts: Options, held: Sequence[str] = ()
+    store: Store,
+    words: Sequence[str],
+    opts: Options,
+    held: Sequence[str] = (),
+    seen: dict[str, bool] | None = None,
 ) -> dict[str, str]:
     """The best correction of each of `words` that no memory within the filters holds
-    (`held`: words known to be held, not looked up)."""
+    (`held`: words known to be held, not looked up; `seen`: see _holds)."""
     wanted = [w for w in words if len(w) >= MIN_WORD and not has_cjk(w) and not w.isdigit()]
-    missing = [w for w in wanted if w not in held and not _holds(store, w, opts)]
+    missing = [w for w in wanted if w not in held and not _holds(store, w, opts, seen)]
     if not missing:
         return {}
     vocab = vocabulary(store)
@@ -317,18 +335,36 @@ def _together(
     words: Sequence[str],
     fixed: dict[str, str],
     opts: Options,
+    seen: dict[str, bool] | None = None,
 ) -> bool:
     """Whether some memory within the filters holds every word of the corrected query
     (words that are neither found nor corrected left aside). A word the store lacks is
     often a plain word no note happens to use ("charges", "sure"); its nearest word
     ("changes", "sre") is a better query only if it meets the query's other words."""
     kept = [
-        c for w, c in zip(words, corrected, strict=True) if w in fixed or _holds(store, w, opts)
+        c
+        for w, c in zip(words, corrected, strict=True)
+        if w in fixed or _holds(store, w, opts, seen)
     ]
     if not kept:
         return False
     expression = " AND ".join('"' + w.replace('"', '""') + '"' for w in kept)
     return keyword.holds(store, expression, opts)
+
+
+def _probe_options(opts: Options) -> Options:
+    """`opts` as the look-ups of a suggestion run them (keyword, one match, no record):
+    the same object for the same options (an agent's searches repeat theirs; building one
+    re-validates every field, ~30 us)."""
+    try:
+        return _probe_options_of(opts)
+    except TypeError:  # a field that cannot be hashed (sector weights): built each time
+        return _probe_options_of.__wrapped__(opts)
+
+
+@functools.lru_cache(maxsize=64)
+def _probe_options_of(opts: Options) -> Options:
+    return opts.replace(mode=Mode.KEYWORD, limit=1, cursor=None, offset=0, record=False)
 
 
 def suggest(
@@ -345,9 +381,11 @@ def suggest(
     held = getattr(results, "_held", ())
     fixed: dict[str, str] = {}
     if any(w not in held for w in words):
-        base = opts.replace(mode=Mode.KEYWORD, limit=1, cursor=None, offset=0, record=False)
-        fixed = corrections(store, words, base, held)
-        if fixed and not _together(store, [fixed.get(w, w) for w in words], words, fixed, base):
+        base = _probe_options(opts)
+        seen: dict[str, bool] = {}
+        fixed = corrections(store, words, base, held, seen)
+        corrected = [fixed.get(w, w) for w in words]
+        if fixed and not _together(store, corrected, words, fixed, base, seen):
             fixed = {}  # each word exists, but no memory holds them together: no better query
     if fixed:
         out.append(" ".join(fixed.get(w, w) for w in words))

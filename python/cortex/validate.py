@@ -34,6 +34,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from cortex.errors import InvalidOptionError
+from cortex.ranking import RankInfo
 
 __all__ = [
     "MAX_ID",
@@ -299,8 +300,38 @@ def _stored_time(value: object) -> bool:
     return _stored_real(value) and MIN_TIMESTAMP <= value < MAX_TIMESTAMP  # type: ignore[operator]
 
 
+class CheckedRankInfo(RankInfo):
+    """Ranking columns that passed rank_info_ok when they were read: the in-memory keyword
+    index keeps these, and the searches that rank them do not check them again."""
+
+    __slots__ = ()
+
+    def _replace(self, /, **changes: Any) -> RankInfo:  # type: ignore[override]
+        """A plain RankInfo: changed columns are checked again."""
+        return RankInfo(*self)._replace(**changes)
+
+
+def checked(info: RankInfo) -> RankInfo:
+    """`info` as a CheckedRankInfo when it passes rank_info_ok, else as it is."""
+    return CheckedRankInfo(*info) if rank_info_ok(info) else info
+
+
 def rank_info_ok(info: Any) -> bool:
     """Whether a memory's ranking columns (cortex.ranking.RankInfo) can be ranked."""
+    if type(info) is CheckedRankInfo:
+        return True
+    t, c, s, sector, path = info[:5]
+    if (  # what SQLite returns for a row cortex wrote, checked without a call per column
+        type(t) is float
+        and type(c) is float
+        and type(s) is float
+        and MIN_TIMESTAMP <= t < MAX_TIMESTAMP
+        and -math.inf < c < math.inf
+        and -math.inf < s < math.inf
+        and (sector is None or type(sector) is str)
+        and (path is None or type(path) is str)
+    ):
+        return True
     return (
         _stored_time(info.created_at)
         and _stored_real(info.confidence)

@@ -307,6 +307,26 @@ impl Index {
             .get(term)
             .map_or(0, |&t| self.terms[t as usize].df)
     }
+    /// For each of `terms` (index terms), whether one of the live documents `ids` (memory
+    /// ids; unknown ones are left out) holds it: a binary search of the term's postings
+    /// per document, no scoring.
+    pub fn holding(&self, terms: &[&[u8]], ids: &[i64]) -> Vec<bool> {
+        let docs: Vec<u32> = ids
+            .iter()
+            .filter_map(|id| self.by_id.get(id).copied())
+            .filter(|&d| self.live.get(d as usize).copied().unwrap_or(false))
+            .collect();
+        terms
+            .iter()
+            .map(|term| {
+                self.dict.get(*term).is_some_and(|&t| {
+                    let postings = &self.terms[t as usize].docs;
+                    docs.iter().any(|d| postings.binary_search(d).is_ok())
+                })
+            })
+            .collect()
+    }
+
     /// The scope of the projects `names` (names never added are left out: they hold
     /// nothing).
     pub fn scope(&self, names: &[&str]) -> Scope {
@@ -929,6 +949,25 @@ mod tests {
         let texts: Vec<&str> = docs.iter().map(|d| d.1).collect();
         ix.add(&ids, &texts, 1);
         ix
+    }
+
+    #[test]
+    fn holding_says_which_terms_the_given_live_documents_hold() {
+        let mut ix = Index::new();
+        ix.add(&[1, 2, 3], &["alpha beta", "beta gamma", "delta"], 1);
+        let (alpha, beta, delta) = (b"alpha".as_slice(), b"beta".as_slice(), b"delta".as_slice());
+        assert_eq!(
+            ix.holding(&[alpha, beta, delta], &[2, 9]),
+            vec![false, true, false]
+        );
+        assert_eq!(ix.holding(&[alpha, delta], &[1, 3]), vec![true, true]);
+        ix.remove(&[3]);
+        ix.add(&[1], &["gamma"], 1); // replaced: its old postings are dead
+        assert_eq!(
+            ix.holding(&[alpha, delta, b"gamma"], &[1, 3]),
+            vec![false, false, true]
+        );
+        assert_eq!(ix.holding(&[alpha], &[]), vec![false]);
     }
 
     #[test]

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
 from cortex import code, filters, fusion, keyword, recall, validate
@@ -664,12 +665,14 @@ class Pipeline:
         (`check`: called with the page's candidates before it is enriched)."""
         end = opts.offset + opts.limit
         sessions = self._store.sessions_of([c.memory_id for c in ranked])
-        return Results(
+        results = Results(
             self._finish(ranked[opts.offset :], opts, now, match_type, terms, damaged, check),
             total=len(ranked),
             has_more=len(ranked) > end,
-            aggregations=pages.aggregations(ranked, sessions),
         )
+        # counted when first read, from what is read now (no store needed then)
+        results._aggregations_of = partial(pages.aggregations, ranked, sessions)
+        return results
 
     # ------------------------------------------------------------------ ranking
 
@@ -697,26 +700,34 @@ class Pipeline:
         kept: list[Candidate] = []
         hidden = 0
         sectors = opts.sector_weights if opts.sector_weights is not None else SECTOR_WEIGHTS
+        # the options' parts read once, not once per candidate (100+ of them)
+        recency_weight, half_life = opts.recency_weight, opts.half_life_days
+        salience_weight, min_confidence = opts.salience_weight, opts.min_confidence
         for c in candidates:
             info = c.info
-            c.facts = tuple(facts.get(c.memory_id, ()))
-            c.effective_confidence = effective_confidence(
-                info.confidence, [(f[4], f[5], f[6]) for f in c.facts], now
-            )
+            if facts:
+                c.facts = tuple(facts.get(c.memory_id, ()))
+                c.effective_confidence = effective_confidence(
+                    info.confidence, [(f[4], f[5], f[6]) for f in c.facts], now
+                )
+            else:  # effective_confidence of a memory without facts: its own
+                c.effective_confidence = info.confidence
             if browse:
                 c.score = 0.0
             else:
-                if opts.recency_weight:
-                    c.recency = recency_factor(info.created_at, now, opts.recency_weight)
-                if opts.half_life_days and is_dated(info.source_path):
+                created = info.created_at
+                if recency_weight:
+                    c.recency = recency_factor(created, now, recency_weight)
+                if half_life and info.source_path and is_dated(info.source_path):
                     c.decay = DECAY_FLOOR + (1.0 - DECAY_FLOOR) * temporal_decay(
-                        info.created_at, now, opts.half_life_days
+                        created, now, half_life
                     )
-                c.salience = salience_factor(info.salience, opts.salience_weight)
-                c.sector = sectors.get(info.sector, 1.0) if info.sector else 1.0
+                c.salience = salience_factor(info.salience, salience_weight)
+                if info.sector:
+                    c.sector = sectors.get(info.sector, 1.0)
                 if info.superseded:
                     c.superseded = SUPERSEDED_FACTOR
-                if window is not None and window[0] <= info.created_at < window[1]:
+                if window is not None and window[0] <= created < window[1]:
                     c.timeframe = 1.0 + TIME_BOOST
                 c.score = (
                     c.base * c.recency * c.decay * c.salience * c.sector
@@ -725,7 +736,7 @@ class Pipeline:
             # The floor judges relevance (the fused, calibrated score); boosts and decay only
             # order what is relevant: a 110-day-old journal note that holds the exact term
             # decays to x0.08 and must still be found, just below fresher matches.
-            if c.effective_confidence < opts.min_confidence or (not browse and c.base < threshold):
+            if c.effective_confidence < min_confidence or (not browse and c.base < threshold):
                 hidden += 1
                 continue
             kept.append(c)
@@ -781,7 +792,6 @@ class Pipeline:
             check(top)
         ids = [c.memory_id for c in top]
         marker = keyword.highlighter(list(terms)) if terms else None
-        snippets = {i: keyword.text_snippet(memories[i].content, marker) for i in ids}
         extra = recall.enrichment(self._store, [memories[i] for i in ids])
         context = {i: self._context(memories[i], opts.context) for i in ids} if opts.context else {}
         refs = self._store.code_refs(ids)
@@ -811,7 +821,8 @@ class Pipeline:
                     bm25_score=c.bm25,
                     semantic_score=c.semantic,
                     effective_confidence=c.effective_confidence,
-                    snippet=snippets.get(c.memory_id, ""),
+                    # made when first read (Result.snippet)
+                    snippet=partial(keyword.text_snippet, memory.content, marker),
                     match_type=MatchType(c.match_type or match_type),
                     facts=fact_objs,
                     source_session=extra.source_session.get(c.memory_id),

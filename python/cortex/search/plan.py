@@ -105,7 +105,11 @@ def clean(query: str) -> str:
         raise QueryError(
             f"the query is {len(query):,} characters long; the limit is {MAX_QUERY_CHARS:,}"
         )
-    return "".join(" " if (ord(c) < 32 or ord(c) == 127) else c for c in query).strip()
+    return query.translate(_CONTROLS).strip()
+
+
+#: NUL and the other control characters (below 32, and 127), each made a space.
+_CONTROLS = {c: " " for c in (*range(32), 127)}
 
 
 def syntax(text: str) -> bool:

@@ -8,6 +8,7 @@ hands the same array to both legs, which rank only those.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -19,7 +20,14 @@ from cortex.errors import EmbeddingError, StorageError
 from cortex.filters import projects_of
 from cortex.keyword_index import KeywordIndexer
 from cortex.options import Options
-from cortex.search.hits import Hit, Leg, keyword_score, semantic_score, shrunk_stats
+from cortex.search.hits import (
+    KEYWORD_SLOPE,
+    Hit,
+    Leg,
+    keyword_score,
+    semantic_score,
+    shrunk_stats,
+)
 from cortex.search.plan import Plan
 from cortex.search.query_cache import QueryCache
 from cortex.store import Store
@@ -58,10 +66,15 @@ class KeywordRetriever:
             self._store, plan.text, opts, plan.pool, native=self._native, allowed=allowed
         )
         bound = found.bound
-        hits = [
-            Hit(h.memory_id, keyword_score(h.raw / bound if bound > 0 else 0.0), h.raw, h.info)
-            for h in found.hits
-        ]
+        if bound > 0:  # keyword_score(raw / bound), without a call per hit
+            exp, slope = math.exp, -KEYWORD_SLOPE
+            hits = [
+                Hit(h.memory_id, 1.0 - exp(slope * max(0.0, h.raw / bound)), h.raw, h.info)
+                for h in found.hits
+            ]
+        else:
+            zero = keyword_score(0.0)
+            hits = [Hit(h.memory_id, zero, h.raw, h.info) for h in found.hits]
         return Leg(hits, list(found.notices), found.rewritten, list(found.terms), found.tier, found)
 
     def absent(self, words: Sequence[str], opts: Options, allowed: Any = None) -> list[str]:
