@@ -569,3 +569,36 @@ def test_reindex_rebuilds_documents(engine: cortex.Engine, tmp_path: Path) -> No
     assert not engine.search_documents("replica")
     assert engine.reindex()["documents"] == 2
     assert [d.title for d in engine.search_documents("replica")] == ["Failover runbook"]
+
+
+def test_every_option_that_narrows_sql_is_one_the_kept_ranking_columns_cannot_judge() -> None:
+    """The in-memory keyword index judges the project wall and live/superseded from the
+    ranking columns it keeps and sends every other filter to SQLite only when
+    `narrows_beyond_project` says so: an option that adds a clause to `where()` but is
+    missing from that list would be silently ignored by the keyword leg."""
+    import dataclasses
+    from datetime import datetime, timezone
+
+    from cortex.filters import narrows_beyond_project, where
+
+    samples: dict[type, object] = {
+        str: "x",
+        float: 0.5,
+        datetime: datetime(2026, 1, 1, tzinfo=timezone.utc),
+    }
+    judged_by_kept_columns = {"project", "include_superseded"}
+    base = where(Options())
+    seen = 0
+    for field in dataclasses.fields(Options):
+        if field.name in judged_by_kept_columns:
+            continue
+        for kind, value in samples.items():
+            try:
+                opts = dataclasses.replace(Options(), **{field.name: value})
+            except (TypeError, ValueError, cortex.errors.CortexError):
+                continue
+            if where(opts) != base:
+                seen += 1
+                assert narrows_beyond_project(opts), (field.name, kind)
+            break
+    assert seen >= 10  # the filters themselves were exercised
