@@ -1164,18 +1164,17 @@ class Store:
         )
         for _, sql in triggers:
             tx.execute(sql)
-        tx.execute(
-            "INSERT INTO memory_changes(memory_id)"
-            " SELECT id FROM memories WHERE id BETWEEN ? AND ? ORDER BY id",
-            span,
-        )
-        tx.execute(
-            "INSERT INTO keyword_totals(project, docs, tokens)"
-            " SELECT ifnull(project_id, char(0)), COUNT(*), SUM(tokens) FROM memories"
-            " WHERE id BETWEEN ? AND ? AND deleted_at IS NULL GROUP BY ifnull(project_id, char(0))"
+        tx.executemany("INSERT INTO memory_changes(memory_id) VALUES (?)", [(i,) for i in ids])
+        totals: dict[str, list[int]] = {}
+        for memory_id, item in zip(ids, items, strict=True):
+            total = totals.setdefault("\x00" if item.project is None else item.project, [0, 0])
+            total[0] += 1
+            total[1] += tokens.get(memory_id, 0)
+        tx.executemany(
+            "INSERT INTO keyword_totals(project, docs, tokens) VALUES (?, ?, ?)"
             " ON CONFLICT(project) DO UPDATE SET docs = docs + excluded.docs,"
             " tokens = tokens + excluded.tokens",
-            span,
+            [(project, docs, n) for project, (docs, n) in totals.items()],
         )
         write_refs(tx, texts, replace=False)
         for memory_id, item in zip(ids, items, strict=True):
