@@ -255,7 +255,9 @@ def test_bulk_insert_keeps_tokens_totals_and_change_log_as_the_triggers_do(
     assert log == [alone, *ids]
     engine.delete(ids[1])
     assert sorted(store.query("SELECT project, docs, tokens FROM keyword_totals")) == [
-        ("\x00", 1, 8), ("a", 2, 10), ("b", 0, 0)
+        ("\x00", 1, 8),
+        ("a", 2, 10),
+        ("b", 0, 0),
     ]
 
 
