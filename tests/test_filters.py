@@ -205,6 +205,16 @@ def test_code_extraction(text: str, expected: list[tuple[str, str, int | None]])
     assert [(r.ref, r.kind, r.line) for r in extract(text)] == expected
 
 
+@pytest.mark.parametrize("name", sorted(__import__("cortex.code").code._BARE_FILES))
+def test_every_bare_file_name_is_extracted_in_prose_and_in_a_path(name: str) -> None:
+    # extract skips the word loop of text without a dot before a letter, "::" or "file":
+    # every bare file name must hold one of them, alone or at the end of a path
+    from cortex.code import extract
+
+    assert [(r.ref, r.kind) for r in extract(f"we touched {name} today")] == [(name, "file")]
+    assert [r.ref for r in extract(f"see ops/{name}, then rerun")] == [f"ops/{name}"]
+
+
 def test_code_keys_match_suffixes_and_prefixes(engine: cortex.Engine) -> None:
     a = engine.add("the token check in src/auth/middleware.ts skips expiry")
     b = engine.add("`verify_token` is called from auth/session.py")

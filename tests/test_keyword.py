@@ -74,6 +74,32 @@ def test_bm25_prefix(engine: cortex.Engine, deploy: dict[str, int]) -> None:
     assert DEPLOY_MEMORIES[4] not in found
 
 
+def test_prefix_matches_every_word_that_starts_with_it_and_nothing_else(
+    engine: cortex.Engine,
+) -> None:
+    """`deploy*` is a prefix of the words as written: the Porter stem of "deploy" is
+    "deploi" and of "deployment" is "deploy", so a stemmed index alone would miss one or
+    the other; words that share only a stem or a substring are no match. Both the syntax
+    path (`deploy*`) and the prefix tier (a word that matches nothing whole) hold to it."""
+    words = {
+        "deploy": "we deploy on fridays",
+        "deployed": "it was deployed twice",
+        "deploying": "deploying takes an hour",
+        "deployment": "the deployment failed",
+        "deployments": "two deployments a week",
+        "Deploys": "Deploys happen at noon",
+    }
+    others = ["we deplore the outage", "redeploy the cache", "employ more people", "de ploy"]
+    ids = engine.add_many({"content": c} for c in [*words.values(), *others])
+    wanted = set(ids[: len(words)])
+    assert {r.memory.id for r in engine.search("deploy*", KW)} == wanted
+    assert {r.memory.id for r in engine.search("deploym*", KW)} == {ids[3], ids[4]}
+    # "deplo" is no word here: the cascade's prefix tier finds the words starting with it
+    found = engine.search("deplo", KW)
+    assert {r.memory.id for r in found} == {*wanted, ids[len(words)]}
+    assert all(r.memory.id not in ids[len(words) + 1 :] for r in found)
+
+
 def test_bm25_ranking(engine: cortex.Engine) -> None:
     strong = engine.add("kubernetes kubernetes kubernetes cluster upgrade notes")
     weak = engine.add(

@@ -230,6 +230,66 @@ def test_bulk_insert_indexes_every_row_and_leaves_no_flag(engine: cortex.Engine)
     assert check == []
 
 
+def test_bulk_insert_keeps_tokens_totals_and_change_log_as_the_triggers_do(
+    engine: cortex.Engine,
+) -> None:
+    """The bulk path writes memories.tokens, keyword_totals and memory_changes itself (its
+    insert triggers stand aside): the same as a memory written alone gets."""
+    store = engine.store
+    alone = engine.add("written alone, through the triggers", project="a")
+    ids = engine.add_many(
+        [
+            {"content": "deployment of the billing service", "project": "a"},
+            {"content": "the billing service deploys twice a day", "project": "b"},
+            {"content": "no project here, only words and more words"},
+        ]
+    )
+    tokens = dict(store.query("SELECT id, tokens FROM memories"))
+    assert tokens == {alone: 5, ids[0]: 5, ids[1]: 7, ids[2]: 8}
+    totals = sorted(store.query("SELECT project, docs, tokens FROM keyword_totals"))
+    assert totals == [("\x00", 1, 8), ("a", 2, 10), ("b", 1, 7)]
+    store.rebuild_keyword_totals()  # a recount from FTS5's own records agrees
+    assert sorted(store.query("SELECT project, docs, tokens FROM keyword_totals")) == totals
+    assert dict(store.query("SELECT id, tokens FROM memories")) == tokens
+    log = [r[0] for r in store.query("SELECT memory_id FROM memory_changes ORDER BY seq")]
+    assert log == [alone, *ids]
+    engine.delete(ids[1])
+    assert sorted(store.query("SELECT project, docs, tokens FROM keyword_totals")) == [
+        ("\x00", 1, 8),
+        ("a", 2, 10),
+        ("b", 0, 0),
+    ]
+
+
+def test_bulk_insert_leaves_the_schema_and_its_triggers_as_they_were(
+    engine: cortex.Engine,
+) -> None:
+    """The bulk path drops the insert triggers for its rows and creates them again inside
+    its transaction: afterwards, and after a failure half-way, the schema is unchanged and
+    a memory written alone is indexed by the triggers."""
+    from cortex.store import MemoryInput
+
+    def schema() -> list[tuple[str, str, str]]:
+        return sorted(engine.store.query("SELECT type, name, sql FROM sqlite_master"))
+
+    before = schema()
+    assert engine.add_many([{"content": "first bulk row"}, {"content": "second bulk row"}])
+    assert schema() == before
+
+    def fail(tx: object, ids: list[int], items: list[MemoryInput]) -> None:
+        raise RuntimeError("the disk is on fire")
+
+    with pytest.raises(RuntimeError, match="on fire"):
+        engine.store.add_many([MemoryInput("rolled back"), MemoryInput("gone too")], after=fail)
+    assert schema() == before
+    assert engine.store.query("SELECT COUNT(*) FROM memories")[0][0] == 2
+    alone = engine.add("a lonely memory written through the triggers")
+    assert [r.memory.id for r in engine.search("lonely", mode="keyword")] == [alone]
+    assert engine.store.query("SELECT memory_id FROM memory_changes ORDER BY seq DESC")[0] == (
+        alone,
+    )
+
+
 def test_a_failed_bulk_insert_leaves_nothing(engine: cortex.Engine) -> None:
     before = engine.store.query("SELECT COUNT(*) FROM memories")[0][0]
     with pytest.raises(InvalidOptionError):

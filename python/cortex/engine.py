@@ -279,12 +279,12 @@ class Engine:
             )
         rows = self._semantic.supplied(vectors, len(items))
         if self._pg:
-            given = {content_hash(i.content): r for i, r in zip(items, rows, strict=True)}
+            given = {i.content_hash: r for i, r in zip(items, rows, strict=True)}
             return self._store.add_many(items, self._semantic.batch(given))  # type: ignore[no-any-return]
         store_vectors = self._semantic.bulk_writer(time.time())
 
         def after(tx: Any, ids: list[int], written: list[MemoryInput]) -> None:
-            store_vectors(tx, ids, [content_hash(i.content) for i in written], rows)
+            store_vectors(tx, ids, [i.content_hash for i in written], rows)
 
         return self._store.add_many(items, after=after)  # type: ignore[no-any-return]
 
@@ -299,7 +299,7 @@ class Engine:
         now = time.time()
 
         def on_write(tx: Any, memory_id: int, item: MemoryInput, changed: bool) -> None:
-            chash = content_hash(item.content)
+            chash = item.content_hash
             self._semantic.write(tx, memory_id, chash, vectors[chash], now, replace=changed)
 
         return on_write

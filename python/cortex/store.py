@@ -327,6 +327,8 @@ SESSION_KEY = "(id, ifnull(project_id, char(0)))"
 # in ONE transaction and deletes the row before committing, so no other connection ever
 # sees it (a crash rolls all of it back). Every other insert still goes through the
 # trigger. The content-hash index on memories served no query and goes (83 B a memory).
+# (Since issue 16, Store._insert_bulk drops the insert triggers for its rows instead and
+# no longer writes the flag row: a muted trigger still ran once a row.)
 _SCHEMA_BULK_INSERT = """
 DROP TRIGGER memories_ai;
 CREATE TRIGGER memories_ai AFTER INSERT ON memories
@@ -628,6 +630,9 @@ SCHEMA_VERSION = len(MIGRATIONS)
 _EMBEDDINGS_F16_VERSION = MIGRATIONS.index(_SCHEMA_EMBEDDINGS_F16) + 1
 #: The version from which memories.tokens and keyword_totals exist.
 _KEYWORD_TOTALS_VERSION = MIGRATIONS.index(_SCHEMA_KEYWORD_TOTALS) + 1
+#: The insert triggers of `memories` whose work Store._insert_bulk does itself for many
+#: rows at once (any other trigger a later schema adds still fires for each row).
+_BULK_DOES = ("memories_ai", "memories_log_ai", "keyword_totals_ai")
 #: Entries of memory_changes kept by the housekeeping after a bulk import.
 CHANGES_KEPT = 100_000
 
@@ -711,24 +716,45 @@ class MemoryInput:
     metadata: Mapping[str, Any] | None = None
 
     _metadata_json: str = field(default="{}", init=False, repr=False, compare=False)
+    _content_hash: str = field(default="", init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # Every check lives in cortex.validate, shared by every write path: what passes
-        # here is what every reader can turn back into a Memory.
+        # here is what every reader can turn back into a Memory. The content is encoded
+        # once (the surrogate check) and hashed from those bytes; the common case (no
+        # names, plain floats) is checked without a call per field, with the same outcome
+        # (10k records and their hashes: 0.071 -> 0.052 CPU-s).
         s = object.__setattr__
-        if not isinstance(self.content, str):
-            raise InvalidOptionError(f"content must be a string, not {type(self.content).__name__}")
-        if not self.content.strip():
+        content = self.content
+        if not isinstance(content, str):
+            raise InvalidOptionError(f"content must be a string, not {type(content).__name__}")
+        if not content.strip():
             raise InvalidOptionError("content is empty: a memory needs some text")
-        if len(self.content) > MAX_CONTENT_CHARS:
+        if len(content) > MAX_CONTENT_CHARS:
             raise InvalidOptionError(
-                f"content is {len(self.content):,} characters; the limit is "
+                f"content is {len(content):,} characters; the limit is "
                 f"{MAX_CONTENT_CHARS:,} (split it into several memories)"
             )
-        validate.check_text("content", self.content)
-        for name in ("project", "session", "sector", "tier", "scope", "category"):
-            validate.name(name, getattr(self, name))
-        validate.name("source_path", self.source_path, max_chars=validate.MAX_PATH_CHARS)
+        if "\x00" in content:
+            validate.check_text("content", content)  # raises its NUL error
+        try:  # one encoding checks for lone surrogates and gives the bytes hashed
+            raw = content.encode("utf-8")
+        except UnicodeEncodeError:
+            validate.check_text("content", content)  # raises its surrogate error
+            raise
+        s(self, "_content_hash", hashlib.sha256(raw).hexdigest())
+        for name, value in (
+            ("project", self.project),
+            ("session", self.session),
+            ("sector", self.sector),
+            ("tier", self.tier),
+            ("scope", self.scope),
+            ("category", self.category),
+        ):
+            if value is not None:
+                validate.name(name, value)
+        if self.source_path is not None:
+            validate.name("source_path", self.source_path, max_chars=validate.MAX_PATH_CHARS)
         if self.chunk_index is not None and (
             isinstance(self.chunk_index, bool)
             or not isinstance(self.chunk_index, int)
@@ -738,13 +764,23 @@ class MemoryInput:
                 f"chunk_index must be a small integer, not {self.chunk_index!r}"
             )
         # Stored as shown: rounded to 6 decimals, so what `--json` exports re-imports equal.
-        s(self, "salience", round(validate.unit("salience", self.salience), 6))
-        s(self, "confidence", round(validate.unit("confidence", self.confidence), 6))
-        s(self, "created_at", validate.timestamp("created_at", self.created_at))
-        s(self, "_metadata_json", validate.metadata_json(self.metadata))
+        for field_name in ("salience", "confidence"):
+            number = getattr(self, field_name)
+            if type(number) is not float or not 0.0 <= number <= 1.0:  # NaN fails it too
+                number = validate.unit(field_name, number)
+            s(self, field_name, round(number, 6))
+        if self.created_at is not None:
+            s(self, "created_at", validate.timestamp("created_at", self.created_at))
+        if self.metadata is not None:
+            s(self, "_metadata_json", validate.metadata_json(self.metadata))
 
     def metadata_json(self) -> str:
         return self._metadata_json
+
+    @property
+    def content_hash(self) -> str:
+        """SHA-256 of the content (hex): what `content_hash(self.content)` returns."""
+        return self._content_hash
 
 
 #: Called inside a write transaction for each memory written: (tx, memory id, the input,
@@ -1153,71 +1189,92 @@ class Store:
         self, tx: sqlite3.Connection, items: list[MemoryInput], now: float
     ) -> list[int]:
         """Insert `items` with consecutive ids (the write lock is held: nobody else
-        inserts) and index them in one statement per keyword index."""
+        inserts): their keyword-index rows first, one executemany per index, then the rows
+        with the token counts FTS5 just recorded, then the change log and the per-project
+        totals in one statement each.
+
+        The insert triggers of `memories` that would do the same one row at a time
+        (_BULK_DOES) are dropped for the rows' insert and created again from their own
+        stored SQL, all inside this transaction: no other connection ever sees the schema
+        without them, and a failure rolls all of it back. A trigger muted by its WHEN
+        clause still costs a sub-program run a row: 10k rows went in in 0.148 CPU-s with
+        the three muted by the 'bulk_insert' flag row (the earlier way,
+        _SCHEMA_BULK_INSERT), 0.069 with them dropped."""
         first = int(tx.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM memories").fetchone()[0])
-        ids = list(range(first, first + len(items)))
-        # OR REPLACE: should a flag row ever outlive its transaction, the next bulk insert
-        # takes it over and deletes it, instead of failing on the key.
-        tx.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('bulk_insert', '1')")
-        try:
+        ids = range(first, first + len(items))
+        span = (first, first + len(items) - 1)
+        texts = [(memory_id, item.content) for memory_id, item in zip(ids, items, strict=True)]
+        cjk = [has_cjk(item.content) for item in items]
+        # An external-content FTS5 table reads nothing from `memories` when a row goes in,
+        # so the index rows may precede the memory's row in the same transaction.
+        tx.executemany("INSERT INTO memories_fts(rowid, content) VALUES (?, ?)", texts)
+        tx.executemany("INSERT INTO memories_exact(rowid, content) VALUES (?, ?)", texts)
+        if any(cjk):
             tx.executemany(
-                "INSERT INTO memories (id, project_id, content, content_hash, source_path,"
-                " chunk_index, sector, tier, scope, category, salience, confidence, created_at,"
-                " updated_at, metadata, has_cjk)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (
-                        memory_id,
-                        item.project,
-                        item.content,
-                        content_hash(item.content),
-                        item.source_path,
-                        item.chunk_index,
-                        item.sector,
-                        item.tier,
-                        item.scope,
-                        item.category,
-                        float(item.salience),
-                        float(item.confidence),
-                        item.created_at if item.created_at is not None else now,
-                        now,
-                        item.metadata_json(),
-                        int(has_cjk(item.content)),
-                    )
-                    for memory_id, item in zip(ids, items, strict=True)
-                ],
+                "INSERT INTO memories_trigram(rowid, content) VALUES (?, ?)",
+                [row for row, c in zip(texts, cjk, strict=True) if c],
             )
-        finally:
-            tx.execute("DELETE FROM meta WHERE key = 'bulk_insert'")
-        span = (first, ids[-1])
-        for table, extra in (
-            ("memories_fts", ""),
-            ("memories_exact", ""),
-            ("memories_trigram", " AND has_cjk"),
-        ):
-            tx.execute(
-                f"INSERT INTO {table}(rowid, content) SELECT id, content FROM memories"
-                f" WHERE id BETWEEN ? AND ? AND deleted_at IS NULL{extra}",
-                span,
+        tokens = {
+            int(i): _varint(sz)
+            for i, sz in tx.execute(
+                "SELECT id, sz FROM memories_fts_docsize WHERE id BETWEEN ? AND ?", span
             )
-        # Token counts off FTS5's size records (the insert trigger, which sets them for one
-        # memory, stood aside); keyword_totals follows through its trigger.
+        }
+        triggers = tx.execute(
+            "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'memories'"
+            f" AND name IN ({','.join('?' * len(_BULK_DOES))})",
+            _BULK_DOES,
+        ).fetchall()
+        for name, _ in triggers:
+            tx.execute(f'DROP TRIGGER "{name}"')
         tx.executemany(
-            "UPDATE memories SET tokens = ? WHERE id = ?",
+            "INSERT INTO memories (id, project_id, content, content_hash, source_path,"
+            " chunk_index, sector, tier, scope, category, salience, confidence, created_at,"
+            " updated_at, metadata, has_cjk, tokens)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
-                (_varint(sz), int(i))
-                for i, sz in tx.execute(
-                    "SELECT id, sz FROM memories_fts_docsize WHERE id BETWEEN ? AND ?", span
+                (
+                    memory_id,
+                    item.project,
+                    item.content,
+                    item.content_hash,
+                    item.source_path,
+                    item.chunk_index,
+                    item.sector,
+                    item.tier,
+                    item.scope,
+                    item.category,
+                    float(item.salience),
+                    float(item.confidence),
+                    item.created_at if item.created_at is not None else now,
+                    now,
+                    item.metadata_json(),
+                    int(c),
+                    tokens.get(memory_id, 0),
                 )
+                for memory_id, item, c in zip(ids, items, cjk, strict=True)
             ],
         )
-        write_refs(
-            tx, [(i, item.content) for i, item in zip(ids, items, strict=True)], replace=False
+        for _, sql in triggers:
+            tx.execute(sql)
+        tx.executemany("INSERT INTO memory_changes(memory_id) VALUES (?)", [(i,) for i in ids])
+        totals: dict[str, list[int]] = {}
+        for memory_id, item in zip(ids, items, strict=True):
+            # keyword_totals keys a memory without a project as ifnull(project_id, char(0))
+            total = totals.setdefault("\x00" if item.project is None else item.project, [0, 0])
+            total[0] += 1
+            total[1] += tokens.get(memory_id, 0)
+        tx.executemany(
+            "INSERT INTO keyword_totals(project, docs, tokens) VALUES (?, ?, ?)"
+            " ON CONFLICT(project) DO UPDATE SET docs = docs + excluded.docs,"
+            " tokens = tokens + excluded.tokens",
+            [(project, docs, n) for project, (docs, n) in totals.items()],
         )
+        write_refs(tx, texts, replace=False)
         for memory_id, item in zip(ids, items, strict=True):
             if item.session:
                 self._link_session(tx, item.session, memory_id, "created", item.project, now)
-        return ids
+        return list(ids)
 
     def _insert(self, tx: sqlite3.Connection, item: MemoryInput, now: float) -> int:
         created = item.created_at if item.created_at is not None else now
@@ -1228,7 +1285,7 @@ class Store:
             (
                 item.project,
                 item.content,
-                content_hash(item.content),
+                item.content_hash,
                 item.source_path,
                 item.chunk_index,
                 item.sector,
@@ -1320,7 +1377,7 @@ class Store:
             (
                 item.project,
                 item.content,
-                content_hash(item.content),
+                item.content_hash,
                 item.sector,
                 item.tier,
                 item.scope,
@@ -1385,7 +1442,7 @@ class Store:
             for position, chunk in enumerate(chunks):
                 same = [
                     row[0]
-                    for row in by_hash.get(content_hash(chunk.content), [])
+                    for row in by_hash.get(chunk.content_hash, [])
                     if row[0] not in used and _unchanged(chunk, row)
                 ]
                 if same:
@@ -1401,17 +1458,27 @@ class Store:
                         )
                 else:
                     pending.append((position, chunk))
+            fresh: list[MemoryInput] = []  # inserted together at the end (_insert_bulk)
             for position, chunk in pending:
                 target = by_index.get(position)
                 if target is not None and target not in used:
                     used.add(target)
                     self._rewrite(tx, target, _with_index(chunk, position), now)
                     counts.updated += 1
+                    if on_write is not None:
+                        on_write(tx, target, chunk, True)
                 else:
-                    target = self._insert(tx, _with_index(chunk, position), now)
-                    counts.added += 1
+                    fresh.append(_with_index(chunk, position))
+            if fresh:
+                added = (
+                    self._insert_bulk(tx, fresh, now)
+                    if len(fresh) > 1
+                    else [self._insert(tx, fresh[0], now)]
+                )
+                counts.added += len(added)
                 if on_write is not None:
-                    on_write(tx, target, chunk, True)
+                    for target, chunk in zip(added, fresh, strict=True):
+                        on_write(tx, target, chunk, True)
             stale = [row[0] for row in rows if row[0] not in used]
             for memory_id in stale:
                 tx.execute("UPDATE memories SET deleted_at = ? WHERE id = ?", (now, memory_id))
