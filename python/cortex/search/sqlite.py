@@ -101,16 +101,20 @@ class SemanticRetriever:
 
     def _query(self, text: str) -> np.ndarray:
         embedder = self._semantic.embedder()
+        # A query encoder of its own when the embedder has one (OnnxEmbedder's int8
+        # choice); its vectors are keyed apart in the cache (query_id).
+        encode = getattr(embedder, "embed_query", embedder.embed)
+        key = getattr(embedder, "query_id", embedder.model_id)
 
         def embed(text: str) -> np.ndarray:
             # a copy: the cache shares it read-only, and the embedder's array stays its own
-            query = np.array(embedder.embed(text), dtype=np.float32, copy=True)
+            query = np.array(encode(text), dtype=np.float32, copy=True)
             if query.shape != (embedder.dim,) or not np.isfinite(query).all():
                 raise EmbeddingError("the embedder returned an unusable query vector")
             return query
 
         # only a checked vector is cached; an embedder error is raised every time
-        return self._cache.get(str(embedder.model_id), text, embed)  # type: ignore[no-any-return]
+        return self._cache.get(str(key), text, embed)  # type: ignore[no-any-return]
 
     def _scope_sample(
         self, index: Any, projects: tuple[str, ...]
