@@ -169,9 +169,7 @@ def test_subsets_scan_the_same_on_every_thread_count_and_path(tmp_path):
                 assert len(want[0]) == min(k, size)
                 for threads in (1, 2):
                     for quantized in (None, True, False):
-                        got = vi.search(
-                            q, k, allowed=allowed, quantized=quantized, threads=threads
-                        )
+                        got = vi.search(q, k, allowed=allowed, quantized=quantized, threads=threads)
                         assert_same(got, want, atol=0)
 
 
