@@ -148,3 +148,20 @@ def _cosine(engine: cortex.Engine, result: cortex.Result) -> float:
             assert r.explain is not None
             return float(r.explain["cosine"])
     raise AssertionError("not found again")
+
+
+def test_without_the_onnx_package_int8_says_how_to_fix_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The quantizer imports onnx, which cortex does not depend on: choosing int8 where
+    it is missing raises EmbeddingError naming both ways out, and fp32 still works."""
+    import sys
+
+    model = _copy_model(tmp_path / "m")
+    monkeypatch.setitem(sys.modules, "onnxruntime.quantization", None)  # import fails
+    emb = OnnxEmbedder(model, threads=1, query_encoder="int8")
+    with pytest.raises(EmbeddingError, match=r"pip install onnx.*query_encoder='fp32'"):
+        emb.embed_query(SENTENCES[0])
+    assert not (model / INT8_DIR / "model.onnx").exists()
+    fp32 = OnnxEmbedder(model, threads=1)
+    assert np.array_equal(fp32.embed_query(SENTENCES[0]), fp32.embed(SENTENCES[0]))
