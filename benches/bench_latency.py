@@ -5,6 +5,7 @@ recording, on SciFact texts at 10k and 100k memories.
     python benches/bench_latency.py build --sizes 10000 100000
     python benches/bench_latency.py run --sizes 10000 100000 --queries 200
     python benches/bench_latency.py run --sizes 10000 --before /tmp/cortex-before/python
+    python benches/bench_latency.py run --sizes 100000 --before /tmp/b/python --encoder int8
     python benches/bench_latency.py profile --size 100000 --queries 100 > profile.txt
     python benches/bench_latency.py stages --size 100000 --queries 100 --kind first
 
@@ -23,7 +24,8 @@ three are measured in a child process of that code at the same time, alternating
 of 20 queries between the two processes, so both see the same machine load. p50 / p99 in
 ms, the process's CPU time per search (``cpu``: until the answer; ``cpu_total``: with
 its recall rows written, which the writer thread does after the answer), and whether
-both answered the same ids and scores.
+both answered the same ids and scores. ``--encoder int8`` runs this checkout's side with
+the int8 query encoder (``CORTEX_QUERY_ENCODER``; the ``--before`` side keeps its default).
 """
 
 from __future__ import annotations
@@ -156,6 +158,9 @@ def run(args: argparse.Namespace) -> None:
             code["before"] = args.before
         for name, root in code.items():
             env = {**os.environ, "PYTHONPATH": root}
+            env.pop("CORTEX_QUERY_ENCODER", None)
+            if name == "after" and args.encoder:
+                env["CORTEX_QUERY_ENCODER"] = args.encoder
             procs[name] = subprocess.Popen(
                 [sys.executable, __file__, "child", "--size", str(size)],
                 stdin=subprocess.PIPE,
@@ -186,7 +191,12 @@ def run(args: argparse.Namespace) -> None:
             assert p.stdin is not None
             p.stdin.close()
             p.wait(timeout=120)
-        row: dict[str, Any] = {"memories": size, "queries": len(queries)}
+        row: dict[str, Any] = {
+            "memories": size,
+            "queries": len(queries),
+            "load": [round(x, 1) for x in os.getloadavg()],
+            "encoder": args.encoder or "default",
+        }
         for name, side in sides.items():
             for k in KINDS:
                 p50, p99 = pct(side[k]["wall"])
@@ -304,6 +314,7 @@ def main() -> None:
     r.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     r.add_argument("--queries", type=int, default=200)
     r.add_argument("--before", help="the python/ folder of the cortex to compare with")
+    r.add_argument("--encoder", choices=["fp32", "int8"], help="this checkout's query encoder")
     c = sub.add_parser("child")
     c.add_argument("--size", type=int, required=True)
     p = sub.add_parser("profile")

@@ -225,7 +225,14 @@ impl NativeIndex {
                 let isa = Isa::detect();
                 let live = |r: u32| vf.is_live(r);
                 let subset = allowed.map(|a| vf.rows_for_ids(a));
-                let screen = how.quantized.unwrap_or(vf.q8_rows() >= QUANT_MIN_ROWS);
+                // A subset no larger than k keeps every row it holds: the screen can
+                // rule nothing out, so `None` scores the rows directly (the same hits:
+                // the screen's answer is the plain scan's). The calibration sample and
+                // the rescoring of the other leg's ids ask for exactly this.
+                let whole = subset.as_ref().is_some_and(|s| s.len() <= how.k);
+                let screen = how
+                    .quantized
+                    .unwrap_or(!whole && vf.q8_rows() >= QUANT_MIN_ROWS);
                 let (k, threads) = (how.k, how.threads);
                 let res = if screen {
                     let keep = how.candidates.map_or(Keep::Bound, Keep::Candidates);

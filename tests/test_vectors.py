@@ -153,6 +153,26 @@ def test_thread_counts_and_the_quantized_path_give_the_exact_answer(tmp_path):
     np.testing.assert_array_equal(b_exact[1], b_quant[1])
 
 
+def test_subsets_scan_the_same_on_every_thread_count_and_path(tmp_path):
+    """A filtered search (the calibration sample, the rescoring of the other leg's ids,
+    an allowed set) answers the same ids and scores bit for bit on one thread or two,
+    through the int8 screen or the plain subset scan, whether k covers the subset or
+    not (k >= the subset scores every row without screening)."""
+    vi = VectorIndex.create(tmp_path / "v.cvx", 48, "m")
+    vi.append(np.arange(60_000) * 2 + 7, unit_rows(60_000, 48, 11))
+    rng = np.random.default_rng(3)
+    for size in (50, 2048, 20_000):  # 20,000 rows split over two threads
+        allowed = np.sort(rng.choice(60_000, size, replace=False)) * 2 + 7
+        for q in unit_rows(3, 48, size):
+            for k in (10, size, size + 5):
+                want = vi.search(q, k, allowed=allowed, quantized=False, threads=1)
+                assert len(want[0]) == min(k, size)
+                for threads in (1, 2):
+                    for quantized in (None, True, False):
+                        got = vi.search(q, k, allowed=allowed, quantized=quantized, threads=threads)
+                        assert_same(got, want, atol=0)
+
+
 def test_the_int8_screen_is_exact_on_near_ties_duplicates_and_filters(tmp_path):
     """quantized=True returns the f32 scan's ids and scores bit for bit, also where the
     int8 scores cannot tell rows apart (near-duplicates, exact duplicates, masked rows)."""

@@ -113,6 +113,10 @@ class OnnxEmbedder:
     Texts are sorted by token count and cut into batches of about
     :data:`TOKEN_BUDGET` tokens (at most *batch_size* rows), so padding stays under
     1 % when a whole import is embedded in one call.
+    *query_encoder* chooses what :meth:`embed_query` runs: ``"fp32"`` (the model's graph)
+    or ``"int8"`` (its quantized twin, :mod:`cortex.query_int8`; queries only, made on
+    first use); None reads ``$CORTEX_QUERY_ENCODER``, else ``"fp32"``. Documents
+    (:meth:`embed`, :meth:`embed_batch`) always run the model's own graph.
     """
 
     def __init__(
@@ -122,7 +126,11 @@ class OnnxEmbedder:
         threads: int | None = None,
         batch_size: int = 256,
         token_budget: int = TOKEN_BUDGET,
+        query_encoder: str | None = None,
     ) -> None:
+        from cortex.query_int8 import query_encoder_choice
+
+        self._query_encoder = query_encoder_choice(query_encoder)
         if threads is not None and (
             isinstance(threads, bool) or not isinstance(threads, int) or threads < 1
         ):
@@ -169,6 +177,8 @@ class OnnxEmbedder:
         self._session = self._load_session(located.onnx.path, self._threads, reinstall)
         self._bulk_session: Any = self._session if self._bulk_threads == self._threads else None
         self._bulk_lock = threading.Lock()
+        # The int8 query session (query_encoder "int8"), made and loaded on first use.
+        self._query_session: Any = self._session if self._query_encoder == "fp32" else None
 
         self._inputs: dict[str, Any] = {}
         for inp in self._session.get_inputs():
@@ -220,6 +230,17 @@ class OnnxEmbedder:
         return self._bulk_threads
 
     @property
+    def query_encoder(self) -> str:
+        """What :meth:`embed_query` runs: ``"fp32"`` or ``"int8"``."""
+        return self._query_encoder
+
+    @property
+    def query_id(self) -> str:
+        """Identifies the query vectors: the model id, with ``+int8`` when the int8
+        query encoder makes them (a cache of query vectors keys on it)."""
+        return self.model_id if self._query_encoder == "fp32" else f"{self.model_id}+int8"
+
+    @property
     def max_tokens(self) -> int:
         return self._max_tokens
 
@@ -243,6 +264,16 @@ class OnnxEmbedder:
         if not isinstance(text, str):
             raise TypeError(f"embed() takes a str, not {type(text).__name__}")
         row: np.ndarray = self.embed_batch([text])[0]
+        return row
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """A search query → float32 ``(dim,)``, L2 norm 1, by the query encoder
+        (:attr:`query_encoder`), compared with vectors :meth:`embed_batch` made."""
+        if not isinstance(text, str):
+            raise TypeError(f"embed_query() takes a str, not {type(text).__name__}")
+        if self._query_encoder == "fp32":
+            return self.embed(text)
+        row: np.ndarray = self._run([text], session=self._int8())[0]
         return row
 
     def embed_batch(
@@ -293,6 +324,20 @@ class OnnxEmbedder:
                     )
         return self._bulk_session
 
+    def _int8(self) -> Any:
+        """The int8 query session: the recorded int8 graph of this model's fp32 graph,
+        made first when missing or stale (cortex.query_int8), loaded once."""
+        if self._query_session is None:
+            with self._bulk_lock:
+                if self._query_session is None:
+                    from cortex.query_int8 import ensure_int8
+
+                    made = ensure_int8(self._located.path, self._located.onnx)
+                    self._query_session = self._load_session(
+                        made.path, self._threads, self._reinstall
+                    )
+        return self._query_session
+
     def _token_ids(self, texts: list[str]) -> list[list[int]]:
         """Token ids, truncated to max_tokens, exactly as for the whole text.
 
@@ -322,12 +367,17 @@ class OnnxEmbedder:
         return bool(max(end for _, end in enc.offsets) <= cut - 101)
 
     def _run(
-        self, texts: list[str], progress: Callable[[int, int], None] | None = None
+        self,
+        texts: list[str],
+        progress: Callable[[int, int], None] | None = None,
+        *,
+        session: Any = None,
     ) -> np.ndarray:
         ids = self._token_ids(texts)
         lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
         order = np.argsort(lengths, kind="stable")
-        session = self._bulk() if len(texts) >= BULK_MIN_TEXTS else self._session
+        if session is None:
+            session = self._bulk() if len(texts) >= BULK_MIN_TEXTS else self._session
         out = np.empty((len(ids), self._dim or 1), dtype=np.float32)
         start = 0
         while start < len(order):
@@ -393,11 +443,13 @@ class OnnxEmbedder:
         return np.ascontiguousarray(vecs / norms, dtype=np.float32)
 
 
-_LOADED: dict[tuple[str, str, int | None], OnnxEmbedder] = {}
+_LOADED: dict[tuple[str, str, int | None, str], OnnxEmbedder] = {}
 _LOADED_LOCK = threading.Lock()
 
 
-def load_default_embedder(threads: int | None = None) -> OnnxEmbedder:
+def load_default_embedder(
+    threads: int | None = None, query_encoder: str | None = None
+) -> OnnxEmbedder:
     """The active model (``$CORTEX_MODEL_DIR``, else the installed default), loaded once
     per process: every Engine of the process shares it (a load reads 90 MB and takes
     ~0.4 s; onnxruntime sessions are safe to run from several threads). Changed files
@@ -407,10 +459,13 @@ def load_default_embedder(threads: int | None = None) -> OnnxEmbedder:
     is missing: "no embedding model found at X; run `cortex model install` or
     use mode='keyword'".
     """
+    from cortex.query_int8 import query_encoder_choice
+
     located = _locate(None)
-    key = (str(located.path), located.model_id, threads)
+    encoder = query_encoder_choice(query_encoder)
+    key = (str(located.path), located.model_id, threads, encoder)
     with _LOADED_LOCK:
         embedder = _LOADED.get(key)
         if embedder is None:
-            embedder = _LOADED[key] = OnnxEmbedder(None, threads=threads)
+            embedder = _LOADED[key] = OnnxEmbedder(None, threads=threads, query_encoder=encoder)
     return embedder

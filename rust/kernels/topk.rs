@@ -99,6 +99,13 @@ impl TopK {
         }
     }
 
+    /// The worst kept score once `k` hits are kept: a hit scoring below it
+    /// cannot enter.
+    #[inline]
+    fn floor(&self) -> Option<f32> {
+        (self.k > 0 && self.heap.len() == self.k).then(|| self.heap[0].score)
+    }
+
     /// Best first.
     pub fn into_sorted(mut self) -> Vec<Hit> {
         self.heap.sort_unstable_by(order);
@@ -356,10 +363,13 @@ impl Screen {
     }
 }
 
-/// Rows of the parts' screens that the global threshold cannot rule out,
-/// ascending.
-fn survivors(keep: Keep, k: usize, parts: Vec<Screened>) -> Vec<u32> {
-    let mut rows: Vec<u32> = match keep {
+/// Rows of the parts' screens that the global threshold cannot rule out, as
+/// (upper bound, row): with `Keep::Bound` the highest bound first (a NaN bound,
+/// a damaged record, counts as +inf), so that the rescoring can stop at the
+/// first bound below its k-th exact score; with `Keep::Candidates` ascending
+/// rows, every bound +inf (all are rescored).
+fn survivors(keep: Keep, k: usize, parts: Vec<Screened>) -> Vec<(f32, u32)> {
+    match keep {
         Keep::Bound => {
             let mut lows: Vec<f32> = parts.iter().flat_map(|p| p.0.iter().copied()).collect();
             // The k-th best lower bound over all rows: k rows score at least it.
@@ -369,12 +379,14 @@ fn survivors(keep: Keep, k: usize, parts: Vec<Screened>) -> Vec<u32> {
             } else {
                 f32::NEG_INFINITY
             };
-            parts
+            let mut rows: Vec<(f32, u32)> = parts
                 .into_iter()
                 .flat_map(|p| p.1)
                 .filter(|c| kept(c.0, t))
-                .map(|c| c.1)
-                .collect()
+                .map(|(u, r)| (if u.is_nan() { f32::INFINITY } else { u }, r))
+                .collect();
+            rows.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+            rows
         }
         Keep::Candidates(c) => {
             let hits = parts
@@ -385,11 +397,14 @@ fn survivors(keep: Keep, k: usize, parts: Vec<Screened>) -> Vec<u32> {
                         .collect()
                 })
                 .collect();
-            merge(hits, c.max(k)).into_iter().map(|h| h.row).collect()
+            let mut rows: Vec<(f32, u32)> = merge(hits, c.max(k))
+                .into_iter()
+                .map(|h| (f32::INFINITY, h.row))
+                .collect();
+            rows.sort_unstable_by_key(|c| c.1);
+            rows
         }
-    };
-    rows.sort_unstable();
-    rows
+    }
 }
 
 /// Top-k through the int8 copy: the copy (`q8`, covering rows `0..q8_rows`)
@@ -531,7 +546,7 @@ pub fn screened<E: Elem>(
             per_query[j].push(s);
         }
     }
-    let cands: Vec<Vec<u32>> = per_query
+    let cands: Vec<Vec<(f32, u32)>> = per_query
         .into_iter()
         .map(|p| survivors(keep, k, p))
         .collect();
@@ -574,8 +589,14 @@ pub fn screened<E: Elem>(
                 let q = &queries[j * dim..(j + 1) * dim];
                 let cand = &cands[j];
                 let mut top = TopK::new(k);
-                for (i, &r) in cand.iter().enumerate() {
-                    if let Some(&next) = cand.get(i + 4) {
+                for (i, &(u, r)) in cand.iter().enumerate() {
+                    // Highest upper bound first: once k rows are kept, a row whose
+                    // bound is below the k-th exact score cannot enter (its exact
+                    // score is at most its bound), and neither can any after it.
+                    if top.floor().is_some_and(|f| u < f) {
+                        break;
+                    }
+                    if let Some(&(_, next)) = cand.get(i + 4) {
                         let n0 = next as usize * dim;
                         simd::prefetch(&rows[n0..n0 + dim]);
                     }

@@ -101,13 +101,17 @@ class PgSemanticRetriever:
         if embedder is None:
             raise EmbeddingError("semantic search is off")
 
+        # the query encoder of the embedder (OnnxEmbedder's int8 choice), keyed apart
+        encode = getattr(embedder, "embed_query", embedder.embed)
+
         def embed(text: str) -> np.ndarray:
-            query = np.asarray(embedder.embed(text), dtype=np.float32)
+            query = np.asarray(encode(text), dtype=np.float32)
             if query.shape != (embedder.dim,) or not np.isfinite(query).all():
                 raise EmbeddingError("the embedder returned an unusable query vector")
             return query
 
-        return self._cache.get(str(embedder.model_id), text, embed)  # type: ignore[no-any-return]
+        key = getattr(embedder, "query_id", embedder.model_id)
+        return self._cache.get(str(key), text, embed)  # type: ignore[no-any-return]
 
     def _marker(self) -> int:
         """The change counter of what the calibration samples (schema: cortex_changes):

@@ -340,21 +340,29 @@ class Pipeline:
         allowed = self._store.allowed_ids(opts) if needs or selective else None
         if allowed is not None and len(allowed) == 0 and selective:
             return p, None, None, p.mode, [], notices, allowed
-        kw, sem, mode = self._legs(p, opts, allowed, notices)
         unknown: list[str] = []
         relevance = 1.0
-        if p.named and mode is Mode.HYBRID and min(UNKNOWN_NAME_FACTOR, UNKNOWN_NAME_BASE) < 1.0:
+
+        def names() -> None:
             # Named where? In the project(s) searched, whatever the other filters: a name
             # the user's filter (a category, a date) leaves out is still a known name.
             wall = Options(project=opts.project)
             walled = self._store.allowed_ids(wall) if allowed is not None else None
-            unknown = self._keyword.absent(p.named, wall, walled)
-            if unknown:
-                shown = ", ".join(unknown[:3]) + (" ..." if len(unknown) > 3 else "")
-                notices.append(f"no memory holds {shown}: matches count for less")
-                measure = getattr(self._keyword, "share", None)
-                share = measure(kw, unknown) if measure is not None and kw is not None else None
-                relevance = unknown_name_factor(share)
+            unknown.extend(self._keyword.absent(p.named, wall, walled))
+
+        # Checked while the semantic leg still runs (it needs neither leg's hits); used
+        # only when both legs answered (a failed semantic leg leaves a keyword search).
+        check = bool(p.named) and p.mode is Mode.HYBRID
+        check = check and min(UNKNOWN_NAME_FACTOR, UNKNOWN_NAME_BASE) < 1.0
+        kw, sem, mode = self._legs(p, opts, allowed, notices, meanwhile=names if check else None)
+        if mode is not Mode.HYBRID:
+            unknown.clear()
+        if unknown:
+            shown = ", ".join(unknown[:3]) + (" ..." if len(unknown) > 3 else "")
+            notices.append(f"no memory holds {shown}: matches count for less")
+            measure = getattr(self._keyword, "share", None)
+            share = measure(kw, unknown) if measure is not None and kw is not None else None
+            relevance = unknown_name_factor(share)
         # A query that names something every memory-holding project knows (Kafka, Priya) is
         # about it: alike memories are what it asks for, the standout rule stays out.
         anchored = bool(p.named) and not unknown
@@ -431,11 +439,16 @@ class Pipeline:
         return list(by_id.values())
 
     def _legs(
-        self, p: Plan, opts: Options, allowed: Any, notices: list[str]
+        self,
+        p: Plan,
+        opts: Options,
+        allowed: Any,
+        notices: list[str],
+        meanwhile: Callable[[], None] | None = None,
     ) -> tuple[Leg | None, Leg | None, Mode]:
         """Run the legs the plan asks for (the semantic one on the worker thread while this
-        thread runs the keyword one). A constrained query runs the keyword leg in every
-        mode: it decides which memories the expression admits."""
+        thread runs the keyword one, then `meanwhile`). A constrained query runs the
+        keyword leg in every mode: it decides which memories the expression admits."""
         mode = p.mode
         run_kw = p.use_keyword or (p.constrained and p.use_semantic)
         pending: Future[Leg] | None = None
@@ -443,6 +456,8 @@ class Pipeline:
             pending = self._worker().submit(self._semantic.retrieve, p, opts, allowed)
         try:
             kw = self._keyword.retrieve(p, opts, allowed) if run_kw else None
+            if meanwhile is not None:
+                meanwhile()
         except BaseException:
             if pending is not None and not pending.cancel():
                 wait([pending])  # do not leave it running against a store being closed
