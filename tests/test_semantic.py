@@ -112,7 +112,8 @@ def test_only_the_active_models_vectors_are_searched(tmp_path: Path, embedder) -
         with engine.store.transaction() as tx:
             tx.execute("DELETE FROM embeddings WHERE memory_id = ?", (other,))
             tx.execute(
-                "INSERT INTO embeddings VALUES (?, 'other-model', 384, 'x', ?, 0)",
+                "INSERT INTO embeddings (memory_id, model_id, dim, content_hash, vector,"
+                " created_at) VALUES (?, 'other-model', 384, 'x', ?, 0)",
                 (other, np.ones(384, dtype="<f4").tobytes()),
             )
         results = engine.search("vectors of the active model", SEM, min_similarity=-1.0)

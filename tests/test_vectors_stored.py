@@ -49,9 +49,12 @@ def test_encode_is_unit_float16_and_decode_reads_both_forms() -> None:
 
 def _downgrade(db: Path, vectors: dict[int, np.ndarray]) -> None:
     """Make `db` what the previous cortex left: float32 vectors, the schema version before
-    the conversion."""
+    the conversion (and without what later migrations add)."""
     conn = sqlite3.connect(db)
     with conn:
+        conn.execute("DROP INDEX embeddings_hash")
+        conn.execute("ALTER TABLE embeddings DROP COLUMN supplied")
+        conn.execute("CREATE INDEX embeddings_model_hash ON embeddings(model_id, content_hash)")
         conn.executemany(
             "UPDATE embeddings SET vector = ? WHERE memory_id = ?",
             [(v.astype("<f4").tobytes(), i) for i, v in vectors.items()],
@@ -82,7 +85,7 @@ def test_the_migration_converts_float32_rows_and_rebuilds_the_index(
 
     # read-only: not migrated, the float32 rows are read as they are
     with cortex.open(db, read_only=True, embedder=embedder) as engine:
-        assert engine.store.schema_version() == SCHEMA_VERSION - 1
+        assert engine.store.schema_version() == MIGRATIONS.index(_SCHEMA_EMBEDDINGS_F16)
         assert np.array_equal(engine.store.vector_of(ids[1], embedder.model_id), raw[ids[1]])
 
     with cortex.open(db, embedder=embedder) as engine:
@@ -127,3 +130,34 @@ def test_a_new_database_stores_float16_and_scores_from_it(tmp_path: Path, embedd
             assert hit.explain is not None
             assert abs(hit.explain["cosine"] - score) < 1e-6
             assert abs(hit.explain["cosine"] - cosine) < 2.0**-11
+
+
+def test_the_origin_of_each_vector_is_recorded_and_supplied_ones_are_not_reused(
+    tmp_path: Path, embedder
+) -> None:
+    with cortex.open(tmp_path / "o.db", embedder=embedder) as engine:
+        text = TEXTS[0]
+        mine = np.random.default_rng(3).normal(size=(1, embedder.dim)).astype(np.float32)
+        (given,) = engine.add_many([{"content": text}], vectors=mine)
+        made = engine.add(text, project="elsewhere")  # the same text, through the model
+        other = engine.add(TEXTS[1])
+        rows = dict(engine.store.query("SELECT memory_id, supplied FROM embeddings"))
+        assert rows == {given: 1, made: 0, other: 0}
+        # the model's vector of the text, not the caller's (reuse takes only model rows)
+        want = encode_stored(embedder.embed(text)[None, :])[0]
+        got = engine.store.query("SELECT vector FROM embeddings WHERE memory_id = ?", (made,))
+        assert got[0][0] == want
+        assert engine.store.query(
+            "SELECT vector FROM embeddings WHERE memory_id = ?", (given,)
+        )[0][0] == encode_stored(mine)[0]
+        # the lookup by content hash goes through the small prefix index
+        plan = " ".join(
+            str(r[-1])
+            for r in engine.store.query(
+                "EXPLAIN QUERY PLAN SELECT content_hash FROM embeddings"
+                " WHERE substr(content_hash, 1, 8) IN ('a', 'b') AND model_id = 'm'"
+            )
+        )
+        assert "embeddings_hash" in plan
+        names = {r[0] for r in engine.store.query("SELECT name FROM sqlite_master")}
+        assert "embeddings_model_hash" not in names

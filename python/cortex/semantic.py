@@ -255,8 +255,8 @@ class Semantic:
 
     def vectors_for(self, contents: Sequence[str], progress: Any = None) -> dict[str, bytes]:
         """Stored vectors (`encode_stored`) by content hash for `contents`: reused from
-        SQLite when this model already embedded the same text, embedded in batches
-        otherwise."""
+        SQLite when this model already embedded the same text (never a vector a caller
+        supplied), embedded in batches otherwise."""
         from cortex.vectors import encode_stored
 
         embedder = self.embedder()
@@ -264,13 +264,16 @@ class Semantic:
         hashes = {content_hash(c): c for c in contents}
         known: dict[str, bytes] = {}
         todo = list(hashes)
-        for start in range(0, len(todo), 500):
-            part = todo[start : start + 500]
+        for start in range(0, len(todo), 400):
+            part = todo[start : start + 400]
             marks = ",".join("?" * len(part))
+            # Through the index of the hashes' first 8 characters (embeddings_hash). Only
+            # what the model made: a vector a caller supplied for the same text is theirs.
             for h, blob in self._store.query(
-                f"SELECT content_hash, vector FROM embeddings WHERE model_id = ?"
-                f" AND content_hash IN ({marks}) GROUP BY content_hash",
-                [model, *part],
+                f"SELECT content_hash, vector FROM embeddings WHERE substr(content_hash, 1, 8)"
+                f" IN ({marks}) AND model_id = ? AND content_hash IN ({marks})"
+                " AND supplied IS NOT 1 GROUP BY content_hash",
+                [*(h[:8] for h in part), model, *part],
             ):
                 known[h] = blob
         missing = [h for h in todo if h not in known]
@@ -312,7 +315,7 @@ class Semantic:
             blobs = encode_stored(rows)
             tx.executemany(
                 "INSERT OR REPLACE INTO embeddings (memory_id, model_id, dim, content_hash,"
-                " vector, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+                " vector, created_at, supplied) VALUES (?, ?, ?, ?, ?, ?, 1)",
                 [(i, model, dim, h, b, now) for i, h, b in zip(ids, hashes, blobs, strict=True)],
             )
 
@@ -328,7 +331,7 @@ class Semantic:
         verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
         tx.execute(
             f"{verb} INTO embeddings (memory_id, model_id, dim, content_hash, vector,"
-            " created_at) VALUES (?, ?, ?, ?, ?, ?)",
+            " created_at, supplied) VALUES (?, ?, ?, ?, ?, ?, 0)",
             (memory_id, str(embedder.model_id), int(embedder.dim), chash, blob, now),
         )
 

@@ -524,6 +524,18 @@ _SCHEMA_EMBEDDINGS_F16 = """
 -- embeddings.vector: float16 from this version on (the backfill converts float32 rows)
 """
 
+# Where each vector came from, and a lookup by content hash that costs ~20 B a memory
+# instead of the 128 B of (model id, content hash): the full 64-character hash and the
+# model id are compared on the few rows the 8-character prefix finds (`Semantic.vectors_for`,
+# the only reader). `supplied`: 1 when the caller gave the vector (`add_many(vectors=...)`),
+# which cortex cannot make again, 0 when the model made it from the text; NULL for vectors
+# written before this was recorded (treated as supplied: never silently replaced).
+_SCHEMA_EMBEDDINGS_ORIGIN = """
+ALTER TABLE embeddings ADD COLUMN supplied INTEGER;
+DROP INDEX IF EXISTS embeddings_model_hash;
+CREATE INDEX embeddings_hash ON embeddings(substr(content_hash, 1, 8));
+"""
+
 # Forward migrations: MIGRATIONS[i] takes a database at schema version i to i + 1. A
 # migration never edits an earlier entry; a new schema is a new entry at the end.
 MIGRATIONS: tuple[str, ...] = (
@@ -535,6 +547,7 @@ MIGRATIONS: tuple[str, ...] = (
     _SCHEMA_CODE_REFS,
     _SCHEMA_LENSES_DOCUMENTS,
     _SCHEMA_EMBEDDINGS_F16,
+    _SCHEMA_EMBEDDINGS_ORIGIN,
 )
 
 

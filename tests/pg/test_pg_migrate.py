@@ -47,7 +47,8 @@ def _fill(path: Path) -> None:
                 # round trip through pgvector's f32 must give back the same bits
                 vec = encode_stored(rng.standard_normal((1, dim)))[0]
                 conn.execute(
-                    "INSERT INTO embeddings VALUES (?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO embeddings (memory_id, model_id, dim, content_hash, vector,"
+                    " created_at) VALUES (?, ?, ?, ?, ?, ?)",
                     (memory_id, model, dim, f"h{memory_id}", vec, 1.0),
                 )
 
