@@ -147,9 +147,10 @@ def test_the_origin_of_each_vector_is_recorded_and_supplied_ones_are_not_reused(
         want = encode_stored(embedder.embed(text)[None, :])[0]
         got = engine.store.query("SELECT vector FROM embeddings WHERE memory_id = ?", (made,))
         assert got[0][0] == want
-        assert engine.store.query(
-            "SELECT vector FROM embeddings WHERE memory_id = ?", (given,)
-        )[0][0] == encode_stored(mine)[0]
+        assert (
+            engine.store.query("SELECT vector FROM embeddings WHERE memory_id = ?", (given,))[0][0]
+            == encode_stored(mine)[0]
+        )
         # the lookup by content hash goes through the small prefix index
         plan = " ".join(
             str(r[-1])
