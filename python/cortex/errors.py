@@ -20,6 +20,7 @@ __all__ = [
     "NotFoundError",
     "QueryError",
     "StorageError",
+    "VectorsLostWarning",
 ]
 
 
@@ -61,3 +62,9 @@ class EmbeddingError(CortexError):
 
 class IndexFormatError(CortexError):
     """A vector index file that is truncated, corrupt, or of another format."""
+
+
+class VectorsLostWarning(UserWarning):
+    """Vectors that callers supplied (``add_many(..., vectors=...)``) were lost with a
+    damaged or missing vector file: cortex cannot make them again. Their memories are
+    still found by keyword; ``Engine.stats()["vectors_lost"]`` counts them."""

@@ -206,6 +206,17 @@ class _FileView:
             raise IndexFormatError(f"{ids_path} does not belong to {self.path}; rebuild the index")
         self.count = count
 
+    def cap(self, upto: int | None) -> None:
+        """See rows ``0..upto`` only (VectorIndex.open's `upto`)."""
+        if upto is None:
+            return
+        if upto > self.count:
+            raise IndexFormatError(
+                f"{self.path}: holds {self.count} rows but the database counts {upto}:"
+                " rows are missing"
+            )
+        self.count = upto
+
     def matrix(self) -> np.ndarray:
         """The rows as a read-only (count, dim) float16 memmap: shared pages, no copy."""
         if self.count == 0:
@@ -347,15 +358,24 @@ class VectorIndex:
         return cls(_native.NativeIndex.create(p, int(dim), model_id), None, p)
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str], *, writable: bool = False) -> VectorIndex:
+    def open(
+        cls, path: str | os.PathLike[str], *, writable: bool = False, upto: int | None = None
+    ) -> VectorIndex:
         """Open an index. Raises IndexFormatError if it is truncated, corrupt, or of
-        another format or version; StorageError if another writer holds it."""
+        another format or version; StorageError if another writer holds it.
+
+        `upto`: the rows committed elsewhere (semantic.py: the file is the source of truth
+        and SQLite counts its committed rows). A reader sees rows ``0..upto`` only; a
+        writer takes the rows past it back (the next append overwrites them); fewer rows
+        than `upto` is an IndexFormatError."""
         p = os.fspath(path)
         if _native is None:
             if writable:
                 raise CortexError("writing an index needs the native extension cortex._native")
-            return cls(None, _FileView(p), p)
-        return cls(_native.NativeIndex.open(p, writable=writable), None, p)
+            view = _FileView(p)
+            view.cap(upto)
+            return cls(None, view, p)
+        return cls(_native.NativeIndex.open(p, writable=writable, upto=upto), None, p)
 
     def close(self) -> None:
         """Release the mappings (and the writer lock). Idempotent."""
@@ -438,6 +458,22 @@ class VectorIndex:
         pick = rows[np.unique(np.linspace(0, len(rows) - 1, min(n, len(rows))).astype(int))]
         return ids[pick].copy(), np.asarray(view.matrix()[pick], dtype=np.float32)
 
+    def ids_and_live(self) -> tuple[np.ndarray, np.ndarray]:
+        """The memory id of every row ``0..rows`` (int64) and whether it is live (bool)."""
+        if self._index is not None:
+            ids, live = self._index.ids_and_live()
+            return np.asarray(ids, dtype=np.int64), np.asarray(live, dtype=bool)
+        return self._file().ids_and_live()
+
+    def stored(self, rows: Any) -> np.ndarray:
+        """A copy of these rows as stored: float16, shape ``(len(rows), dim)``."""
+        at = np.asarray(rows, dtype=np.int64).reshape(-1)
+        if len(at) and (int(at.min()) < 0 or int(at.max()) >= self.rows):
+            raise InvalidOptionError(f"rows must be in 0..{self.rows - 1}")
+        if len(at) == 0:
+            return np.zeros((0, self.dim), dtype=_ROW_DTYPE)
+        return np.asarray(self._file().matrix()[at], dtype=_ROW_DTYPE)
+
     # ------------------------------------------------------------ writing
 
     def append(self, ids: Any, vectors: np.ndarray) -> None:
@@ -457,12 +493,14 @@ class VectorIndex:
         self._writer()
         return int(self._index.mask(_as_ids(ids, "ids")))
 
-    def refresh(self) -> None:
-        """See the rows the writer appended since this index was opened."""
+    def refresh(self, upto: int | None = None) -> None:
+        """See the rows the writer appended since this index was opened (up to `upto`
+        rows: see :meth:`open`)."""
         if self._index is not None:
-            self._index.refresh()
+            self._index.refresh(upto)
         elif self._view is not None:
             self._view.refresh()
+            self._view.cap(upto)
 
     def rebuild_quantized(self) -> None:
         """Rewrite the int8 copy from the stored (f16) rows (writer only)."""
