@@ -49,7 +49,14 @@ if TYPE_CHECKING:
 else:  # imported when a vector is first touched (start-up of keyword-only commands)
     np = LazyModule("numpy")
 
-__all__ = ["Semantic", "index_dir", "read_vectors", "row_checksums", "vectors_dir"]
+__all__ = [
+    "Semantic",
+    "append_vectors",
+    "index_dir",
+    "read_vectors",
+    "row_checksums",
+    "vectors_dir",
+]
 
 _EMBED_BATCH = 64
 #: A state file is a few dozen bytes; never read more than this of whatever is there.
@@ -574,12 +581,22 @@ class Semantic:
                 self._make_room(path)
                 writer = VectorIndex.create(path, dim, model)
             try:
+                start = writer.rows
                 writer.append(ids, half.astype(np.float32))
                 writer.sync()
                 rows = writer.rows
+                # The file normalises each row again before rounding it: for a few
+                # dimensions that can move a bit of the f16 row. SQLite then holds the
+                # checksum of the row as stored.
+                moved = _moved(half, writer.stored(np.arange(start, rows)), ids)
             finally:
                 writer.close()
             self._clean_litter(gen, others=False)
+        if moved:
+            tx.executemany(
+                "UPDATE embeddings SET checksum = ? WHERE memory_id = ? AND model_id = ?",
+                [(c, i, model) for i, c in moved],
+            )
         tx.execute(
             "INSERT INTO meta(key, value) VALUES (?, ?)"
             " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
@@ -709,16 +726,25 @@ class Semantic:
         index, from_row = self._index, 0
         if index is not None and index.path == str(path) and index.uuid == state.uuid:
             from_row = index.rows
-            index.refresh(rows)
+            try:
+                index.refresh(rows)
+            except (CortexError, OSError) as exc:
+                raise IndexFormatError(str(exc)) from None
         else:
             self._retire_index()
             try:
                 index = VectorIndex.open(path, upto=rows)
-            except (IndexFormatError, StorageError) as exc:
+            except (CortexError, OSError) as exc:  # damaged, or a compaction removed it
                 raise IndexFormatError(str(exc)) from None
         started = time.monotonic()
         try:
             cost = self._check(index, state, wanted, from_row)
+        except (CortexError, OSError, ValueError) as exc:
+            index.close()
+            self._index = None
+            if isinstance(exc, IndexFormatError):
+                raise
+            raise IndexFormatError(f"{path}: {exc}") from None
         except BaseException:
             index.close()
             self._index = None
@@ -1013,18 +1039,30 @@ class Semantic:
                 rows_now, uuid = writer.rows, writer.uuid
             finally:
                 writer.close()
-            del old
             check = VectorIndex.open(path, upto=rows_now)
+            moved: list[tuple[int, int]] = []
             try:  # what was written is what SQLite expects, row by row
                 ids, _ = check.ids_and_live()
                 want = dict((int(m), int(c)) for m, c, _, _ in found)
                 for start in range(0, rows_now, _CHECK_BATCH):
                     span = np.arange(start, min(start + _CHECK_BATCH, rows_now))
-                    got = row_checksums(check.stored(span)).tolist()
-                    if any(want[int(i)] != g for i, g in zip(ids[span].tolist(), got, strict=True)):
-                        raise StorageError(f"{path}: a row did not survive the copy; try again")
+                    rows_got = check.stored(span)
+                    got = row_checksums(rows_got).tolist()
+                    for j, (i, g) in enumerate(zip(ids[span].tolist(), got, strict=True)):
+                        if want[int(i)] == g:
+                            continue
+                        # Normalised again on the way in (a few dimensions only): the
+                        # same vector to within f16 rounding, or the copy failed.
+                        src = old[where[want[int(i)]]].astype(np.float32)
+                        if np.abs(rows_got[j].astype(np.float32) - src).max() > 2e-3:
+                            raise StorageError(f"{path}: a row did not survive the copy")
+                        moved.append((int(i), g))
             finally:
                 check.close()
+            tx.executemany(
+                "UPDATE embeddings SET checksum = ? WHERE memory_id = ? AND model_id = ?",
+                [(c, i, model) for i, c in moved],
+            )
             now = time.time()
             if lost:
                 tx.executemany(
@@ -1127,7 +1165,7 @@ class Semantic:
             index = self.index()
             seen = self._index_state
             ids, scores = index.search(query, k, allowed=allowed)
-            problem = self._mismatch(index, query, ids, scores)
+            problem = self._mismatch_or_error(index, query, ids, scores)
             if problem is None:
                 return ids, scores
             if self._wanted() != seen:
@@ -1174,7 +1212,7 @@ class Semantic:
         index = self._index
         if index is None or self._index_state != seen:
             return "changed" if len(ids) else None
-        problem = self._mismatch(index, query, ids, scores)
+        problem = self._mismatch_or_error(index, query, ids, scores)
         if problem is None:
             return None
         if self._wanted() != seen:
@@ -1184,6 +1222,17 @@ class Semantic:
             raise IndexFormatError(f"{index.path}: {problem}; {fix}")
         self.rebuild()
         return "rebuilt"
+
+    def _mismatch_or_error(
+        self, index: Any, query: np.ndarray, ids: np.ndarray, scores: np.ndarray
+    ) -> str | None:
+        """`_mismatch`, with a file that cannot be read (removed by a compaction that has
+        just switched generations, or damaged) reported as a problem: the caller searches
+        again when SQLite moved, and repairs or refuses when it did not."""
+        try:
+            return self._mismatch(index, query, ids, scores)
+        except (CortexError, OSError, ValueError) as exc:
+            return f"its rows cannot be read ({exc})"
 
     def _mismatch(
         self, index: Any, query: np.ndarray, ids: np.ndarray, scores: np.ndarray
@@ -1300,8 +1349,12 @@ def migrate_vectors(tx: Any, db_path: Path, model: str, dim: int) -> None:
                 blobs = encode_stored(decode_stored(blobs, dim))
             half = _as_stored(blobs, dim)
             ids = np.fromiter((int(r[1]) for r in good), dtype=np.int64, count=len(good))
+            start = writer.rows
             writer.append(ids, half.astype(np.float32))
-            sums = row_checksums(half).tolist()
+            stored = writer.stored(np.arange(start, writer.rows))
+            if np.abs(stored.astype(np.float32) - half.astype(np.float32)).max(initial=0) > 2e-3:
+                raise StorageError(f"{path}: a vector changed on its way to the file")
+            sums = row_checksums(stored).tolist()  # of the rows as stored
             kept.extend((int(r[0]), int(r[1]), c) for r, c in zip(good, sums, strict=True))
         writer.sync()
         rows = writer.rows
@@ -1336,6 +1389,26 @@ def migrate_vectors(tx: Any, db_path: Path, model: str, dim: int) -> None:
     )
 
 
+def append_vectors(tx: Any, db_path: Path, model: str, dim: int, ids: Any, half: Any) -> None:
+    """Append stored (f16) rows of memories `ids` to `model`'s vector file of the database
+    at `db_path` inside `tx` (a sqlite3 connection in a write transaction: its
+    `embeddings` rows carry their checksums, `row_checksums`), the way an Engine does (for
+    `cortex migrate`, which writes SQLite without one)."""
+    store = Store(db_path)  # paths and the lock only: no connection is opened
+    semantic = Semantic(store, _ModelOnly(model, dim))
+    semantic._append(tx, model, dim, np.asarray(ids, dtype=np.int64), np.asarray(half, "<f2"))
+
+
+class _ModelOnly:
+    """An embedder that only names its model (append_vectors: nothing is embedded)."""
+
+    def __init__(self, model_id: str, dim: int) -> None:
+        self.model_id, self.dim = model_id, dim
+
+    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        raise EmbeddingError(f"{self.model_id} is not loaded here")
+
+
 def read_vectors(conn: Any, db_path: Path, model: str, dim: int) -> dict[int, np.ndarray]:
     """The stored (f16) vector of every memory with an embedding of `model`, by memory id,
     read from the vector file SQLite names (through `conn`, a sqlite3 connection): only
@@ -1356,11 +1429,11 @@ def read_vectors(conn: Any, db_path: Path, model: str, dim: int) -> dict[int, np
     mat = _salvage(path, dim)[:rows]
     got = row_checksums(mat).tolist() if len(mat) else []
     ids: list[int] | None = None
-    try:
-        rec = np.fromfile(f"{path}.ids", dtype=np.dtype([("id", "<i8"), ("flags", "<u8")]))
-        ids = rec["id"][4 : 4 + len(mat)].tolist()  # after the 64-byte side header
-    except (OSError, ValueError):
-        ids = None
+    raw = _read_regular(f"{path}.ids")
+    if raw is not None and len(raw) >= 64:
+        rec = np.frombuffer(raw, dtype=np.dtype([("id", "<i8"), ("flags", "<u8")]), offset=64,
+                            count=(len(raw) - 64) // 16)  # fmt: skip
+        ids = rec["id"][: len(mat)].tolist()
     out: dict[int, np.ndarray] = {}
     if ids is not None:
         for r, (i, c) in enumerate(zip(ids, got, strict=False)):
@@ -1372,6 +1445,12 @@ def read_vectors(conn: Any, db_path: Path, model: str, dim: int) -> dict[int, np
             if m not in out and c in by_sum:
                 out[m] = mat[by_sum[c]]
     return out
+
+
+def _moved(want: np.ndarray, got: np.ndarray, ids: Any) -> list[tuple[int, int]]:
+    """(memory id, checksum as stored) of the rows stored otherwise than given."""
+    a, b = row_checksums(want), row_checksums(got)
+    return [(int(ids[j]), int(b[j])) for j in np.flatnonzero(a != b).tolist()]
 
 
 def _meta_key(model: str) -> str:
@@ -1445,21 +1524,34 @@ def _salvage(path: Path, dim: int) -> np.ndarray:
     of `dim` dimensions."""
     from cortex.vectors import _HEADER_LEN, _MAGIC
 
+    raw = _read_regular(path)
+    empty = np.zeros((0, dim), dtype="<f2")
+    if raw is None or len(raw) < _HEADER_LEN or raw[:8] != _MAGIC:
+        return empty
+    if int.from_bytes(raw[16:20], "little") != dim:
+        return empty
+    n = (len(raw) - _HEADER_LEN) // (dim * 2)
+    rows: np.ndarray = np.frombuffer(raw, dtype="<f2", count=n * dim, offset=_HEADER_LEN)
+    return rows.reshape(n, dim)
+
+
+def _read_regular(path: Path | str) -> bytes | None:
+    """The bytes of `path` if it is a regular file (never a FIFO, a device or a symlink
+    followed: none of them blocks or streams here), else None."""
     try:
-        with open(path, "rb") as f:
-            head = f.read(24)
-            size = os.fstat(f.fileno()).st_size
+        fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_NONBLOCK | _O_CLOEXEC | _O_BINARY)
     except OSError:
-        return np.zeros((0, dim), dtype="<f2")
-    if len(head) < 24 or head[:8] != _MAGIC or int.from_bytes(head[16:20], "little") != dim:
-        return np.zeros((0, dim), dtype="<f2")
-    n = max(0, (size - _HEADER_LEN) // (dim * 2))
-    if n == 0:
-        return np.zeros((0, dim), dtype="<f2")
-    rows: np.ndarray = np.array(
-        np.memmap(path, dtype="<f2", mode="r", offset=_HEADER_LEN, shape=(n, dim))
-    )
-    return rows
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        with os.fdopen(os.dup(fd), "rb") as f:
+            return f.read()
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def _score_tolerance(dim: int) -> float:

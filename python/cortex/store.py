@@ -2082,7 +2082,11 @@ class Store:
             " AND typeof(created_at) IN ('real', 'integer') AND created_at BETWEEN ? AND ?",
             (validate.MIN_TIMESTAMP, validate.MAX_TIMESTAMP),
         )[0]
-        size = sum(f.stat().st_size for f in (self.path, Path(f"{self.path}-wal")) if f.exists())
+        files = [self.path, Path(f"{self.path}-wal")]
+        vectors = self.path.with_name(f"{self.path.name}-vectors")  # the vector files
+        if vectors.is_dir():
+            files += [f for f in vectors.iterdir() if f.is_file()]
+        size = sum(f.stat().st_size for f in files if f.exists())
         return {
             "path": str(self.path),
             "schema_version": self.schema_version(),
