@@ -341,13 +341,12 @@ class Semantic:
         """Stores the vectors of many memories inside the caller's transaction: (tx,
         memory ids, content hashes, rows as `supplied` returns them). The rows go to the
         vector file just before the transaction commits (see "the vector file")."""
-        from cortex.vectors import encode_stored
 
         embedder = self.embedder()
         model, dim = str(embedder.model_id), int(embedder.dim)
 
         def write(tx: Any, ids: list[int], hashes: list[str], rows: np.ndarray) -> None:
-            half = _as_stored(encode_stored(rows), dim)
+            half = _stored_array(rows)
             sums = row_checksums(half)
             tx.executemany(
                 "INSERT OR REPLACE INTO embeddings (memory_id, model_id, dim, content_hash,"
@@ -1449,8 +1448,11 @@ def read_vectors(conn: Any, db_path: Path, model: str, dim: int) -> dict[int, np
 
 def _moved(want: np.ndarray, got: np.ndarray, ids: Any) -> list[tuple[int, int]]:
     """(memory id, checksum as stored) of the rows stored otherwise than given."""
-    a, b = row_checksums(want), row_checksums(got)
-    return [(int(ids[j]), int(b[j])) for j in np.flatnonzero(a != b).tolist()]
+    differ = np.flatnonzero((want.view(np.uint16) != got.view(np.uint16)).any(axis=1))
+    if len(differ) == 0:
+        return []
+    sums = row_checksums(got[differ])
+    return [(int(ids[j]), int(c)) for j, c in zip(differ.tolist(), sums.tolist(), strict=True)]
 
 
 def _meta_key(model: str) -> str:
@@ -1476,6 +1478,16 @@ def _parse_meta(value: Any) -> tuple[int, int]:
     ):
         return 0, 0
     return gen, rows
+
+
+def _stored_array(rows: np.ndarray) -> np.ndarray:
+    """`encode_stored` of every row as one (n, dim) float16 array (the same values: the
+    row L2-normalised in float64, then rounded)."""
+    mat = np.asarray(rows, dtype=np.float64)
+    norms = np.sqrt(np.einsum("ij,ij->i", mat, mat))
+    scale = np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)
+    half: np.ndarray = np.ascontiguousarray(mat * scale[:, None], dtype="<f2")
+    return half
 
 
 def _as_stored(blobs: Sequence[bytes], dim: int) -> np.ndarray:
