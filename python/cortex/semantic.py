@@ -226,7 +226,9 @@ class Semantic:
         self._lock = threading.Lock()
         self._index: Any = None
         self._index_state: tuple[int, float] | None = None
-        self._lock_depth = 0  # the writer lock (`_write_lock`) is held when > 0
+        # The writer lock (`_write_lock`) is held by this thread when its depth is > 0:
+        # writes take it without `self._lock`, so the count is per thread.
+        self._held = threading.local()
         self._recheck_at = 0.0  # time.monotonic() of the next full check of the index
         self._rows_of: tuple[Any, int, dict[int, int]] | None = None  # see `_row_map`
 
@@ -502,23 +504,25 @@ class Semantic:
     @contextlib.contextmanager
     def _write_lock(self) -> Iterator[None]:
         """The writer lock of the vector file (an exclusive lock of `.lock`: flock on
-        unix, LockFileEx on Windows, through the extension's FileLock), reentrant within
-        this Semantic."""
-        if self._lock_depth:
-            self._lock_depth += 1
+        unix, LockFileEx on Windows, through the extension's FileLock, taken on a handle
+        of its own: it excludes the other threads of this process too), reentrant within
+        a thread."""
+        depth = getattr(self._held, "depth", 0)
+        if depth:
+            self._held.depth = depth + 1
             try:
                 yield
             finally:
-                self._lock_depth -= 1
+                self._held.depth = depth
             return
         lock = self._open_lock()
         try:
             lock.acquire()  # waits with the GIL released
-            self._lock_depth = 1
+            self._held.depth = 1
             try:
                 yield
             finally:
-                self._lock_depth = 0
+                self._held.depth = 0
                 lock.release()
         finally:
             lock.close()
