@@ -1355,7 +1355,10 @@ mod tests {
         assert_eq!(r.count(), 3, "a refresh keeps the cap");
         r.refresh_upto(Some(4)).unwrap();
         assert_eq!(r.count(), 4);
-        assert!(r.refresh_upto(Some(6)).is_err(), "rows the database counts are missing");
+        assert!(
+            r.refresh_upto(Some(6)).is_err(),
+            "rows the database counts are missing"
+        );
         assert!(VecFile::open_upto(&p, false, Some(6)).is_err());
         drop(r);
         // a writer takes rows 3.. back: the next append overwrites them
@@ -1365,7 +1368,10 @@ mod tests {
         drop(w);
         let r = VecFile::open(&p, false).unwrap();
         assert_eq!(r.count(), 4);
-        assert_eq!((0..4).map(|i| r.id(i)).collect::<Vec<_>>(), vec![1, 2, 3, 9]);
+        assert_eq!(
+            (0..4).map(|i| r.id(i)).collect::<Vec<_>>(),
+            vec![1, 2, 3, 9]
+        );
         r.verify().unwrap();
     }
 
