@@ -125,6 +125,13 @@ def vectors_dir(db_path: Path, *, create: bool = False) -> Path:
         except OSError as exc:
             message = f"cannot create the vectors folder {folder}: {exc.strerror}"
             raise IndexFormatError(message) from None
+        else:  # the first time: what older versions derived from vectors in SQLite goes
+            old = [*db_path.parent.glob(f"{glob.escape(db_path.name)}.vectors-*")]
+            index = index_dir(db_path)
+            old += [*index.glob("vectors-*")] if index.is_dir() else []
+            for path in old:
+                with contextlib.suppress(OSError):
+                    path.unlink()
     return folder
 
 
