@@ -168,6 +168,7 @@ class _FileView:
         # (a compaction's new generation: semantic.py) while this view is in use.
         self._main: Any = None
         self._ids: Any = None
+        self._matrix: np.ndarray | None = None
         try:
             self._main = open(path, "rb")  # noqa: SIM115 - closed by close()
             head = _read_mapped(self._main, 0, _HEADER_LEN)
@@ -195,6 +196,7 @@ class _FileView:
         self.refresh()
 
     def close(self) -> None:
+        self._matrix = None
         for f in (self._main, self._ids):
             if f is not None:
                 f.close()
@@ -239,12 +241,17 @@ class _FileView:
         self.count = upto
 
     def matrix(self) -> np.ndarray:
-        """The rows as a read-only (count, dim) float16 memmap: shared pages, no copy."""
+        """The rows as a read-only (count, dim) float16 memmap: shared pages, no copy
+        (mapped again only when the count changed: a search's check reads a few rows)."""
         if self.count == 0:
             return np.zeros((0, self.dim), dtype=_ROW_DTYPE)
-        return np.memmap(
+        known = self._matrix
+        if known is not None and len(known) == self.count:
+            return known
+        self._matrix = np.memmap(
             self._main, dtype=_ROW_DTYPE, mode="r", offset=_HEADER_LEN, shape=(self.count, self.dim)
         )
+        return self._matrix
 
     def ids_and_live(self) -> tuple[np.ndarray, np.ndarray]:
         if self.count == 0:
