@@ -163,11 +163,14 @@ def prepare(args: argparse.Namespace) -> None:
         import hashlib
         import sqlite3
 
+        from cortex.semantic import read_vectors
+
         conn = sqlite3.connect(f"file:{args.reuse_db}?mode=ro", uri=True)
+        stored = read_vectors(conn, Path(args.reuse_db), emb.model_id, emb.dim)  # the file
         rows = conn.execute(
-            "SELECT content_hash, vector FROM embeddings WHERE model_id = ?", (emb.model_id,)
+            "SELECT content_hash, memory_id FROM embeddings WHERE model_id = ?", (emb.model_id,)
         )
-        known = {h: np.frombuffer(b, dtype="<f4") for h, b in rows}
+        known = {h: stored[m].astype(np.float32) for h, m in rows if m in stored}
         for i, t in enumerate(texts):
             v = known.get(hashlib.sha256(t.encode("utf-8")).hexdigest())
             if v is not None:

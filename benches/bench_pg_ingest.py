@@ -89,7 +89,8 @@ def _lite_writer(path: str, writer: int, count: int, batch: int, ready, go) -> N
         def on_write(tx, memory_id, item, changed, vecs=vecs) -> None:
             h = content_hash(item.content)
             tx.execute(
-                "INSERT OR REPLACE INTO embeddings VALUES (?, ?, ?, ?, ?, ?)",
+                "INSERT OR REPLACE INTO embeddings (memory_id, model_id, dim, content_hash,"
+                " vector, created_at) VALUES (?, ?, ?, ?, ?, ?)",
                 (memory_id, "bench-model", DIM, h, vecs[h].astype("<f4").tobytes(), 0.0),
             )
 

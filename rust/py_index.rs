@@ -289,10 +289,17 @@ impl NativeIndex {
     }
 
     /// Open an existing index; `writable=True` takes the one-writer lock.
+    /// `upto`: rows past it are not seen (reader) or taken back (writer): see
+    /// `VecFile::open_upto`.
     #[staticmethod]
-    #[pyo3(signature = (path, writable = false))]
-    fn open(py: Python<'_>, path: PathBuf, writable: bool) -> PyResult<NativeIndex> {
-        let vf = py.detach(|| VecFile::open(&path, writable))?;
+    #[pyo3(signature = (path, writable = false, upto = None))]
+    fn open(
+        py: Python<'_>,
+        path: PathBuf,
+        writable: bool,
+        upto: Option<usize>,
+    ) -> PyResult<NativeIndex> {
+        let vf = py.detach(|| VecFile::open_upto(&path, writable, upto))?;
         Ok(NativeIndex {
             inner: RwLock::new(Some(vf)),
         })
@@ -393,9 +400,11 @@ impl NativeIndex {
         Ok(py.detach(|| self.write(|vf| vf.mask(&ids)))?)
     }
 
-    /// See rows appended by the writer since this handle opened or last refreshed.
-    fn refresh(&self, py: Python<'_>) -> PyResult<()> {
-        Ok(py.detach(|| self.write(|vf| vf.refresh()))?)
+    /// See rows appended by the writer since this handle opened or last refreshed
+    /// (up to `upto` rows, when given).
+    #[pyo3(signature = (upto = None))]
+    fn refresh(&self, py: Python<'_>, upto: Option<usize>) -> PyResult<()> {
+        Ok(py.detach(|| self.write(|vf| vf.refresh_upto(upto)))?)
     }
 
     /// Rebuild the int8 copy from the stored (f16) rows (writer only).

@@ -34,7 +34,7 @@ from typing import Any
 import pytest
 
 import cortex
-from cortex.semantic import index_dir
+from cortex.semantic import vectors_dir
 
 from .conftest import run_cli
 
@@ -125,12 +125,12 @@ def _write_round(folder: Path, round_no: int, rng: random.Random) -> dict[str, l
 
 
 def _index_files(db: Path) -> tuple[Path, Path]:
-    """The vector file of the active model and its `.state` (in the database's index folder)."""
+    """The vector file of the active model and its `.state` (in the database's vectors
+    folder)."""
     found = [
         p
-        for p in index_dir(db).glob("vectors-*")
-        if not p.name.endswith((".state", ".lock", ".ids", ".q8", ".sum", ".checked"))
-        and ".tmp" not in p.name  # what a rebuild killed midway left (cleaned on next sync)
+        for p in vectors_dir(db).glob("*.vectors")
+        if ".tmp" not in p.name  # what a compaction killed midway left (cleaned next time)
     ]
     assert len(found) == 1, found
     return found[0], Path(f"{found[0]}.state")
@@ -312,8 +312,8 @@ DAMAGE = {
     "ids truncated": lambda v: _truncate(Path(f"{v}.ids"), 80),
     "ids scribbled": lambda v: _scribble(Path(f"{v}.ids"), 0),
     "state garbage": lambda v: Path(f"{v}.state").write_bytes(b"\x00{not json"),
-    "state wrong rows": lambda v: Path(f"{v}.state").write_text(
-        json.dumps({"seq": 1, "deleted": 0.0, "rows": 3})
+    "state wrong generation": lambda v: Path(f"{v}.state").write_text(
+        json.dumps({"gen": 7, "deleted": 0.0, "uuid": "0" * 32})
     ),
     "state deleted": lambda v: Path(f"{v}.state").unlink(),
 }

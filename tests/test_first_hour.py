@@ -358,38 +358,47 @@ def _search_ids(db: Path, embedder: object) -> list[int]:
         return [r.memory.id for r in engine.search("undo a bad deploy", mode="semantic")]
 
 
-def test_derived_files_live_in_one_folder_that_can_be_deleted(tmp_path: Path, embedder) -> None:
-    db = tmp_path / "m.db"
-    with cortex.open(db, embedder=embedder) as engine:
-        engine.import_path(SAMPLE)
-    expected = _search_ids(db, embedder)
-    assert expected
-    beside = {p.name for p in tmp_path.iterdir()} - {"m.db-wal", "m.db-shm"}
-    assert beside == {"m.db", "m.db-index"}
-    inside = sorted(p.name for p in (tmp_path / "m.db-index").iterdir())
-    assert inside and all(name.startswith("vectors-") for name in inside), inside
-    assert {name.rsplit(".", 1)[-1] for name in inside} >= {"ids", "q8", "state", "lock"}
-
-    shutil.rmtree(tmp_path / "m.db-index")  # deleting it loses nothing
-    assert _search_ids(db, embedder) == expected
-    assert (tmp_path / "m.db-index").is_dir()
-
-
-def test_the_side_files_of_older_versions_are_replaced_by_the_folder(
+def test_vectors_have_their_folder_and_what_is_derived_can_be_deleted(
     tmp_path: Path, embedder
 ) -> None:
     db = tmp_path / "m.db"
     with cortex.open(db, embedder=embedder) as engine:
         engine.import_path(SAMPLE)
+        engine.flush()  # the keyword index saved too, if the store is large enough
     expected = _search_ids(db, embedder)
-    folder = tmp_path / "m.db-index"
-    for file in folder.iterdir():  # the layout before the folder: m.db.vectors-…{,.ids,…}
-        file.rename(tmp_path / f"m.db.{file.name}")
-    folder.rmdir()
-    assert len(list(tmp_path.glob("m.db.vectors-*"))) >= 4
+    assert expected
+    beside = {p.name for p in tmp_path.iterdir()} - {"m.db-wal", "m.db-shm"}
+    assert {"m.db", "m.db-vectors"} <= beside <= {"m.db", "m.db-vectors", "m.db-index"}
+    inside = sorted(p.name for p in (tmp_path / "m.db-vectors").iterdir())
+    assert any(name.endswith(".vectors") for name in inside), inside
+    assert {name.rsplit(".", 1)[-1] for name in inside} >= {"vectors", "ids", "q8", "state", "lock"}
+
+    shutil.rmtree(tmp_path / "m.db-index", ignore_errors=True)  # derived: nothing is lost
     assert _search_ids(db, embedder) == expected
-    assert list(tmp_path.glob("m.db.vectors-*")) == []
-    assert any(folder.glob("vectors-*.state"))
+    assert (tmp_path / "m.db-vectors").is_dir()
+
+
+def test_the_side_files_of_older_versions_go_when_the_vectors_move_out(
+    tmp_path: Path, embedder
+) -> None:
+    from .test_vectors_stored import _downgrade
+    from .vector_truth import stored_vectors
+
+    db = tmp_path / "m.db"
+    with cortex.open(db, embedder=embedder) as engine:
+        engine.import_path(SAMPLE)
+        model = engine.model_id
+    expected = _search_ids(db, embedder)
+    vectors = {i: v.astype("<f4") for i, v in stored_vectors(db, model).items()}
+    _downgrade(db, vectors)  # vectors back in SQLite, as older versions kept them
+    (tmp_path / "m.db-index").mkdir(exist_ok=True)
+    old = [tmp_path / "m.db.vectors-x", tmp_path / "m.db.vectors-x.ids"]  # before the folder
+    old += [tmp_path / "m.db-index" / "vectors-x", tmp_path / "m.db-index" / "vectors-x.state"]
+    for path in old:
+        path.write_bytes(b"derived by an older cortex")
+    assert _search_ids(db, embedder) == expected  # migrated on this writable open
+    assert [p for p in old if p.exists()] == []
+    assert any((tmp_path / "m.db-vectors").glob("*.vectors"))
 
 
 # --------------------------------------------------------------------------- 7. install weight

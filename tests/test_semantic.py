@@ -11,6 +11,8 @@ import pytest
 import cortex
 from cortex.errors import EmbeddingError
 
+from .vector_truth import stored_vector
+
 SEM = cortex.Options(mode="semantic", record=False)
 
 DEPLOY = (
@@ -87,15 +89,13 @@ def test_embed_and_search(tmp_path: Path, embedder) -> None:
     with cortex.open(tmp_path / "e.db", embedder=embedder) as engine:
         a = engine.add("The cat sat on the mat")
         engine.add("Stock markets fell sharply on Tuesday")
-        rows = engine.store.query("SELECT memory_id, model_id, dim, length(vector) FROM embeddings")
+        rows = engine.store.query("SELECT memory_id, model_id, dim, checksum FROM embeddings")
         assert len(rows) == 2
         # float16 (half the bytes of float32) of the unit vector: each value within 2^-11
-        # of it relatively (and 2^-25 absolutely, below float16's normal range)
-        assert all(r[1] == embedder.model_id and r[2] == 384 and r[3] == 384 * 2 for r in rows)
-        stored = np.frombuffer(
-            engine.store.query("SELECT vector FROM embeddings WHERE memory_id = ?", (a,))[0][0],
-            dtype="<f2",
-        ).astype(np.float64)
+        # of it relatively (and 2^-25 absolutely, below float16's normal range), in the
+        # vector file; SQLite holds its checksum
+        assert all(r[1] == embedder.model_id and r[2] == 384 and r[3] != 0 for r in rows)
+        stored = stored_vector(engine, a).astype(np.float64)
         unit = embedder.embed("The cat sat on the mat").astype(np.float64)
         unit /= np.linalg.norm(unit)
         assert np.all(np.abs(stored - unit) <= np.abs(unit) * 2.0**-11 + 2.0**-25)
@@ -112,8 +112,9 @@ def test_only_the_active_models_vectors_are_searched(tmp_path: Path, embedder) -
         with engine.store.transaction() as tx:
             tx.execute("DELETE FROM embeddings WHERE memory_id = ?", (other,))
             tx.execute(
-                "INSERT INTO embeddings VALUES (?, 'other-model', 384, 'x', ?, 0)",
-                (other, np.ones(384, dtype="<f4").tobytes()),
+                "INSERT INTO embeddings (memory_id, model_id, dim, content_hash, checksum,"
+                " created_at) VALUES (?, 'other-model', 384, 'x', 1, 0)",
+                (other,),
             )
         results = engine.search("vectors of the active model", SEM, min_similarity=-1.0)
         assert [r.memory.id for r in results] == [a]
@@ -209,7 +210,9 @@ def test_damaged_index_is_rebuilt_without_being_asked(tmp_path: Path, embedder) 
         path = engine._semantic.index_path()
     path.write_bytes(path.read_bytes()[:100])  # truncated by a crash
     with cortex.open(db, embedder=embedder) as engine:
+        # the model's vectors are embedded again (the file was their only copy)
         assert engine.search("how we ship code", SEM)[0].memory.content == DEPLOY
+        path = engine._semantic.index_path()
     Path(f"{path}.state").unlink()  # half-written: state gone
     with cortex.open(db, embedder=embedder) as engine:
         assert engine.search("how we ship code", SEM)[0].memory.content == DEPLOY

@@ -319,12 +319,15 @@ def test_add_many_with_vectors_checks_and_stores_them(engine: cortex.Engine, emb
     assert engine.store.query("SELECT COUNT(*) FROM memories")[0][0] == 0
     ids = engine.add_many(records, vectors=vecs * 3.0, model_id=engine.model_id)
     stored = engine.store.query(
-        "SELECT memory_id, model_id, vector FROM embeddings ORDER BY memory_id"
+        "SELECT memory_id, model_id, supplied FROM embeddings ORDER BY memory_id"
     )
     assert [r[0] for r in stored] == ids and {r[1] for r in stored} == {engine.model_id}
+    assert {r[2] for r in stored} == {1}  # supplied by the caller
     # stored as the unit vector (the scale is not a direction) rounded to float16
     unit = vecs[1] / np.linalg.norm(vecs[1])
-    half = np.frombuffer(stored[1][2], dtype="<f2")
+    from .vector_truth import stored_vector
+
+    half = stored_vector(engine, ids[1])
     np.testing.assert_allclose(half, unit, rtol=2**-11, atol=1e-7)
     hits = engine.search("what does alice drink", mode="semantic", explain=True)
     assert hits[0].memory.id == ids[1]

@@ -4,7 +4,7 @@ model, the real extension)."""
 
 from __future__ import annotations
 
-import json
+import shutil
 import sqlite3
 from pathlib import Path
 
@@ -12,8 +12,11 @@ import numpy as np
 import pytest
 
 import cortex
+from cortex.semantic import index_dir, row_checksums, vectors_dir
 from cortex.store import _SCHEMA_EMBEDDINGS_F16, MIGRATIONS, SCHEMA_VERSION
 from cortex.vectors import decode_stored, encode_stored
+
+from .vector_truth import stored_vectors
 
 TEXTS = [
     "we deploy with a blue-green switch behind the load balancer",
@@ -48,31 +51,41 @@ def test_encode_is_unit_float16_and_decode_reads_both_forms() -> None:
 
 
 def _downgrade(db: Path, vectors: dict[int, np.ndarray]) -> None:
-    """Make `db` what the previous cortex left: float32 vectors, the schema version before
-    the conversion."""
+    """Make `db` what the cortex before the float16 conversion left: float32 vectors in
+    SQLite (`embeddings.vector`), no vector file, the schema version before the
+    conversion (and nothing later migrations add)."""
     conn = sqlite3.connect(db)
     with conn:
-        conn.executemany(
-            "UPDATE embeddings SET vector = ? WHERE memory_id = ?",
-            [(v.astype("<f4").tobytes(), i) for i, v in vectors.items()],
+        old = conn.execute(
+            "SELECT memory_id, model_id, dim, content_hash, created_at FROM embeddings"
+        ).fetchall()
+        conn.execute("DROP TABLE embeddings")
+        conn.execute("DROP TABLE vectors_lost")
+        conn.execute(
+            "CREATE TABLE embeddings (memory_id INTEGER NOT NULL REFERENCES memories(id),"
+            " model_id TEXT NOT NULL, dim INTEGER NOT NULL, content_hash TEXT NOT NULL,"
+            " vector BLOB NOT NULL, created_at REAL NOT NULL, PRIMARY KEY (memory_id, model_id))"
         )
+        conn.execute("CREATE INDEX embeddings_model_hash ON embeddings(model_id, content_hash)")
+        conn.executemany(
+            "INSERT INTO embeddings VALUES (?, ?, ?, ?, ?, ?)",
+            [(m, mo, d, h, vectors[m].astype("<f4").tobytes(), c) for m, mo, d, h, c in old],
+        )
+        conn.execute("DELETE FROM meta WHERE key LIKE 'vectors:%'")
         conn.execute(
             "UPDATE meta SET value = ? WHERE key = 'schema_version'",
             (str(MIGRATIONS.index(_SCHEMA_EMBEDDINGS_F16)),),
         )
     conn.close()
+    shutil.rmtree(vectors_dir(db))
 
 
-def test_the_migration_converts_float32_rows_and_rebuilds_the_index(
-    tmp_path: Path, embedder
-) -> None:
+def test_the_migrations_move_float32_rows_to_the_vector_file(tmp_path: Path, embedder) -> None:
     db = tmp_path / "old.db"
     with cortex.open(db, embedder=embedder) as engine:
         ids = engine.add_many([{"content": t} for t in TEXTS])
-        engine.search("tea", mode="semantic")  # builds the index and its state
-    states = list((tmp_path / "old.db-index").glob("vectors-*.state"))
-    assert len(states) == 1
-    before = json.loads(states[0].read_text())["uuid"]
+        engine.delete(ids[4])
+        engine.search("tea", mode="semantic")
     raw = {i: embedder.embed(t) for i, t in zip(ids, TEXTS, strict=True)}
     _downgrade(db, raw)
     with sqlite3.connect(db) as conn:
@@ -80,46 +93,56 @@ def test_the_migration_converts_float32_rows_and_rebuilds_the_index(
         (pages_f32,) = conn.execute("PRAGMA page_count").fetchone()
     conn.close()
 
-    # read-only: not migrated, the float32 rows are read as they are
+    # read-only: not migrated (the float32 rows stay where they are)
     with cortex.open(db, read_only=True, embedder=embedder) as engine:
-        assert engine.store.schema_version() == SCHEMA_VERSION - 1
-        assert np.array_equal(engine.store.vector_of(ids[1], embedder.model_id), raw[ids[1]])
+        assert engine.store.schema_version() == MIGRATIONS.index(_SCHEMA_EMBEDDINGS_F16)
 
     with cortex.open(db, embedder=embedder) as engine:
         assert engine.store.schema_version() == SCHEMA_VERSION
-        # the space the float32 rows took is given back (VACUUM after the migration)
+        # the space the vectors took in SQLite is given back (VACUUM after the migration)
         assert engine.store.query("PRAGMA page_count")[0][0] < pages_f32
-        rows = engine.store.query("SELECT memory_id, dim, vector FROM embeddings")
-        assert len(rows) == len(TEXTS) and all(len(r[2]) == r[1] * 2 == 768 for r in rows)
-        for memory_id, _, blob in rows:
+        cols = {r[1] for r in engine.store.query("PRAGMA table_info(embeddings)")}
+        assert "vector" not in cols and {"checksum", "supplied"} <= cols
+        (origin,) = engine.store.query("SELECT DISTINCT supplied FROM embeddings")
+        assert origin == (None,)  # not known for vectors written before it was recorded
+        stored = stored_vectors(db, embedder.model_id)
+        assert sorted(stored) == sorted(ids)  # the deleted memory's vector too
+        for memory_id, half in stored.items():
             unit = raw[memory_id] / np.linalg.norm(raw[memory_id])
-            half = np.frombuffer(blob, dtype="<f2").astype(np.float64)
-            assert np.all(np.abs(half - unit) <= np.abs(unit) * 2.0**-11 + 2.0**-25)
+            assert np.all(
+                np.abs(half.astype(np.float64) - unit) <= np.abs(unit) * 2.0**-11 + 2.0**-25
+            )
         hits = engine.search("what does alice drink in the morning", mode="semantic")
         assert hits[0].memory.id == ids[1]
-    after = json.loads(states[0].read_text())["uuid"]
-    assert after != before  # the state was dropped: the index was rebuilt from float16
+        assert ids[4] not in [
+            h.memory.id for h in engine.search("postgres vacuum", mode="semantic")
+        ]
+    assert not list(index_dir(db).glob("vectors-*"))  # the old derived files are gone
 
 
-def test_a_new_database_stores_float16_and_scores_from_it(tmp_path: Path, embedder) -> None:
+def test_a_new_database_stores_each_vector_once_and_scores_from_it(
+    tmp_path: Path, embedder
+) -> None:
     with cortex.open(tmp_path / "new.db", embedder=embedder) as engine:
         ids = engine.add_many([{"content": t} for t in TEXTS])
-        (n,) = engine.store.query("SELECT COUNT(*) FROM embeddings WHERE length(vector) = 768")[0]
-        assert n == len(TEXTS)
-        # the vector file holds the very bits SQLite stores (one more copy of the source)
-        engine.search("tea", mode="semantic")
+        cols = {r[1] for r in engine.store.query("PRAGMA table_info(embeddings)")}
+        assert "vector" not in cols
+        # the vector file holds the rows, SQLite their checksums
         vec = engine._semantic.index_path()
-        blobs = [b for (b,) in engine.store.query("SELECT vector FROM embeddings ORDER BY rowid")]
-        assert vec.read_bytes()[4096:] == b"".join(blobs)
+        assert vec.parent == vectors_dir(engine.store.path)
+        half = np.frombuffer(vec.read_bytes()[4096:], dtype="<f2").reshape(-1, embedder.dim)
+        assert len(half) == len(TEXTS)
+        sums = [
+            c for (c,) in engine.store.query("SELECT checksum FROM embeddings ORDER BY memory_id")
+        ]
+        assert row_checksums(half).tolist() == sums
         query = "who likes tabs in Go"
         hits = engine.search(query, mode="semantic", explain=True, min_similarity=-1.0)
         assert hits[0].memory.id == ids[5]
         q = embedder.embed(query).astype(np.float64)
+        stored = stored_vectors(engine.store.path, embedder.model_id)
         for hit in hits:
-            (blob,) = engine.store.query(
-                "SELECT vector FROM embeddings WHERE memory_id = ?", (hit.memory.id,)
-            )[0]
-            row = np.frombuffer(blob, dtype="<f2").astype(np.float64)
+            row = stored[hit.memory.id].astype(np.float64)
             # the score is the stored row (unit to within f16 rounding) against the
             # unit query; the cosine proper is within that rounding of it
             score = row @ q / np.linalg.norm(q)
@@ -127,3 +150,49 @@ def test_a_new_database_stores_float16_and_scores_from_it(tmp_path: Path, embedd
             assert hit.explain is not None
             assert abs(hit.explain["cosine"] - score) < 1e-6
             assert abs(hit.explain["cosine"] - cosine) < 2.0**-11
+
+
+def test_checksums_see_every_single_value_change() -> None:
+    rng = np.random.default_rng(5)
+    rows = encode_stored(rng.normal(size=(4, 384)))
+    half = np.frombuffer(b"".join(rows), dtype="<f2").reshape(4, 384)
+    base = row_checksums(half)
+    assert len(set(base.tolist())) == 4 and (base != 0).all()
+    bits = half.view(np.uint16)
+    for col in (0, 1, 191, 383):
+        for flip in (1, 0x8000, 0x0400):
+            changed = bits.copy()
+            changed[2, col] ^= flip
+            got = row_checksums(changed.view("<f2"))
+            assert got[2] != base[2] and (np.delete(got, 2) == np.delete(base, 2)).all()
+    swapped = bits.copy()
+    swapped[1, [3, 4]] = swapped[1, [4, 3]]
+    assert swapped[1, 3] == swapped[1, 4] or row_checksums(swapped.view("<f2"))[1] != base[1]
+
+
+def test_the_origin_of_each_vector_is_recorded_and_supplied_ones_are_not_reused(
+    tmp_path: Path, embedder
+) -> None:
+    with cortex.open(tmp_path / "o.db", embedder=embedder) as engine:
+        text = TEXTS[0]
+        mine = np.random.default_rng(3).normal(size=(1, embedder.dim)).astype(np.float32)
+        (given,) = engine.add_many([{"content": text}], vectors=mine)
+        made = engine.add(text, project="elsewhere")  # the same text, through the model
+        other = engine.add(TEXTS[1])
+        rows = dict(engine.store.query("SELECT memory_id, supplied FROM embeddings"))
+        assert rows == {given: 1, made: 0, other: 0}
+        # the model's vector of the text, not the caller's (reuse takes only model rows)
+        stored = stored_vectors(engine.store.path, embedder.model_id)
+        assert stored[made].tobytes() == encode_stored(embedder.embed(text)[None, :])[0]
+        assert stored[given].tobytes() == encode_stored(mine)[0]
+        # the lookup by content hash goes through the small prefix index
+        plan = " ".join(
+            str(r[-1])
+            for r in engine.store.query(
+                "EXPLAIN QUERY PLAN SELECT content_hash FROM embeddings"
+                " WHERE substr(content_hash, 1, 8) IN ('a', 'b') AND model_id = 'm'"
+            )
+        )
+        assert "embeddings_hash" in plan
+        names = {r[0] for r in engine.store.query("SELECT name FROM sqlite_master")}
+        assert "embeddings_model_hash" not in names

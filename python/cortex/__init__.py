@@ -21,6 +21,7 @@ from cortex.errors import (
     NotFoundError,
     QueryError,
     StorageError,
+    VectorsLostWarning,
 )
 
 if TYPE_CHECKING:
@@ -84,6 +85,7 @@ __all__ = [
     "Results",
     "Searcher",
     "StorageError",
+    "VectorsLostWarning",
     "__version__",
     "open",
 ]

@@ -742,6 +742,8 @@ def _cmd_stats(args: argparse.Namespace, out: TextIO) -> int:
         out.write(", ".join(f"{p or '(none)'} {n}" for p, n in stats["projects"].items()) + "\n")
     for model, n in stats["embeddings"].items():
         out.write(f"{'embeddings':>14}: {n} ({model})\n")
+    for model, n in stats.get("vectors_lost", {}).items():
+        out.write(f"{'vectors lost':>14}: {n} ({model}; supplied, found by keyword only)\n")
     return 0
 
 

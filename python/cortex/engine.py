@@ -680,7 +680,10 @@ class Engine:
         if reason is not None:
             raise EmbeddingError(f"similar memories are found by meaning: {reason}")
         model = self._semantic.model_id
-        vector = self._store.vector_of(anchor.id, model)
+        if self._pg:
+            vector = self._store.vector_of(anchor.id, model)
+        else:  # from the vector file, its row checked against SQLite's checksum
+            vector = self._semantic.vector_of(anchor.id)
         if vector is None:
             raise NotFoundError(
                 f"memory {anchor.id} has no embedding of {model}; run `cortex reindex`"

@@ -61,3 +61,9 @@ class EmbeddingError(CortexError):
 
 class IndexFormatError(CortexError):
     """A vector index file that is truncated, corrupt, or of another format."""
+
+
+class VectorsLostWarning(UserWarning):  # a warning, not an error: outside __all__
+    """Vectors that callers supplied (``add_many(..., vectors=...)``) were lost with a
+    damaged or missing vector file: cortex cannot make them again. Their memories are
+    still found by keyword; ``Engine.stats()["vectors_lost"]`` counts them."""

@@ -547,6 +547,42 @@ WHEN old.created_at IS NOT new.created_at OR old.confidence IS NOT new.confidenc
 END;
 """
 
+# Where each vector came from, and a lookup by content hash that costs ~20 B a memory
+# instead of the 128 B of (model id, content hash): the full 64-character hash and the
+# model id are compared on the few rows the 8-character prefix finds (`Semantic.vectors_for`,
+# the only reader). `supplied`: 1 when the caller gave the vector (`add_many(vectors=...)`),
+# which cortex cannot make again, 0 when the model made it from the text; NULL for vectors
+# written before this was recorded (treated as supplied: never silently replaced).
+_SCHEMA_EMBEDDINGS_ORIGIN = """
+ALTER TABLE embeddings ADD COLUMN supplied INTEGER;
+DROP INDEX IF EXISTS embeddings_model_hash;
+CREATE INDEX embeddings_hash ON embeddings(substr(content_hash, 1, 8));
+"""
+
+# Each vector stored once: the vector file of its model (`<db>-vectors/`, see semantic.py,
+# "the vector file") becomes the source of truth and `embeddings` keeps, instead of the
+# vector, a checksum of the stored row. The backfill writes every vector into a new file,
+# syncs it and checks every row against its blob before the blobs go; `vectors_lost`
+# lists the supplied vectors a damaged file took with it (they cannot be made again).
+_SCHEMA_VECTORS_ONCE = """
+CREATE TABLE embeddings_once (
+    memory_id    INTEGER NOT NULL REFERENCES memories(id),
+    model_id     TEXT NOT NULL,
+    dim          INTEGER NOT NULL,
+    content_hash TEXT NOT NULL,
+    checksum     INTEGER NOT NULL,
+    supplied     INTEGER,
+    created_at   REAL NOT NULL,
+    PRIMARY KEY (memory_id, model_id)
+);
+CREATE TABLE vectors_lost (
+    memory_id INTEGER NOT NULL,
+    model_id  TEXT NOT NULL,
+    lost_at   REAL NOT NULL,
+    PRIMARY KEY (memory_id, model_id)
+);
+"""
+
 # Forward migrations: MIGRATIONS[i] takes a database at schema version i to i + 1. A
 # migration never edits an earlier entry; a new schema is a new entry at the end.
 MIGRATIONS: tuple[str, ...] = (
@@ -558,6 +594,8 @@ MIGRATIONS: tuple[str, ...] = (
     _SCHEMA_CODE_REFS,
     _SCHEMA_LENSES_DOCUMENTS,
     _SCHEMA_EMBEDDINGS_F16,
+    _SCHEMA_EMBEDDINGS_ORIGIN,
+    _SCHEMA_VECTORS_ONCE,
 )
 
 
@@ -618,16 +656,44 @@ def _backfill_embeddings_f16(tx: sqlite3.Connection) -> None:
                 state.unlink()
 
 
+def _backfill_vectors_once(tx: sqlite3.Connection) -> None:
+    """Every vector written to a new vector file of its model (synced, then each row
+    checked against its blob), `embeddings_once` filled with their checksums, then the
+    old table (and its blobs) dropped. The derived index files of the old layout go."""
+    from cortex.semantic import index_dir, migrate_vectors
+
+    main = next((r[2] for r in tx.execute("PRAGMA database_list") if r[1] == "main"), "")
+    models = [
+        (str(m), int(d))
+        for m, d in tx.execute("SELECT model_id, MAX(dim) FROM embeddings GROUP BY model_id")
+    ]
+    for model, dim in models:
+        if not main:
+            raise StorageError("cannot move the vectors of an in-memory database to a file")
+        migrate_vectors(tx, Path(main), model, dim)
+    tx.execute("DROP TABLE embeddings")
+    tx.execute("ALTER TABLE embeddings_once RENAME TO embeddings")
+    tx.execute("CREATE INDEX embeddings_hash ON embeddings(substr(content_hash, 1, 8))")
+    if main:
+        folder = index_dir(Path(main))
+        for old in folder.glob("vectors-*") if folder.is_dir() else ():
+            with suppress(OSError):
+                old.unlink()
+
+
 #: Python steps run right after a migration's script, in its transaction (keyed by the
 #: script, so that they follow it when merges renumber the list).
 _BACKFILLS: dict[str, Callable[[sqlite3.Connection], None]] = {
     _SCHEMA_CODE_REFS: _backfill_code,
     _SCHEMA_LENSES_DOCUMENTS: _backfill_documents,
     _SCHEMA_EMBEDDINGS_F16: _backfill_embeddings_f16,
+    _SCHEMA_VECTORS_ONCE: _backfill_vectors_once,
 }
 SCHEMA_VERSION = len(MIGRATIONS)
 #: The version from which embeddings are stored as float16.
 _EMBEDDINGS_F16_VERSION = MIGRATIONS.index(_SCHEMA_EMBEDDINGS_F16) + 1
+#: The version from which vectors live in the vector files, not in SQLite.
+VECTORS_ONCE_VERSION = MIGRATIONS.index(_SCHEMA_VECTORS_ONCE) + 1
 #: The version from which memories.tokens and keyword_totals exist.
 _KEYWORD_TOTALS_VERSION = MIGRATIONS.index(_SCHEMA_KEYWORD_TOTALS) + 1
 #: The insert triggers of `memories` whose work Store._insert_bulk does itself for many
@@ -992,17 +1058,35 @@ class Store:
             conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
             raise StorageError(_explain(self.path, exc)) from None
+        self._local.pending = {}
         try:
             yield conn
+            # What must be durable elsewhere before this commit (the vector file:
+            # semantic.py), written now, in the order it was asked for.
+            for part in list(self._local.pending.values()):
+                part.flush(conn)
         except BaseException:
+            self._local.pending = None
             conn.rollback()
             raise
         else:
+            self._local.pending = None
             try:
                 conn.execute("COMMIT")
             except sqlite3.Error as exc:
                 conn.rollback()
                 raise StorageError(_explain(self.path, exc)) from None
+
+    def pending(self, key: str, make: Callable[[], Any]) -> Any:
+        """The object registered under `key` for the transaction this thread is in (made
+        by `make` on first use): its ``flush(conn)`` runs inside the transaction, after
+        the caller's statements and before COMMIT; it is dropped at the end either way."""
+        pending = getattr(self._local, "pending", None)
+        if pending is None:
+            raise StorageError("Store.pending() outside a transaction")
+        if key not in pending:
+            pending[key] = make()
+        return pending[key]
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """Run a read and return its rows; SQLite failures become StorageError."""
@@ -1075,9 +1159,10 @@ class Store:
                     "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                     (str(target),),
                 )
-        if version < _EMBEDDINGS_F16_VERSION <= SCHEMA_VERSION and version > 0:
-            # The float16 rows left every page of embeddings half empty: give the space
-            # back (1.2 s for 100k memories: 314 -> 208 MB). Skipped at once, not failed
+        if version < VECTORS_ONCE_VERSION <= SCHEMA_VERSION and version > 0:
+            # The float16 rows left every page of embeddings half empty, and the vectors
+            # moved out of SQLite left their pages free: give the space back (1.2 s for
+            # 100k memories: 314 -> 208 MB for the first). Skipped at once, not failed
             # and not waited for, when another connection is in the way; a later VACUUM
             # does the same.
             conn.execute("PRAGMA busy_timeout = 0")
@@ -2090,21 +2175,6 @@ class Store:
         once it has written)."""
         return self.conn.in_transaction
 
-    def vector_of(self, memory_id: int, model_id: str) -> Any:
-        """The memory's embedding of `model_id` (float32 array, unit length), or None."""
-        from cortex.vectors import decode_stored
-
-        rows = self.query(
-            "SELECT vector, dim FROM embeddings WHERE memory_id = ? AND model_id = ?",
-            (memory_id, model_id),
-        )
-        if not rows or not rows[0][0]:
-            return None
-        try:
-            return decode_stored([rows[0][0]], int(rows[0][1]))[0]
-        except ValueError as exc:
-            raise StorageError(f"memory {memory_id}: {exc}; run `cortex reindex`") from None
-
     def metadata_values(self, key: str) -> dict[int, str]:
         """memory id -> the metadata value of `key` of every live memory that has one."""
         path = "$." + key
@@ -2133,12 +2203,22 @@ class Store:
         facts = self.query("SELECT COUNT(*) FROM facts")[0][0]
         sessions = self.query("SELECT COUNT(*) FROM sessions")[0][0]
         embeddings = self.query("SELECT model_id, COUNT(*) FROM embeddings GROUP BY model_id")
+        lost: list[tuple[Any, ...]] = []
+        if self.schema_version() >= VECTORS_ONCE_VERSION:
+            lost = self.query(
+                "SELECT l.model_id, COUNT(*) FROM vectors_lost l JOIN memories m"
+                " ON m.id = l.memory_id WHERE m.deleted_at IS NULL GROUP BY l.model_id"
+            )
         span = self.query(  # a damaged date (text, out of range) is not a bound
             "SELECT MIN(created_at), MAX(created_at) FROM memories WHERE deleted_at IS NULL"
             " AND typeof(created_at) IN ('real', 'integer') AND created_at BETWEEN ? AND ?",
             (validate.MIN_TIMESTAMP, validate.MAX_TIMESTAMP),
         )[0]
-        size = sum(f.stat().st_size for f in (self.path, Path(f"{self.path}-wal")) if f.exists())
+        files = [self.path, Path(f"{self.path}-wal")]
+        vectors = self.path.with_name(f"{self.path.name}-vectors")  # the vector files
+        if vectors.is_dir():
+            files += [f for f in vectors.iterdir() if f.is_file()]
+        size = sum(f.stat().st_size for f in files if f.exists())
         return {
             "path": str(self.path),
             "schema_version": self.schema_version(),
@@ -2149,6 +2229,8 @@ class Store:
             "facts": facts,
             "sessions": sessions,
             "embeddings": dict(embeddings),
+            # Supplied vectors lost with a damaged vector file, by model (keyword only).
+            "vectors_lost": dict(lost),
             "oldest": span[0],
             "newest": span[1],
             "size_bytes": size,

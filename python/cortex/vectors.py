@@ -43,6 +43,7 @@ Decisions:
 from __future__ import annotations
 
 import array
+import contextlib
 import math
 import mmap
 import os
@@ -88,17 +89,19 @@ def _fnv1a(data: bytes) -> int:
     return h
 
 
-def _read_mapped(path: str, offset: int, length: int) -> bytes:
+def _read_mapped(path: str | Any, offset: int, length: int) -> bytes:
     """Up to `length` bytes of `path` from `offset` (fewer past its end), read through a
     read-only mapping, never ``read()``: on Windows the writer's lock of the main file
     (LockFileEx) is mandatory and refuses plain reads by every other handle, not a
     mapping's page-ins (the native reader maps it too)."""
-    with open(path, "rb") as f:
-        end = min(os.fstat(f.fileno()).st_size, offset + length)
+    if not isinstance(path, str):  # a file this process holds open (see _FileView)
+        end = min(os.fstat(path.fileno()).st_size, offset + length)
         if end <= offset:
             return b""
-        with mmap.mmap(f.fileno(), end, access=mmap.ACCESS_READ) as m:
+        with mmap.mmap(path.fileno(), end, access=mmap.ACCESS_READ) as m:
             return m[offset:end]
+    with open(path, "rb") as f:
+        return _read_mapped(f, offset, length)
 
 
 # ---------------------------------------------------------------- the stored form
@@ -161,8 +164,14 @@ class _FileView:
     def __init__(self, path: str) -> None:
         self.path = path
         fix = "delete it and rebuild the index (`cortex reindex`)"
+        # Held open, so that rows stay readable when the file is replaced or removed
+        # (a compaction's new generation: semantic.py) while this view is in use.
+        self._main: Any = None
+        self._ids: Any = None
+        self._matrix: np.ndarray | None = None
         try:
-            head = _read_mapped(path, 0, _HEADER_LEN)
+            self._main = open(path, "rb")  # noqa: SIM115 - closed by close()
+            head = _read_mapped(self._main, 0, _HEADER_LEN)
         except FileNotFoundError:
             raise CortexError(
                 f"no vector index at {path}; create it with VectorIndex.create(path, dim, model_id)"
@@ -186,8 +195,19 @@ class _FileView:
         self.count = 0
         self.refresh()
 
+    def close(self) -> None:
+        self._matrix = None
+        for f in (self._main, self._ids):
+            if f is not None:
+                f.close()
+        self._main = self._ids = None
+
+    def __del__(self) -> None:  # a retired index is let go, not closed (semantic.py)
+        with contextlib.suppress(Exception):
+            self.close()
+
     def refresh(self) -> None:
-        raw = _read_mapped(self.path, _COUNT_AT, 16)
+        raw = _read_mapped(self._main, _COUNT_AT, 16)
         if len(raw) < 16:
             raise IndexFormatError(f"{self.path}: truncated header; rebuild the index")
         count, check = struct.unpack("<QQ", raw)
@@ -196,29 +216,48 @@ class _FileView:
         need = _HEADER_LEN + count * self.dim * _ROW_DTYPE.itemsize
         ids_need = _SIDE_HEADER_LEN + count * _ID_DTYPE.itemsize
         ids_path = self.path + ".ids"
-        if os.path.getsize(self.path) < need or os.path.getsize(ids_path) < ids_need:
+        if self._ids is None:
+            self._ids = open(ids_path, "rb")  # noqa: SIM115 - closed by close()
+        size = os.fstat(self._main.fileno()).st_size
+        if size < need or os.fstat(self._ids.fileno()).st_size < ids_need:
             raise IndexFormatError(
                 f"{self.path}: truncated (header says {count} rows); rebuild the index "
                 "(`cortex reindex`)"
             )
-        side = _read_mapped(ids_path, 0, _SIDE_HEADER_LEN)
+        side = _read_mapped(self._ids, 0, _SIDE_HEADER_LEN)
         if side[:8] != _IDS_MAGIC or side[16:32] != self.uuid:
             raise IndexFormatError(f"{ids_path} does not belong to {self.path}; rebuild the index")
         self.count = count
 
+    def cap(self, upto: int | None) -> None:
+        """See rows ``0..upto`` only (VectorIndex.open's `upto`)."""
+        if upto is None:
+            return
+        if upto > self.count:
+            raise IndexFormatError(
+                f"{self.path}: holds {self.count} rows but the database counts {upto}:"
+                " rows are missing"
+            )
+        self.count = upto
+
     def matrix(self) -> np.ndarray:
-        """The rows as a read-only (count, dim) float16 memmap: shared pages, no copy."""
+        """The rows as a read-only (count, dim) float16 memmap: shared pages, no copy
+        (mapped again only when the count changed: a search's check reads a few rows)."""
         if self.count == 0:
             return np.zeros((0, self.dim), dtype=_ROW_DTYPE)
-        return np.memmap(
-            self.path, dtype=_ROW_DTYPE, mode="r", offset=_HEADER_LEN, shape=(self.count, self.dim)
+        known = self._matrix
+        if known is not None and len(known) == self.count:
+            return known
+        self._matrix = np.memmap(
+            self._main, dtype=_ROW_DTYPE, mode="r", offset=_HEADER_LEN, shape=(self.count, self.dim)
         )
+        return self._matrix
 
     def ids_and_live(self) -> tuple[np.ndarray, np.ndarray]:
         if self.count == 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
         rec = np.memmap(
-            self.path + ".ids",
+            self._ids,
             dtype=_ID_DTYPE,
             mode="r",
             offset=_SIDE_HEADER_LEN,
@@ -231,9 +270,9 @@ class _FileView:
         lists: no numpy involved."""
         n = self.count * self.dim
         rows = array.array(
-            "f", struct.unpack(f"<{n}e", _read_mapped(self.path, _HEADER_LEN, n * 2))
+            "f", struct.unpack(f"<{n}e", _read_mapped(self._main, _HEADER_LEN, n * 2))
         )
-        raw = _read_mapped(self.path + ".ids", _SIDE_HEADER_LEN, self.count * 16)
+        raw = _read_mapped(self._ids, _SIDE_HEADER_LEN, self.count * 16)
         ids, live = [], []
         for memory_id, flags in struct.iter_unpack("<qQ", raw):
             ids.append(memory_id)
@@ -347,20 +386,38 @@ class VectorIndex:
         return cls(_native.NativeIndex.create(p, int(dim), model_id), None, p)
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str], *, writable: bool = False) -> VectorIndex:
+    def open(
+        cls, path: str | os.PathLike[str], *, writable: bool = False, upto: int | None = None
+    ) -> VectorIndex:
         """Open an index. Raises IndexFormatError if it is truncated, corrupt, or of
-        another format or version; StorageError if another writer holds it."""
+        another format or version; StorageError if another writer holds it.
+
+        `upto`: the rows committed elsewhere (semantic.py: the file is the source of truth
+        and SQLite counts its committed rows). A reader sees rows ``0..upto`` only; a
+        writer takes the rows past it back (the next append overwrites them); fewer rows
+        than `upto` is an IndexFormatError."""
         p = os.fspath(path)
         if _native is None:
             if writable:
                 raise CortexError("writing an index needs the native extension cortex._native")
-            return cls(None, _FileView(p), p)
-        return cls(_native.NativeIndex.open(p, writable=writable), None, p)
+            view = _FileView(p)
+            view.cap(upto)
+            return cls(None, view, p)
+        native = _native.NativeIndex.open(p, writable=writable, upto=upto)
+        try:
+            view = _FileView(p)  # holds the files open from now on (see _FileView)
+        except BaseException:
+            native.close()
+            raise
+        view.count = int(native.rows)
+        return cls(native, view, p)
 
     def close(self) -> None:
         """Release the mappings (and the writer lock). Idempotent."""
         if self._index is not None:
             self._index.close()
+        if self._view is not None:
+            self._view.close()
         self._view = None
 
     def __enter__(self) -> VectorIndex:
@@ -438,6 +495,22 @@ class VectorIndex:
         pick = rows[np.unique(np.linspace(0, len(rows) - 1, min(n, len(rows))).astype(int))]
         return ids[pick].copy(), np.asarray(view.matrix()[pick], dtype=np.float32)
 
+    def ids_and_live(self) -> tuple[np.ndarray, np.ndarray]:
+        """The memory id of every row ``0..rows`` (int64) and whether it is live (bool)."""
+        if self._index is not None:
+            ids, live = self._index.ids_and_live()
+            return np.asarray(ids, dtype=np.int64), np.asarray(live, dtype=bool)
+        return self._file().ids_and_live()
+
+    def stored(self, rows: Any) -> np.ndarray:
+        """A copy of these rows as stored: float16, shape ``(len(rows), dim)``."""
+        at = np.asarray(rows, dtype=np.int64).reshape(-1)
+        if len(at) and (int(at.min()) < 0 or int(at.max()) >= self.rows):
+            raise InvalidOptionError(f"rows must be in 0..{self.rows - 1}")
+        if len(at) == 0:
+            return np.zeros((0, self.dim), dtype=_ROW_DTYPE)
+        return np.asarray(self._file().matrix()[at], dtype=_ROW_DTYPE)
+
     # ------------------------------------------------------------ writing
 
     def append(self, ids: Any, vectors: np.ndarray) -> None:
@@ -457,12 +530,14 @@ class VectorIndex:
         self._writer()
         return int(self._index.mask(_as_ids(ids, "ids")))
 
-    def refresh(self) -> None:
-        """See the rows the writer appended since this index was opened."""
+    def refresh(self, upto: int | None = None) -> None:
+        """See the rows the writer appended since this index was opened (up to `upto`
+        rows: see :meth:`open`)."""
         if self._index is not None:
-            self._index.refresh()
+            self._index.refresh(upto)
         elif self._view is not None:
             self._view.refresh()
+            self._view.cap(upto)
 
     def rebuild_quantized(self) -> None:
         """Rewrite the int8 copy from the stored (f16) rows (writer only)."""

@@ -449,6 +449,9 @@ pub struct VecFile {
     ids: Mmap,
     q8: Option<Mmap>,
     count: usize,
+    /// A reader's cap on `count` (see [`VecFile::open_upto`]): rows past it are
+    /// not seen even once the header counts them.
+    limit: Option<usize>,
     writer: Option<Writer>,
     /// (memory id, row) sorted, for mapping `allowed` ids to rows; built lazily.
     by_id: Mutex<Option<IdTable>>,
@@ -495,6 +498,19 @@ impl VecFile {
 
     /// Open an existing index; `writable` takes the writer lock.
     pub fn open(path: &Path, writable: bool) -> Result<VecFile> {
+        VecFile::open_upto(path, writable, None)
+    }
+
+    /// [`VecFile::open`] of a file whose rows past `upto` are not committed
+    /// anywhere else yet (semantic.py: the vector file is the source of truth,
+    /// appended and synced before the SQLite transaction that counts its rows
+    /// commits). A reader sees rows `0..upto` only, whatever the header says
+    /// (another process's append in flight, or the rows of one that died
+    /// before its commit); a writer takes the rows past `upto` back (the
+    /// header count is set to `upto`, so the next append overwrites them). A
+    /// file holding fewer than `upto` rows is a format error: rows the
+    /// database counts are missing.
+    pub fn open_upto(path: &Path, writable: bool, upto: Option<usize>) -> Result<VecFile> {
         let main_file = open_regular(path, writable, false).map_err(|e| match e.kind() {
             std::io::ErrorKind::NotFound => Error::Storage(format!(
                 "no vector index at {}; create it with VectorIndex.create(path, dim, model_id)",
@@ -566,16 +582,62 @@ impl VecFile {
             ids,
             q8,
             count: 0,
+            limit: if writable { None } else { upto },
             writer: None,
             by_id: Mutex::new(None),
         };
         vf.refresh()?;
+        if let (true, Some(n)) = (writable, upto) {
+            vf.take_back(n)?;
+        }
         if writable {
             vf.start_writer()?;
         }
         // The last block only (see the module doc); `verify` checks them all.
         vf.verify_from(vf.count.saturating_sub(1) / BLOCK_ROWS)?;
         Ok(vf)
+    }
+
+    /// Set the committed count back to `n` (writer, before `start_writer`):
+    /// the rows past it become the bytes of an interrupted append.
+    fn take_back(&mut self, n: usize) -> Result<()> {
+        if n > self.count {
+            return Err(self.fewer_rows(n));
+        }
+        if n < self.count {
+            let n64 = n as u64;
+            let mut c = [0u8; 16];
+            c[..8].copy_from_slice(&n64.to_le_bytes());
+            c[8..].copy_from_slice(&(!n64).to_le_bytes());
+            files::write_all_at(&self.main_file, &c, COUNT_AT as u64)
+                .map_err(|e| Error::io("write", &self.path, e))?;
+            self.main_file
+                .sync_data()
+                .map_err(|e| Error::io("sync", &self.path, e))?;
+            self.count = n;
+        }
+        Ok(())
+    }
+
+    fn fewer_rows(&self, n: usize) -> Error {
+        Error::Format(format!(
+            "{}: holds {} rows but the database counts {n}: rows are missing",
+            self.path.display(),
+            self.count
+        ))
+    }
+
+    /// [`VecFile::refresh`] with a new cap on the rows seen (readers; see
+    /// [`VecFile::open_upto`]).
+    pub fn refresh_upto(&mut self, upto: Option<usize>) -> Result<()> {
+        if self.writer.is_none() {
+            self.limit = upto;
+        }
+        self.refresh()?;
+        match upto {
+            Some(n) if n > self.count => Err(self.fewer_rows(n)),
+            _ => Ok(()),
+        }
     }
 
     fn start_writer(&mut self) -> Result<()> {
@@ -667,6 +729,10 @@ impl VecFile {
             ))
         })?;
         let count = usize::try_from(count).map_err(|_| overflow(&self.path, usize::MAX))?;
+        let count = self.limit.map_or(count, |l| count.min(l));
+        if self.limit.is_some_and(|l| l > count) {
+            return Err(self.fewer_rows(self.limit.unwrap_or(0)));
+        }
         let need_main = count
             .checked_mul(self.row_bytes())
             .and_then(|b| b.checked_add(HEADER_LEN))
@@ -1271,6 +1337,42 @@ mod tests {
         let w2 = VecFile::open(&p, true).unwrap();
         assert_eq!(w2.count(), 7);
         std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn readers_see_rows_up_to_their_cap_and_a_writer_takes_the_rest_back() {
+        let dir = tmpdir("upto");
+        let p = dir.join("v");
+        let dim = 8;
+        let mut w = VecFile::create(&p, dim, "m").unwrap();
+        let rows: Vec<f32> = (0..5).flat_map(|i| unit(dim, i)).collect();
+        w.append(&[1, 2, 3, 4, 5], &rows).unwrap();
+        w.sync().unwrap();
+        drop(w);
+        let mut r = VecFile::open_upto(&p, false, Some(3)).unwrap();
+        assert_eq!(r.count(), 3);
+        r.refresh().unwrap();
+        assert_eq!(r.count(), 3, "a refresh keeps the cap");
+        r.refresh_upto(Some(4)).unwrap();
+        assert_eq!(r.count(), 4);
+        assert!(
+            r.refresh_upto(Some(6)).is_err(),
+            "rows the database counts are missing"
+        );
+        assert!(VecFile::open_upto(&p, false, Some(6)).is_err());
+        drop(r);
+        // a writer takes rows 3.. back: the next append overwrites them
+        let mut w = VecFile::open_upto(&p, true, Some(3)).unwrap();
+        assert_eq!(w.count(), 3);
+        w.append(&[9], &unit(dim, 9)).unwrap();
+        drop(w);
+        let r = VecFile::open(&p, false).unwrap();
+        assert_eq!(r.count(), 4);
+        assert_eq!(
+            (0..4).map(|i| r.id(i)).collect::<Vec<_>>(),
+            vec![1, 2, 3, 9]
+        );
+        r.verify().unwrap();
     }
 
     #[test]

@@ -14,8 +14,9 @@ from cortex.options import Mode, Options
 from cortex.pg import keyword, vectors
 from cortex.pg.migrate import TABLES, migrate
 from cortex.pg.store import PgStore
+from cortex.semantic import append_vectors, read_vectors, row_checksums
 from cortex.store import Store
-from cortex.vectors import decode_stored, encode_stored
+from cortex.vectors import encode_stored
 from tests.conftest import run_cli
 
 OPTS = Options(mode=Mode.KEYWORD, record=False)
@@ -40,16 +41,25 @@ def _fill(path: Path) -> None:
         e.save_lens("ops-only", project="ops", min_confidence=0.5, description="ops notes")
         e.save_lens("everything", limit=7)
     rng = np.random.default_rng(1)
-    with sqlite3.connect(path) as conn:
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("BEGIN IMMEDIATE")
+    for model, dim in (("model-a", 8), ("model-b", 4)):
+        # as cortex stores them: the unit vector in f16 (encode_stored) in the vector
+        # file, its checksum in SQLite; the round trip through pgvector's f32 must give
+        # back the same bits
+        half = np.frombuffer(
+            b"".join(encode_stored(rng.standard_normal((26, dim)))), dtype="<f2"
+        ).reshape(26, dim)
+        sums = row_checksums(half).tolist()
         for memory_id in range(1, 27):
-            for model, dim in (("model-a", 8), ("model-b", 4)):
-                # as cortex stores them: the unit vector in f16 (encode_stored); the
-                # round trip through pgvector's f32 must give back the same bits
-                vec = encode_stored(rng.standard_normal((1, dim)))[0]
-                conn.execute(
-                    "INSERT INTO embeddings VALUES (?, ?, ?, ?, ?, ?)",
-                    (memory_id, model, dim, f"h{memory_id}", vec, 1.0),
-                )
+            conn.execute(
+                "INSERT INTO embeddings (memory_id, model_id, dim, content_hash, checksum,"
+                " created_at) VALUES (?, ?, ?, ?, ?, ?)",
+                (memory_id, model, dim, f"h{memory_id}", sums[memory_id - 1], 1.0),
+            )
+        append_vectors(conn, path, model, dim, list(range(1, 27)), half)
+    conn.execute("COMMIT")
+    conn.close()
 
 
 def _dump(path: Path) -> dict[str, list[tuple]]:
@@ -60,6 +70,10 @@ def _dump(path: Path) -> dict[str, list[tuple]]:
             key = "id, project_id" if table == "sessions" else key
             out[table] = conn.execute(f"SELECT {cols} FROM {table} ORDER BY {key}").fetchall()
         out["memories"] = [r[:-1] for r in out["memories"]]  # has_cjk: recomputed
+        for model, dim in (("model-a", 8), ("model-b", 4)):  # the vectors themselves
+            out[f"vectors {model}"] = sorted(
+                (i, v.tobytes()) for i, v in read_vectors(conn, path, model, dim).items()
+            )
         return out
 
 
@@ -76,9 +90,10 @@ def test_round_trip_keeps_every_row_and_id(pg_url: str, tmp_path: Path) -> None:
             ours = [h.memory_id for h in keyword.search(pg, query, OPTS, 50).hits]
             theirs = [h.memory_id for h in lite_keyword.search(lite, query, OPTS, 50).hits]
             assert ours == theirs and ours, query
-        vec = decode_stored([original["embeddings"][0][4]], original["embeddings"][0][2])[0]
-        hits = vectors.search(pg, vec, original["embeddings"][0][1], Options(), 3, exact=True)
-        assert hits[0].memory_id == original["embeddings"][0][0]
+        first, blob = original["vectors model-a"][0]
+        vec = np.frombuffer(blob, dtype="<f2").astype(np.float32)
+        hits = vectors.search(pg, vec, "model-a", Options(), 3, exact=True)
+        assert hits[0].memory_id == first
         # new memories continue after the copied ids
         assert pg.add_many([cortex.store.MemoryInput("new")])[0] == 27
     lite.close()
@@ -86,7 +101,11 @@ def test_round_trip_keeps_every_row_and_id(pg_url: str, tmp_path: Path) -> None:
     copy = _dump(back)
     copy["memories"] = [r for r in copy["memories"] if r[0] != 27]
     copy["embeddings"] = copy["embeddings"]
-    for table, _, _ in TABLES:
+    assert len(original["vectors model-a"]) == len(original["vectors model-b"]) == 26
+    for table in [*(t for t, _, _ in TABLES), "vectors model-a", "vectors model-b"]:
+        if table == "embeddings":  # whether a vector was supplied is not known to pgvector
+            copy[table] = [(*r[:5], None, *r[6:]) for r in copy[table]]
+            original[table] = [(*r[:5], None, *r[6:]) for r in original[table]]
         assert sorted(copy[table], key=repr) == sorted(original[table], key=repr), table
     # what SQLite derives from the text (code references, documents) is derived again
     refs = "SELECT memory_id, ref, key, name, kind, line FROM memory_code ORDER BY 1, 2"

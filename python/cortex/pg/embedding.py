@@ -23,7 +23,9 @@ class PgSemantic(Semantic):
         super().__init__(store, embedder)  # type: ignore[arg-type]
         self._pg = store
 
-    def vectors_for(self, contents: Sequence[str], progress: Any = None) -> dict[str, Any]:
+    def vectors_for(
+        self, contents: Sequence[str], progress: Any = None, *, reuse: bool = True
+    ) -> dict[str, Any]:
         """f32 vectors by content hash for `contents`: reused from pgvector when this model
         already embedded the same text, embedded in batches otherwise."""
         embedder = self.embedder()

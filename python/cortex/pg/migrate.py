@@ -28,13 +28,16 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from cortex.code import write_refs
 from cortex.errors import InvalidOptionError, StorageError
 from cortex.pg.db import Vector, is_postgres_url, redact
 from cortex.pg.store import PgStore, api_project, db_project
 from cortex.pg.text import index_text
+from cortex.semantic import append_vectors, read_vectors, row_checksums
 from cortex.store import Store, has_cjk
-from cortex.vectors import decode_stored, encode_stored
+from cortex.vectors import encode_stored
 
 __all__ = ["TABLES", "migrate"]
 
@@ -74,6 +77,14 @@ _COLUMNS = {
 }
 
 
+#: What is read from SQLite where it differs: each vector lives in the vector file, SQLite
+#: holds its checksum (cortex.semantic, "the vector file").
+_SQLITE_COLUMNS = {
+    **_COLUMNS,
+    "embeddings": "memory_id, model_id, dim, content_hash, checksum, created_at",
+}
+
+
 def migrate(
     src: str, dst: str, *, progress: Progress | None = None, batch: int = BATCH
 ) -> dict[str, int]:
@@ -88,11 +99,11 @@ def migrate(
         raise StorageError(f"no database at {src}")
     if is_postgres_url(dst):
         with closing(_sqlite(src)) as conn, PgStore.open(dst) as pg:
-            return _to_postgres(conn, pg, progress, batch)
+            return _to_postgres(conn, pg, progress, batch, Path(src).expanduser().resolve())
     with PgStore.open(src, read_only=True) as pg:
         Store.open(dst).close()  # create and migrate the schema the SQLite way
         with closing(_sqlite(dst, writable=True)) as conn:
-            copied = _to_sqlite(pg, conn, progress, batch)
+            copied = _to_sqlite(pg, conn, progress, batch, Path(dst).expanduser().resolve())
         with closing(Store.open(dst)) as store:
             store.rebuild_documents()  # the whole texts of the imported files
         return copied
@@ -121,9 +132,16 @@ def _pg_resume(pg: PgStore, table: str) -> int:
 
 
 def _to_postgres(
-    conn: sqlite3.Connection, pg: PgStore, progress: Progress | None, batch: int
+    conn: sqlite3.Connection, pg: PgStore, progress: Progress | None, batch: int, path: Path
 ) -> dict[str, int]:
     copied: dict[str, int] = {}
+    vectors: dict[str, dict[int, Any]] = {}  # model -> memory id -> stored row (f16)
+
+    def vector_of(model: str, dim: int, memory_id: int) -> Any:
+        if model not in vectors:
+            vectors[model] = read_vectors(conn, path, model, dim)
+        return vectors[model].get(memory_id)
+
     for table, skey, _ in TABLES:
         # `table` and `skey` are identifiers of the fixed TABLES list (SQLite binds values,
         # not names); every value below is a parameter.
@@ -134,7 +152,7 @@ def _to_postgres(
         ]
         copied[table] = 0
         sql = (
-            f"SELECT {skey}, {_COLUMNS[table]} FROM {table} WHERE {skey} > ?"
+            f"SELECT {skey}, {_SQLITE_COLUMNS[table]} FROM {table} WHERE {skey} > ?"
             f" ORDER BY {skey} LIMIT ?"
         )
         while True:
@@ -143,7 +161,7 @@ def _to_postgres(
                 break
             after = rows[-1][0]
             with pg.transaction() as tx:
-                copied[table] += _pg_insert(tx, table, rows)
+                copied[table] += _pg_insert(tx, table, rows, vector_of)
                 tx.execute(
                     "INSERT INTO meta (key, value) VALUES (%s, %s)"
                     " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
@@ -175,7 +193,9 @@ def _to_postgres(
     return copied
 
 
-def _pg_insert(tx: Any, table: str, rows: Sequence[tuple[Any, ...]]) -> int:
+def _pg_insert(
+    tx: Any, table: str, rows: Sequence[tuple[Any, ...]], vector_of: Callable[..., Any]
+) -> int:
     cur = tx.cursor()
     if table == "sessions":
         data = [(r[1], db_project(r[2]), r[3], r[4], r[5]) for r in rows]
@@ -240,12 +260,20 @@ def _pg_insert(tx: Any, table: str, rows: Sequence[tuple[Any, ...]]) -> int:
             " VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
             [tuple(r[1:]) for r in rows],
         )
-    elif table == "embeddings":
+    elif table == "embeddings":  # each vector from the file, checked against its checksum
+        found = [(r, vector_of(r[2], r[3], r[1])) for r in rows]
+        missing = [r[1] for r, v in found if v is None]
+        if missing:
+            raise StorageError(
+                f"the vectors of {len(missing)} memories (first: {missing[0]}) are missing or"
+                " damaged in the vector file; run `cortex reindex` on the SQLite database"
+                " first (it embeds the model's again and reports supplied ones it lost)"
+            )
         cur.executemany(
             "INSERT INTO embeddings (project_id, memory_id, model_id, dim, content_hash,"
             " vector, created_at) SELECT m.project_id, m.id, %s, %s, %s, %s, %s"
             " FROM memories m WHERE m.id = %s ON CONFLICT DO NOTHING",
-            [(r[2], r[3], r[4], Vector(decode_stored([r[5]], r[3])[0]), r[6], r[1]) for r in rows],
+            [(r[2], r[3], r[4], Vector(v.astype(np.float32)), r[6], r[1]) for r, v in found],
         )
     return len(rows)
 
@@ -254,7 +282,7 @@ def _pg_insert(tx: Any, table: str, rows: Sequence[tuple[Any, ...]]) -> int:
 
 
 def _to_sqlite(
-    pg: PgStore, conn: sqlite3.Connection, progress: Progress | None, batch: int
+    pg: PgStore, conn: sqlite3.Connection, progress: Progress | None, batch: int, path: Path
 ) -> dict[str, int]:
     copied: dict[str, int] = {}
     for table, _, _ in TABLES:
@@ -279,7 +307,7 @@ def _to_sqlite(
             after = _row_key(table, rows[-1])
             conn.execute("BEGIN IMMEDIATE")
             try:
-                copied[table] += _sqlite_insert(conn, table, rows)
+                copied[table] += _sqlite_insert(conn, table, rows, path)
                 conn.execute(
                     "INSERT INTO meta (key, value) VALUES (?, ?)"
                     " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
@@ -334,7 +362,9 @@ def _pg_columns(table: str) -> str:
     return _COLUMNS[table]
 
 
-def _sqlite_insert(conn: sqlite3.Connection, table: str, rows: Sequence[tuple[Any, ...]]) -> int:
+def _sqlite_insert(
+    conn: sqlite3.Connection, table: str, rows: Sequence[tuple[Any, ...]], path: Path
+) -> int:
     project = api_project
 
     data: list[tuple[Any, ...]]
@@ -361,12 +391,22 @@ def _sqlite_insert(conn: sqlite3.Connection, table: str, rows: Sequence[tuple[An
             "INSERT OR IGNORE INTO session_memories (rowid, session_id, memory_id, usage,"
             " created_at) VALUES (?, ?, ?, ?, ?)"
         )
-    elif table == "embeddings":
-        data = [(r[2], r[3], r[4], r[5], encode_stored(r[6][None, :])[0], r[7]) for r in rows]
-        sql = (
-            "INSERT OR IGNORE INTO embeddings (memory_id, model_id, dim, content_hash, vector,"
-            " created_at) VALUES (?, ?, ?, ?, ?, ?)"
-        )
+    elif table == "embeddings":  # checksums in SQLite, the rows in the vector file
+        new: dict[tuple[str, int], list[tuple[int, bytes]]] = {}
+        for r in rows:
+            half = encode_stored(np.asarray(r[6], dtype=np.float32)[None, :])[0]
+            check = int(row_checksums(np.frombuffer(half, dtype="<f2")[None, :])[0])
+            cur = conn.execute(
+                "INSERT OR IGNORE INTO embeddings (memory_id, model_id, dim, content_hash,"
+                " checksum, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+                (r[2], r[3], r[4], r[5], check, r[7]),
+            )
+            if cur.rowcount:
+                new.setdefault((str(r[3]), int(r[4])), []).append((int(r[2]), half))
+        for (model, dim), got in new.items():
+            half_rows = np.frombuffer(b"".join(h for _, h in got), dtype="<f2").reshape(-1, dim)
+            append_vectors(conn, path, model, dim, [i for i, _ in got], half_rows)
+        return sum(len(g) for g in new.values())
     else:
         cols = _COLUMNS[table]
         data = [tuple(r[1:]) for r in rows]
