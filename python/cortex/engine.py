@@ -427,6 +427,23 @@ class Engine:
             "documents": docs,
         }
 
+    def build_approximate_index(self, **params: Any) -> dict[str, Any]:
+        """Build (or rebuild) the opt-in approximate vector index (cortex.ann: IVF) of the
+        vector index as it is now; searches use it only with ``approximate=True``, and
+        rows added later are searched exactly until the next build. `params`: ``nlist``,
+        ``sample``, ``iters``, ``seed``, ``threads`` (defaults: cortex.ann.default_params).
+        Returns what was built. SQLite stores only."""
+        if self._pg:
+            raise InvalidOptionError("the approximate index is built for SQLite stores only")
+        if self._store.read_only:
+            raise StorageError(f"cannot build an index of {self.path}: it is open read-only")
+        reason = self._semantic.unavailable()
+        if reason is not None:
+            raise EmbeddingError(f"the approximate index is of the vectors: {reason}")
+        from cortex import ann
+
+        return ann.build(self._semantic.index(), **params)
+
     def get(self, memory_id: int, *, project: str | None = None) -> Memory:
         """One live memory by id; with `project`, only if it belongs to that project (a
         memory of another project is not found: a project is a wall)."""

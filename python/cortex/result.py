@@ -180,6 +180,7 @@ class Results(list[Result]):
         "_held",
         "_next_cursor",
         "aggregations",
+        "approximate",
         "documents",
         "has_more",
         "hidden",
@@ -224,6 +225,8 @@ class Results(list[Result]):
         self.notices = notices
         self.hidden = hidden
         self.documents: list[Any] | None = None
+        # how an approximate vector search ran (cortex.ann), None when the search was exact
+        self.approximate: dict[str, Any] | None = None
         # words of the query some memory under its filters is known to hold (the
         # keyword search matched them all together): suggestions skip looking them up
         self._held: tuple[str, ...] = ()
@@ -275,4 +278,6 @@ class Results(list[Result]):
         }
         if self.documents is not None:
             out["documents"] = [d.to_dict() for d in self.documents]
+        if self.approximate is not None:
+            out["approximate"] = self.approximate
         return out
