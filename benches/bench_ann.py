@@ -121,7 +121,7 @@ def run(args: argparse.Namespace) -> None:
         ann = _native.AnnIndex.open(str(DATA / name / "vectors.ivf"))
         info["open_s"] = time.perf_counter() - t0
         nlist = ann.nlist
-        probes = [p for p in args.nprobe if p <= nlist] + [nlist]
+        probes = sorted({p for p in args.nprobe if p < nlist} | {nlist})
         qs = queries(name, args.queries)
         hnsw = None
         if args.hnsw:
@@ -164,25 +164,37 @@ def run(args: argparse.Namespace) -> None:
                 recall[label].append(len(truth & set(ids.tolist())) / K)
                 scored[label].append(n)
         exact50 = statistics.median(times["exact"])
-        res = {"set": name, "rows": rows, "queries": len(qs), **info, "load_before": load0,
-               "load_after": os.getloadavg()[0], "settings": []}
+        res = {
+            "set": name,
+            "rows": rows,
+            "queries": len(qs),
+            **info,
+            "load_before": load0,
+            "load_after": os.getloadavg()[0],
+            "settings": [],
+        }
         for label, _ in methods:
             t = sorted(times[label])
             p50 = statistics.median(t)
-            res["settings"].append({
-                "method": label,
-                "recall10": float(np.mean(recall[label])),
-                "p50_ms": p50 * 1e3,
-                "p99_ms": t[min(len(t) - 1, int(0.99 * len(t)))] * 1e3,
-                "rows_scored": float(np.mean(scored[label])),
-                "speedup": exact50 / p50,
-            })
+            res["settings"].append(
+                {
+                    "method": label,
+                    "recall10": float(np.mean(recall[label])),
+                    "p50_ms": p50 * 1e3,
+                    "p99_ms": t[min(len(t) - 1, int(0.99 * len(t)))] * 1e3,
+                    "rows_scored": float(np.mean(scored[label])),
+                    "speedup": exact50 / p50,
+                }
+            )
         out.append(res)
         print(json.dumps(res), flush=True)
         print(table(res), flush=True)
         ix.close()
-    meta = {"python": platform.python_version(), "simd": _native.simd_level(),
-            "cpu": platform.processor() or platform.machine()}
+    meta = {
+        "python": platform.python_version(),
+        "simd": _native.simd_level(),
+        "cpu": platform.processor() or platform.machine(),
+    }
     print(json.dumps(meta))
 
 
@@ -204,7 +216,9 @@ def table(r: dict) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("command", choices=("prepare", "run"))
     ap.add_argument("--sets", nargs="+", default=list(SETS), choices=SETS)
     ap.add_argument("--queries", type=int, default=300)

@@ -83,7 +83,7 @@ def test_not_used_unless_built_and_stale_index_ignored(tmp_path: Path) -> None:
     ix = VectorIndex.create(path, DIM, "test-model")
     ix.append(np.arange(1, 3001), clustered(3000, seed=5))
     assert ann.open_for(ix) is None
-    ids, scores, info = ann.search(ix, q, 10, nprobe=1)
+    ids, _, info = ann.search(ix, q, 10, nprobe=1)
     assert info["approximate"] is False and "stale" in info["reason"]
     exact_ids, _ = ix.search(q, 10)
     assert ids.tolist() == exact_ids.tolist()
@@ -93,7 +93,11 @@ def test_not_used_unless_built_and_stale_index_ignored(tmp_path: Path) -> None:
 
 
 def test_rows_added_after_the_build_are_found_and_masked_rows_never(tmp_path: Path) -> None:
-    ix = VectorIndex.create(tmp_path / "vectors", DIM, "test-model", )
+    ix = VectorIndex.create(
+        tmp_path / "vectors",
+        DIM,
+        "test-model",
+    )
     x = clustered(3000)
     ix.close()
     ix = VectorIndex.open(tmp_path / "vectors", writable=True)
@@ -163,9 +167,18 @@ def test_bad_arguments_are_typed_errors(index: VectorIndex) -> None:
         cortex.Options(nprobe=8)  # nprobe without approximate is refused, not ignored
 
 
-TOPICS = ["database backups", "deploying to production", "cats and keyboards",
-          "JWT authentication", "schema migrations", "coffee brewing", "rust compilers",
-          "vector search", "hiking trails", "tax returns"]
+TOPICS = [
+    "database backups",
+    "deploying to production",
+    "cats and keyboards",
+    "JWT authentication",
+    "schema migrations",
+    "coffee brewing",
+    "rust compilers",
+    "vector search",
+    "hiking trails",
+    "tax returns",
+]
 
 
 @pytest.fixture
@@ -208,8 +221,9 @@ def test_engine_search_is_exact_unless_asked(store: cortex.Engine) -> None:
 def test_the_project_wall_holds_in_approximate_search(store: cortex.Engine) -> None:
     store.build_approximate_index(nlist=16)
     for q in ("coffee", "deploying code", "hiking"):
-        res = store.search(q, mode="semantic", record=False, min_score=0.0, project="a",
-                           approximate=True, nprobe=3)
+        res = store.search(
+            q, mode="semantic", record=False, min_score=0.0, project="a", approximate=True, nprobe=3
+        )
         assert res and all(r.memory.project == "a" for r in res)
         assert res.approximate is not None
 
@@ -222,8 +236,18 @@ def test_cli_builds_and_searches_approximately(tmp_path: Path, embedder) -> None
     built = run_cli("--db", str(db), "index", "build", "--approximate", "--nlist", "8", "--json")
     assert built.code == 0, built.err
     assert json.loads(built.out)["nlist"] == 8
-    res = run_cli("--db", str(db), "search", "coffee brewing", "--approximate", "--nprobe", "2",
-                  "--mode", "semantic", "--json")
+    res = run_cli(
+        "--db",
+        str(db),
+        "search",
+        "coffee brewing",
+        "--approximate",
+        "--nprobe",
+        "2",
+        "--mode",
+        "semantic",
+        "--json",
+    )
     assert res.code == 0, res.err
     out = json.loads(res.out)
     assert out["approximate"]["approximate"] is True and out["approximate"]["nprobe"] == 2

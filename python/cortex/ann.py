@@ -49,8 +49,15 @@ try:
 except ImportError:  # pragma: no cover - only without the compiled extension
     _native = None  # type: ignore[assignment]
 
-__all__ = ["DEFAULT_NPROBE_FRACTION", "ann_path", "build", "default_nprobe", "default_params",
-           "open_for", "search"]
+__all__ = [
+    "DEFAULT_NPROBE_FRACTION",
+    "ann_path",
+    "build",
+    "default_nprobe",
+    "default_params",
+    "open_for",
+    "search",
+]
 
 #: The share of the lists a search probes when `nprobe` is not given.
 DEFAULT_NPROBE_FRACTION = 1 / 16
@@ -107,8 +114,12 @@ def build(
     )
     with _lock:
         _cache.pop(str(path), None)
-    return {"path": str(path), "nlist": lists, "rows": covered, **{"sample": p["sample"],
-            "iters": p["iters"]}}
+    return {
+        "path": str(path),
+        "nlist": lists,
+        "rows": covered,
+        **{"sample": p["sample"], "iters": p["iters"]},
+    }
 
 
 _lock = threading.Lock()
@@ -153,24 +164,30 @@ def search(
     ``rows``), ``tail`` (rows added since the build, scanned exactly), and ``reason`` when
     it fell back to the exact search. Never raises for a missing, stale or damaged index:
     it answers exactly and says why."""
-    if nprobe is not None and (isinstance(nprobe, bool) or not isinstance(nprobe, int)
-                               or nprobe < 1):
+    if nprobe is not None and (
+        isinstance(nprobe, bool) or not isinstance(nprobe, int) or nprobe < 1
+    ):
         raise InvalidOptionError(f"nprobe must be an integer >= 1, got {nprobe!r}")
     rows = index.rows
     reason = None
     try:
         ann = open_for(index)
         if ann is None:
-            reason = ("no approximate index: build it with `cortex index build --approximate`"
-                      if not ann_path(index.path).exists() else
-                      "the approximate index is stale (built from an older vector index):"
-                      " rebuild it with `cortex index build --approximate`")
+            reason = (
+                "no approximate index: build it with `cortex index build --approximate`"
+                if not ann_path(index.path).exists()
+                else "the approximate index is stale (built from an older vector index):"
+                " rebuild it with `cortex index build --approximate`"
+            )
     except IndexFormatError as exc:
         ann, reason = None, f"the approximate index is damaged ({exc})"
     if ann is None:
         ids, scores = index.search(query, k, allowed=allowed)
-        return ids, scores, {"approximate": False, "reason": reason, "rows": rows,
-                             "rows_scored": rows}
+        return (
+            ids,
+            scores,
+            {"approximate": False, "reason": reason, "rows": rows, "rows_scored": rows},
+        )
     probes = nprobe if nprobe is not None else default_nprobe(ann.nlist)
     q = np.ascontiguousarray(query, dtype=np.float32)
     a = None if allowed is None else np.ascontiguousarray(allowed, dtype=np.int64)
@@ -191,16 +208,22 @@ def notice(info: dict[str, Any]) -> str:
     """The sentence a user reads about how an approximate search ran."""
     if not info.get("approximate"):
         why = info.get("reason")
-        return ("approximate search asked for, exact search ran" + (f": {why}" if why else
-                " (the probed lists covered every allowed row)"))
-    return (f"approximate vector search (IVF, {info['nprobe']} of {info['nlist']} lists,"
-            f" {info['rows_scored']:,} of {info['rows']:,} rows scored): a near memory in a"
-            " list not probed is missed; raise nprobe or search without approximate")
-
+        return "approximate search asked for, exact search ran" + (
+            f": {why}" if why else " (the probed lists covered every allowed row)"
+        )
+    return (
+        f"approximate vector search (IVF, {info['nprobe']} of {info['nlist']} lists,"
+        f" {info['rows_scored']:,} of {info['rows']:,} rows scored): a near memory in a"
+        " list not probed is missed; raise nprobe or search without approximate"
+    )
 
 
 def semantic_search(
-    semantic: Any, query: np.ndarray, k: int, *, nprobe: int | None = None,
+    semantic: Any,
+    query: np.ndarray,
+    k: int,
+    *,
+    nprobe: int | None = None,
     allowed: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, Any, dict[str, Any]]:
     """`Semantic.search_unchecked` through the approximate index: (ids, scores, the SQLite
@@ -211,6 +234,10 @@ def semantic_search(
     ids, scores, info = search(index, query, k, nprobe=nprobe, allowed=allowed)
     if len(np.unique(ids)) != len(ids):  # damage: the exact path repairs or refuses
         ids, scores, seen = semantic.search_unchecked(query, k, allowed=allowed)
-        info = {"approximate": False, "reason": "the vector index returned a row twice",
-                "rows": info["rows"], "rows_scored": info["rows"]}
+        info = {
+            "approximate": False,
+            "reason": "the vector index returned a row twice",
+            "rows": info["rows"],
+            "rows_scored": info["rows"],
+        }
     return ids, scores, seen, info

@@ -481,9 +481,13 @@ class Options:
             raise InvalidOptionError(f"limit must be between 1 and {MAX_LIMIT}, not {self.limit}")
         if self.nprobe is not None:
             if isinstance(self.nprobe, bool) or not isinstance(self.nprobe, int) or self.nprobe < 1:
-                raise InvalidOptionError(f"nprobe must be a positive integer or None, not {self.nprobe!r}")
+                raise InvalidOptionError(
+                    f"nprobe must be a positive integer or None, not {self.nprobe!r}"
+                )
             if self.approximate is not True:
-                raise InvalidOptionError("nprobe applies to approximate search: pass approximate=True too")
+                raise InvalidOptionError(
+                    "nprobe applies to approximate search: pass approximate=True too"
+                )
         if self.token_budget is not None and (
             isinstance(self.token_budget, bool)
             or not isinstance(self.token_budget, int)
