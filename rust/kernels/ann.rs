@@ -537,14 +537,18 @@ impl Ivf {
         let mut t = f32::NEG_INFINITY;
         let mut cand: Vec<(f32, u32)> = Vec::new();
         let mut eligible = 0usize;
-        // Offer a row; true when the filter admits it and it is live.
+        // Offer a row; true when it counts as an admitted, live row. A row whose upper
+        // bound is below `t` is dropped before its flags are read (a scattered read of
+        // the id file per row otherwise): `t` is finite only once k admitted live rows
+        // were seen, so the count that decides whether to probe further is complete
+        // until then.
         let mut offer = |row: u32, a: f32, slack: f32, cand: &mut Vec<(f32, u32)>| -> bool {
-            if !ok(row) || !live(row) {
-                return false;
-            }
             let u = a + slack;
             if u < t {
-                return true;
+                return false;
+            }
+            if !ok(row) || !live(row) {
+                return false;
             }
             let l = a - slack;
             if !l.is_nan() {
