@@ -35,8 +35,7 @@ impl AnnIndex {
     fn check_pair(&self, vf: &VecFile) -> Result<()> {
         if vf.uuid() != self.ivf.uuid || vf.count() < self.ivf.rows || vf.dim() != self.ivf.dim {
             return Err(Error::State(
-                "this approximate index was built from another vector index (stale);"
-                    .to_owned()
+                "this approximate index was built from another vector index (stale);".to_owned()
                     + " rebuild it with `cortex index build --approximate`",
             ));
         }
@@ -44,7 +43,12 @@ impl AnnIndex {
     }
 }
 
-type Found<'py> = (Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<f32>>, usize, bool);
+type Found<'py> = (
+    Bound<'py, PyArray1<i64>>,
+    Bound<'py, PyArray1<f32>>,
+    usize,
+    bool,
+);
 
 #[pymethods]
 impl AnnIndex {
@@ -149,7 +153,9 @@ impl AnnIndex {
                 let count = vf.count();
                 let (hits, probed, exact) = match allowed.as_deref() {
                     None => {
-                        let (h, p) = self.ivf.search(isa, vf.rows(), count, &q, k, nprobe, None, &live);
+                        let (h, p) =
+                            self.ivf
+                                .search(isa, vf.rows(), count, &q, k, nprobe, None, &live);
                         (h, p, nprobe >= self.ivf.nlist)
                     }
                     Some(ids) => {

@@ -39,7 +39,11 @@ const FIX_F32: &str = "use np.ascontiguousarray(x, dtype=np.float32)";
 
 /// Borrow a C-contiguous float32 array of `ndim` dimensions and copy it out,
 /// with an error that says how to fix anything else. Returns (values, shape).
-pub(crate) fn f32_array(obj: &Bound<'_, PyAny>, name: &str, ndim: usize) -> Result<(Vec<f32>, Vec<usize>)> {
+pub(crate) fn f32_array(
+    obj: &Bound<'_, PyAny>,
+    name: &str,
+    ndim: usize,
+) -> Result<(Vec<f32>, Vec<usize>)> {
     let arr = obj.cast::<PyUntypedArray>().map_err(|_| {
         Error::Type(format!(
             "{name} must be a numpy float32 array, got {}; {FIX_F32}",

@@ -320,9 +320,8 @@ fn pad64(n: usize) -> usize {
 pub fn write(path: &Path, b: &Built, uuid: [u8; 16], seed: u64) -> Result<()> {
     let nlist = b.offsets.len() - 1;
     let rows = b.order.len();
-    let mut body: Vec<u8> = Vec::with_capacity(
-        nlist * b.dim * 4 + (nlist + 1) * 8 + rows * 4 + 64 + b.records.len(),
-    );
+    let mut body: Vec<u8> =
+        Vec::with_capacity(nlist * b.dim * 4 + (nlist + 1) * 8 + rows * 4 + 64 + b.records.len());
     for v in &b.centroids {
         body.extend_from_slice(&v.to_le_bytes());
     }
@@ -353,7 +352,8 @@ pub fn write(path: &Path, b: &Built, uuid: [u8; 16], seed: u64) -> Result<()> {
     {
         let mut f = File::create(&tmp).map_err(|e| Error::io("create", &tmp, e))?;
         f.write_all(&h).map_err(|e| Error::io("write", &tmp, e))?;
-        f.write_all(&body).map_err(|e| Error::io("write", &tmp, e))?;
+        f.write_all(&body)
+            .map_err(|e| Error::io("write", &tmp, e))?;
         f.sync_all().map_err(|e| Error::io("sync", &tmp, e))?;
     }
     files::replace_file(&tmp, path).map_err(|e| Error::io("rename into", path, e))
@@ -425,7 +425,9 @@ impl Ivf {
         let head = nlist * dim * 4 + (nlist + 1) * 8 + rows * 4;
         let records_at = HEADER_LEN + pad64(head);
         if body_len != pad64(head) + rows * rl || len != HEADER_LEN + body_len {
-            return Err(bad("the file's length does not match its header (truncated?)"));
+            return Err(bad(
+                "the file's length does not match its header (truncated?)",
+            ));
         }
         let body = &map[HEADER_LEN..];
         if body_checksum(body) != u64_at(h, 64) {
@@ -669,7 +671,10 @@ mod tests {
         let ivf = Ivf::open(&path).unwrap();
         let live = |r: u32| r % 17 != 0;
         for qi in 0..20 {
-            let q: Vec<f32> = rows[qi * dim..(qi + 1) * dim].iter().map(|v| v.to_f32()).collect();
+            let q: Vec<f32> = rows[qi * dim..(qi + 1) * dim]
+                .iter()
+                .map(|v| v.to_f32())
+                .collect();
             let (hits, probed) = ivf.search(isa, &rows, n, &q, k, 16, None, &live);
             assert_eq!(probed, n);
             let mut top = TopK::new(k);
