@@ -96,9 +96,20 @@ def prepare(args: argparse.Namespace) -> None:
         print(f"{name}: {len(v)} rows", flush=True)
 
 
-def build_ivf(name: str, nat: object, rows: int) -> dict[str, float]:
+def build_ivf(name: str, nat: object, rows: int, args: argparse.Namespace) -> dict[str, float]:
     p = default_params(rows)
+    if args.nlist:
+        p.update(nlist=args.nlist, sample=min(rows, 32 * args.nlist))
     path = DATA / name / "vectors.ivf"
+    if args.reuse and path.exists():
+        a = _native.AnnIndex.open(str(path))
+        if a.nlist == p["nlist"] and a.rows == rows:
+            return {
+                **p,
+                "build_wall_s": float("nan"),
+                "build_cpu_s": float("nan"),
+                "bytes": path.stat().st_size,
+            }
     t0, c0 = time.perf_counter(), time.process_time()
     _native.AnnIndex.build(nat, str(path), p["nlist"], p["sample"], p["iters"], 0, 2)
     return {
@@ -116,7 +127,7 @@ def run(args: argparse.Namespace) -> None:
         ix = VectorIndex.open(path)
         nat = ix._index
         rows = ix.rows
-        info = build_ivf(name, nat, rows)
+        info = build_ivf(name, nat, rows, args)
         t0 = time.perf_counter()
         ann = _native.AnnIndex.open(str(DATA / name / "vectors.ivf"))
         info["open_s"] = time.perf_counter() - t0
@@ -223,6 +234,8 @@ def main() -> None:
     ap.add_argument("--sets", nargs="+", default=list(SETS), choices=SETS)
     ap.add_argument("--queries", type=int, default=300)
     ap.add_argument("--nprobe", type=int, nargs="+", default=[8, 16, 32, 64, 128, 256, 512])
+    ap.add_argument("--nlist", type=int, help="lists (default: cortex.ann.default_params)")
+    ap.add_argument("--reuse", action="store_true", help="keep an IVF file of the same nlist")
     ap.add_argument("--hnsw", action="store_true")
     ap.add_argument("--ef", type=int, nargs="+", default=[32, 64, 128, 256])
     args = ap.parse_args()

@@ -60,7 +60,7 @@ __all__ = [
 ]
 
 #: The share of the lists a search probes when `nprobe` is not given.
-DEFAULT_NPROBE_FRACTION = 1 / 16
+DEFAULT_NPROBE_FRACTION = 1 / 8
 
 
 def default_params(rows: int) -> dict[str, int]:

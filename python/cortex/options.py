@@ -334,7 +334,7 @@ class Options:
     nprobe: int | None = option(
         None,
         "lists the approximate search probes (more: slower, higher recall); needs approximate",
-        default_text="1/16 of the lists",
+        default_text="1/8 of the lists",
         minimum=1,
         mcp=False,
     )
