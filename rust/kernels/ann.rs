@@ -669,7 +669,7 @@ mod tests {
         let path = dir.join("x.ivf");
         write(&path, &b, [3; 16], 1).unwrap();
         let ivf = Ivf::open(&path).unwrap();
-        let live = |r: u32| r % 17 != 0;
+        let live = |r: u32| !r.is_multiple_of(17);
         for qi in 0..20 {
             let q: Vec<f32> = rows[qi * dim..(qi + 1) * dim]
                 .iter()
