@@ -334,7 +334,7 @@ class Options:
     nprobe: int | None = option(
         None,
         "lists the approximate search probes (more: slower, higher recall); needs approximate",
-        default_text="1/8 of the lists",
+        default_text="256 (every list of a small index)",
         minimum=1,
         mcp=False,
     )
