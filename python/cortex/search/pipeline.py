@@ -914,7 +914,8 @@ def _approximate(sem: Leg | None, notices: list[str]) -> dict[str, Any]:
 
     info = sem.approximate if sem is not None else None
     if info is None:
-        info = {"approximate": False, "reason": "no vector search ran"}
+        why = "no vector search ran" if sem is None else "this backend searches vectors exactly"
+        info = {"approximate": False, "reason": why}
     notices.append(ann.notice(info))
     return info
 
