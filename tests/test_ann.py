@@ -253,3 +253,15 @@ def test_cli_builds_and_searches_approximately(tmp_path: Path, embedder) -> None
     assert out["approximate"]["approximate"] is True and out["approximate"]["nprobe"] == 2
     plain = run_cli("--db", str(db), "search", "coffee brewing", "--mode", "semantic", "--json")
     assert "approximate" not in json.loads(plain.out)
+
+
+def test_reindex_rebuilds_an_approximate_index_it_made_stale(store: cortex.Engine) -> None:
+    store.build_approximate_index(nlist=16)
+    index = store._semantic.index()
+    before = ann.open_for(index)
+    assert before is not None
+    done = store.reindex()  # a new vector file (another uuid): the old .ivf would be stale
+    assert done["approximate"]["nlist"] == 16 and done["approximate"]["rows"] == 300
+    index = store._semantic.index()
+    after = ann.open_for(index)
+    assert after is not None and after.uuid == index.uuid != before.uuid

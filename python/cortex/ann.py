@@ -127,6 +127,15 @@ def build(
     }
 
 
+def built_nlist(path: Path) -> int | None:
+    """The lists of the approximate index at `path` (to rebuild it alike), None when it
+    cannot be read."""
+    try:
+        return int(_need_native().AnnIndex.open(str(path)).nlist)
+    except CortexError:
+        return None
+
+
 _lock = threading.Lock()
 #: path -> (mtime_ns, size, AnnIndex): an index is opened (and checked) once per change.
 _cache: dict[str, tuple[int, int, Any]] = {}

@@ -413,6 +413,7 @@ class Engine:
             if progress is not None:
                 progress(done, len(backlog))
         rows = self._semantic.rebuild()
+        approximate = self._rebuild_approximate()
         # The per-project keyword statistics, recounted from FTS5's own size records.
         self._store.rebuild_keyword_totals()
         _log.info(
@@ -425,7 +426,21 @@ class Engine:
             "rows": rows,
             "code_refs": refs,
             "documents": docs,
+            **({"approximate": approximate} if approximate is not None else {}),
         }
+
+    def _rebuild_approximate(self) -> dict[str, Any] | None:
+        """After a rebuild of the vector index: rebuild the approximate index when one was
+        built before (it was opted into; the new vector file made it stale), else None."""
+        from cortex import ann
+
+        path = ann.ann_path(self._semantic.index_path())
+        if not path.exists():
+            return None
+        index = self._semantic.index()
+        if index.rows == 0:  # nothing to index; a search ignores the stale file
+            return None
+        return ann.build(index, nlist=ann.built_nlist(path))
 
     def build_approximate_index(self, **params: Any) -> dict[str, Any]:
         """Build (or rebuild) the opt-in approximate vector index (cortex.ann: IVF) of the
