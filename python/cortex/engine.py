@@ -432,6 +432,8 @@ class Engine:
     def _rebuild_approximate(self) -> dict[str, Any] | None:
         """After a rebuild of the vector index: rebuild the approximate index when one was
         built before (it was opted into; the new vector file made it stale), else None."""
+        if self._pg:  # pgvector has no such file
+            return None
         from cortex import ann
 
         path = ann.ann_path(self._semantic.index_path())
