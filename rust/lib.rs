@@ -5,6 +5,7 @@ use pyo3::prelude::*;
 pub mod errors;
 pub mod kernels;
 pub mod keyword;
+mod py_ann;
 mod py_files;
 mod py_fusion;
 mod py_index;
@@ -16,6 +17,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<py_index::NativeIndex>()?;
     m.add_class::<py_keyword::KeywordIndex>()?;
     m.add_class::<py_files::FileLock>()?;
+    m.add_class::<py_ann::AnnIndex>()?;
     m.add_function(wrap_pyfunction!(py_files::replace_file, m)?)?;
     m.add_function(wrap_pyfunction!(py_index::simd_level, m)?)?;
     m.add_function(wrap_pyfunction!(py_index::default_threads, m)?)?;

@@ -39,7 +39,11 @@ const FIX_F32: &str = "use np.ascontiguousarray(x, dtype=np.float32)";
 
 /// Borrow a C-contiguous float32 array of `ndim` dimensions and copy it out,
 /// with an error that says how to fix anything else. Returns (values, shape).
-fn f32_array(obj: &Bound<'_, PyAny>, name: &str, ndim: usize) -> Result<(Vec<f32>, Vec<usize>)> {
+pub(crate) fn f32_array(
+    obj: &Bound<'_, PyAny>,
+    name: &str,
+    ndim: usize,
+) -> Result<(Vec<f32>, Vec<usize>)> {
     let arr = obj.cast::<PyUntypedArray>().map_err(|_| {
         Error::Type(format!(
             "{name} must be a numpy float32 array, got {}; {FIX_F32}",
@@ -89,7 +93,7 @@ fn f32_array(obj: &Bound<'_, PyAny>, name: &str, ndim: usize) -> Result<(Vec<f32
 }
 
 /// Copy a 1-d int64 array out (contiguous or not).
-fn i64_array(obj: &Bound<'_, PyAny>, name: &str) -> Result<Vec<i64>> {
+pub(crate) fn i64_array(obj: &Bound<'_, PyAny>, name: &str) -> Result<Vec<i64>> {
     let a = obj.cast::<PyArray1<i64>>().map_err(|_| {
         Error::Type(format!(
             "{name} must be a 1-d numpy int64 array; use np.asarray({name}, dtype=np.int64)"
@@ -102,7 +106,7 @@ fn i64_array(obj: &Bound<'_, PyAny>, name: &str) -> Result<Vec<i64>> {
 }
 
 /// Check every value is finite and the row is not zero, then L2-normalise in place.
-fn normalise_rows(v: &mut [f32], dim: usize, name: &str) -> Result<()> {
+pub(crate) fn normalise_rows(v: &mut [f32], dim: usize, name: &str) -> Result<()> {
     for (i, row) in v.chunks_exact_mut(dim).enumerate() {
         if let Some(j) = row.iter().position(|x| !x.is_finite()) {
             return Err(Error::Invalid(format!(
@@ -125,14 +129,14 @@ fn normalise_rows(v: &mut [f32], dim: usize, name: &str) -> Result<()> {
     Ok(())
 }
 
-fn check_k(k: i64) -> Result<usize> {
+pub(crate) fn check_k(k: i64) -> Result<usize> {
     if k <= 0 {
         return Err(Error::Invalid(format!("k must be >= 1, got {k}")));
     }
     Ok(usize::try_from(k).unwrap_or(usize::MAX))
 }
 
-fn check_threads(threads: Option<i64>) -> Result<usize> {
+pub(crate) fn check_threads(threads: Option<i64>) -> Result<usize> {
     match threads {
         None => Ok(default_threads()),
         Some(t) if t >= 1 => Ok(t as usize),
@@ -149,7 +153,7 @@ pub struct NativeIndex {
 }
 
 impl NativeIndex {
-    fn read<T>(&self, f: impl FnOnce(&VecFile) -> Result<T>) -> Result<T> {
+    pub(crate) fn read<T>(&self, f: impl FnOnce(&VecFile) -> Result<T>) -> Result<T> {
         let g = self
             .inner
             .read()

@@ -8,6 +8,7 @@ import numpy as np
 import numpy.typing as npt
 
 __all__ = [
+    "AnnIndex",
     "FileLock",
     "KeywordIndex",
     "NativeIndex",
@@ -102,6 +103,39 @@ class NativeIndex:
         candidates: int | None = None,
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]: ...
     def read_floor(self, part: str, threads: int = 1) -> int: ...
+
+@final
+class AnnIndex:
+    @staticmethod
+    def build(
+        index: NativeIndex,
+        path: str | os.PathLike[str],
+        nlist: int,
+        sample: int,
+        iters: int = 10,
+        seed: int = 0,
+        threads: int | None = None,
+    ) -> tuple[int, int]: ...
+    @staticmethod
+    def open(path: str | os.PathLike[str]) -> AnnIndex: ...
+    @property
+    def nlist(self) -> int: ...
+    @property
+    def dim(self) -> int: ...
+    @property
+    def rows(self) -> int: ...
+    @property
+    def uuid(self) -> str: ...
+    @property
+    def seed(self) -> int: ...
+    def search(
+        self,
+        index: NativeIndex,
+        query: npt.NDArray[np.float32],
+        k: int,
+        nprobe: int,
+        allowed: npt.NDArray[np.int64] | None = None,
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32], int, bool]: ...
 
 @final
 class KeywordIndex:

@@ -411,6 +411,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--project", help="only if the anchor belongs to this project (default: any)")
     p.add_argument("--json", action="store_true", help="print the timeline as JSON")
 
+    p = sub.add_parser("index", help="build derived indexes (the opt-in approximate one)")
+    index_sub = p.add_subparsers(dest="index_command", required=True)
+    q = index_sub.add_parser(
+        "build", help="build the approximate vector index (used only by --approximate)"
+    )
+    q.add_argument(
+        "--approximate", action="store_true", required=True,
+        help="the approximate (IVF) vector index; searches use it only when asked",
+    )  # fmt: skip
+    q.add_argument("--nlist", type=int, help="lists (default: about 2 x sqrt(vectors))")
+    q.add_argument("--json", action="store_true", help="print what was built as JSON")
+
     p = sub.add_parser("reindex", help="embed memories that lack vectors; rebuild the index")
     p.add_argument("--json", action="store_true", help="print the counts as JSON")
 
@@ -763,6 +775,20 @@ def _cmd_timeline(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def _cmd_index(args: argparse.Namespace, out: TextIO) -> int:
+    params = {} if args.nlist is None else {"nlist": args.nlist}
+    with cortex.open(_db_path(args), keyword_index="off") as engine:
+        built = engine.build_approximate_index(**params)
+    if args.json:
+        _dump(built, out)
+    else:
+        out.write(
+            f"approximate index of {built['rows']} vectors in {built['nlist']} lists:"
+            f" {built['path']}\n"
+        )
+    return 0
+
+
 def _cmd_reindex(args: argparse.Namespace, out: TextIO) -> int:
     with cortex.open(_db_path(args), keyword_index="off") as engine:
         done = engine.reindex(progress=Progress("embedding", unit="memories"))
@@ -919,6 +945,7 @@ _COMMANDS = {
     "similar": _cmd_similar,
     "stats": _cmd_stats,
     "timeline": _cmd_timeline,
+    "index": _cmd_index,
     "reindex": _cmd_reindex,
     "model": _cmd_model,
     "eval": _cmd_eval,

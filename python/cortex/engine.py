@@ -413,6 +413,7 @@ class Engine:
             if progress is not None:
                 progress(done, len(backlog))
         rows = self._semantic.rebuild()
+        approximate = self._rebuild_approximate()
         # The per-project keyword statistics, recounted from FTS5's own size records.
         self._store.rebuild_keyword_totals()
         _log.info(
@@ -425,7 +426,40 @@ class Engine:
             "rows": rows,
             "code_refs": refs,
             "documents": docs,
+            **({"approximate": approximate} if approximate is not None else {}),
         }
+
+    def _rebuild_approximate(self) -> dict[str, Any] | None:
+        """After a rebuild of the vector index: rebuild the approximate index when one was
+        built before (it was opted into; the new vector file made it stale), else None."""
+        if self._pg:  # pgvector has no such file
+            return None
+        from cortex import ann
+
+        path = ann.ann_path(self._semantic.index_path())
+        if not path.exists():
+            return None
+        index = self._semantic.index()
+        if index.rows == 0:  # nothing to index; a search ignores the stale file
+            return None
+        return ann.build(index, nlist=ann.built_nlist(path))
+
+    def build_approximate_index(self, **params: Any) -> dict[str, Any]:
+        """Build (or rebuild) the opt-in approximate vector index (cortex.ann: IVF) of the
+        vector index as it is now; searches use it only with ``approximate=True``, and
+        rows added later are searched exactly until the next build. `params`: ``nlist``,
+        ``sample``, ``iters``, ``seed``, ``threads`` (defaults: cortex.ann.default_params).
+        Returns what was built. SQLite stores only."""
+        if self._pg:
+            raise InvalidOptionError("the approximate index is built for SQLite stores only")
+        if self._store.read_only:
+            raise StorageError(f"cannot build an index of {self.path}: it is open read-only")
+        reason = self._semantic.unavailable()
+        if reason is not None:
+            raise EmbeddingError(f"the approximate index is of the vectors: {reason}")
+        from cortex import ann
+
+        return ann.build(self._semantic.index(), **params)
 
     def get(self, memory_id: int, *, project: str | None = None) -> Memory:
         """One live memory by id; with `project`, only if it belongs to that project (a

@@ -325,6 +325,19 @@ class Options:
         maximum=1,
         mcp=False,
     )
+    approximate: bool = option(
+        False,
+        "search vectors through the approximate index (cortex index build --approximate):"
+        " faster at 1M rows, may miss near memories; results say so (Results.approximate)",
+        mcp=False,
+    )
+    nprobe: int | None = option(
+        None,
+        "lists the approximate search probes (more: slower, higher recall); needs approximate",
+        default_text="256 (every list of a small index)",
+        minimum=1,
+        mcp=False,
+    )
     order_by: OrderByArg = option(OrderBy.RELEVANCE, "relevance, recency or confidence")
     token_budget: int | None = option(
         None, "stop adding results once their estimated tokens would pass this", minimum=1
@@ -466,6 +479,15 @@ class Options:
             raise InvalidOptionError(f"limit must be an integer, not {self.limit!r}")
         if not 1 <= self.limit <= MAX_LIMIT:
             raise InvalidOptionError(f"limit must be between 1 and {MAX_LIMIT}, not {self.limit}")
+        if self.nprobe is not None:
+            if isinstance(self.nprobe, bool) or not isinstance(self.nprobe, int) or self.nprobe < 1:
+                raise InvalidOptionError(
+                    f"nprobe must be a positive integer or None, not {self.nprobe!r}"
+                )
+            if self.approximate is not True:
+                raise InvalidOptionError(
+                    "nprobe applies to approximate search: pass approximate=True too"
+                )
         if self.token_budget is not None and (
             isinstance(self.token_budget, bool)
             or not isinstance(self.token_budget, int)
@@ -532,6 +554,7 @@ class Options:
             "explain",
             "include_documents",
             "thread",
+            "approximate",
         ):
             if not isinstance(getattr(self, name), bool):
                 raise InvalidOptionError(f"{name} must be True or False")

@@ -200,6 +200,7 @@ class Results(list[Result]):
         "_cursor_of",
         "_held",
         "_next_cursor",
+        "approximate",
         "documents",
         "has_more",
         "hidden",
@@ -246,6 +247,8 @@ class Results(list[Result]):
         self.notices = notices
         self.hidden = hidden
         self.documents: list[Any] | None = None
+        # how an approximate vector search ran (cortex.ann), None when the search was exact
+        self.approximate: dict[str, Any] | None = None
         # words of the query some memory under its filters is known to hold (the
         # keyword search matched them all together): suggestions skip looking them up
         self._held: tuple[str, ...] = ()
@@ -308,4 +311,6 @@ class Results(list[Result]):
         }
         if self.documents is not None:
             out["documents"] = [d.to_dict() for d in self.documents]
+        if self.approximate is not None:
+            out["approximate"] = self.approximate
         return out

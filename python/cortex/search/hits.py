@@ -121,6 +121,7 @@ class Leg:
     terms: list[str] = field(default_factory=list)  # what snippets highlight
     tier: str = "none"
     state: Any = None  # the retriever's own, for rescore (the query vector, the expression)
+    approximate: dict[str, Any] | None = None  # how an approximate search ran (cortex.ann)
 
 
 class Retriever(Protocol):

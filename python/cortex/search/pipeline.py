@@ -275,6 +275,8 @@ class Pipeline:
         _damage_notice(damaged, notices)
         results.query, results.mode, results.hidden = shown, str(mode), hidden
         results.rewritten = kw.rewritten if kw is not None else None
+        if opts.approximate:  # never silent: the answer says how the vector leg ran
+            results.approximate = _approximate(sem, notices)
         results._held = tuple(getattr(kw.state, "held", ())) if kw is not None else ()
         if not results and hidden:
             notices.append(
@@ -951,6 +953,18 @@ class _SearchAgain(Exception):
     def __init__(self, rebuilt: bool) -> None:
         super().__init__("search again")
         self.rebuilt = rebuilt
+
+
+def _approximate(sem: Leg | None, notices: list[str]) -> dict[str, Any]:
+    """Results.approximate of a search asked to be approximate, and its notice."""
+    from cortex import ann
+
+    info = sem.approximate if sem is not None else None
+    if info is None:
+        why = "no vector search ran" if sem is None else "this backend searches vectors exactly"
+        info = {"approximate": False, "reason": why}
+    notices.append(ann.notice(info))
+    return info
 
 
 def _damage_notice(damaged: list[str], notices: list[str]) -> None:

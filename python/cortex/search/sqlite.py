@@ -225,6 +225,17 @@ class SemanticRetriever:
         # (`verify`, called by the pipeline on the page: a damaged index is rebuilt once,
         # or refused read-only), so no wrong id or score reaches the answer.
         search = self._semantic.search_unchecked
+        approx: dict[str, Any] | None = None
+        if opts.approximate:  # opt-in only (cortex.ann); the answer says how it ran
+            from cortex import ann
+
+            def search(q: Any, k: int, allowed: Any = None) -> Any:
+                nonlocal approx
+                *found, approx = ann.semantic_search(
+                    self._semantic, q, k, nprobe=opts.nprobe, allowed=allowed
+                )
+                return found
+
         if allowed is not None:
             if len(allowed) == 0:
                 return Leg(state=(query, mean, sd, seen))
@@ -236,7 +247,7 @@ class SemanticRetriever:
             ids, scores = ids[keep], scores[keep]
         state = (query, mean, sd, seen)
         if len(ids) == 0:
-            return Leg(state=state)
+            return Leg(state=state, approximate=approx)
         found = ids.tolist()
         # The rows beyond the pool (OVERFETCH) are read only when filters refused some
         # of the pool's: most searches keep the first `pool` rows as they are.
@@ -248,7 +259,7 @@ class SemanticRetriever:
             for i, s in zip(found, scores.tolist(), strict=True)
             if i in info
         ]
-        return Leg(hits[: plan.pool], state=state, tier="vector")
+        return Leg(hits[: plan.pool], state=state, tier="vector", approximate=approx)
 
     def _live(self, index: Any, seen: Any) -> int:
         """The index's live rows (a count over its live mask, O(rows): 2 ms at 1M),
