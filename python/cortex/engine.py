@@ -412,8 +412,9 @@ class Engine:
             done += len(part)
             if progress is not None:
                 progress(done, len(backlog))
+        nlist = self._approximate_nlist()  # of the vector file the rebuild replaces
         rows = self._semantic.rebuild()
-        approximate = self._rebuild_approximate()
+        approximate = self._rebuild_approximate(nlist)
         # The per-project keyword statistics, recounted from FTS5's own size records.
         self._store.rebuild_keyword_totals()
         _log.info(
@@ -429,20 +430,30 @@ class Engine:
             **({"approximate": approximate} if approximate is not None else {}),
         }
 
-    def _rebuild_approximate(self) -> dict[str, Any] | None:
-        """After a rebuild of the vector index: rebuild the approximate index when one was
-        built before (it was opted into; the new vector file made it stale), else None."""
-        if self._pg:  # pgvector has no such file
+    def _approximate_nlist(self) -> int | None:
+        """The list count of the approximate index built of the current vector file, None
+        when none was built, 0 when one was but cannot be read (or the store is on PostgreSQL: pgvector has no such file)."""
+        if self._pg:
             return None
         from cortex import ann
 
         path = ann.ann_path(self._semantic.index_path())
         if not path.exists():
             return None
+        return ann.built_nlist(path) or 0  # 0: built, but unreadable: the default lists
+
+    def _rebuild_approximate(self, nlist: int | None) -> dict[str, Any] | None:
+        """After a rebuild of the vector index (a new vector file, of a new generation):
+        build the approximate index again when one was built of the file it replaced (it
+        was opted into), with the same list count; else None."""
+        if nlist is None:
+            return None
+        from cortex import ann
+
         index = self._semantic.index()
         if index.rows == 0:  # nothing to index; a search ignores the stale file
             return None
-        return ann.build(index, nlist=ann.built_nlist(path))
+        return ann.build(index, nlist=nlist or None)
 
     def build_approximate_index(self, **params: Any) -> dict[str, Any]:
         """Build (or rebuild) the opt-in approximate vector index (cortex.ann: IVF) of the
