@@ -275,3 +275,27 @@ def test_flipped_bytes_in_the_vector_file_never_give_a_wrong_score(
             row_hit = (at - 4096) // (384 * 2)
             assert lost in (0, 1) and (lost == 0 or row_hit >= len(made))
     assert row_checksums(np.stack([truth0[i] for i in made])).all()
+
+
+def test_rows_are_found_by_id_after_an_older_memory_is_embedded_again(
+    tmp_path: Path, embedder
+) -> None:  # type: ignore[no-untyped-def]
+    """The id -> row lookup of the page check and `stored_rows` (sorted ids, binary
+    search) takes the newest live row of a memory, also when its new row is appended
+    after rows of larger ids, and finds nothing for an id with no row."""
+    db = tmp_path / "rows.db"
+    with cortex.open(db, embedder=embedder) as engine:
+        ids = engine.add_many([{"content": t} for t in TEXTS])
+        engine.search("warm up", mode="semantic", record=False)
+        semantic = engine._semantic
+        model = semantic.model_id
+        asked = np.asarray([*ids, 10**9], dtype=np.int64)
+        before = semantic.stored_rows(asked)
+        engine.update(ids[0], content="the office kettle is descaled every friday")
+        engine.search("kettle", mode="semantic", record=False)
+        after = semantic.stored_rows(asked)
+    truth = stored_vectors(db, model)
+    assert sorted(before) == sorted(after) == sorted(ids)  # not the unknown id
+    assert not np.array_equal(before[ids[0]], after[ids[0]])  # the new row, not the masked one
+    for i in ids:
+        assert np.array_equal(after[i].astype(np.float32), truth[i].astype(np.float32))
