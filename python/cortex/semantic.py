@@ -1238,9 +1238,17 @@ class Semantic:
         under the search and "rebuilt" when the file was damaged and has just been
         repaired (search again, in both cases). A damaged file that cannot be repaired
         (read-only, or `rebuilt` already in this search) raises IndexFormatError."""
+        if not len(ids):
+            return None
         index = self._index
         if index is None or self._index_state != seen:
-            return "changed" if len(ids) else None
+            if self._wanted() != seen:
+                return "changed"
+            # The handle was retired (the periodic full check of another thread's search
+            # reopens it) while SQLite did not move: the file it opens again holds the
+            # very rows that were searched. Reporting "changed" here sent every search in
+            # flight round again, and under four threads some ran out of tries.
+            index = self.index()
         problem = self._mismatch_or_error(index, query, ids, scores)
         if problem is None:
             return None
