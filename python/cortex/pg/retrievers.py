@@ -28,6 +28,7 @@ from cortex.filters import projects_of
 from cortex.options import Options
 from cortex.pg import keyword, vectors
 from cortex.pg.db import Vector
+from cortex.pg.keyword_index import PgKeywordIndex
 from cortex.pg.store import PgStore, db_project
 from cortex.search.hits import Hit, Leg, keyword_score, semantic_score, shrunk_stats
 from cortex.search.plan import Plan
@@ -47,11 +48,12 @@ _log = logging.getLogger("cortex.pg")
 
 
 class PgKeywordRetriever:
-    def __init__(self, store: PgStore) -> None:
+    def __init__(self, store: PgStore, native: PgKeywordIndex | None = None) -> None:
         self._store = store
+        self._native = native  # the in-memory keyword index (cortex.pg.keyword_index)
 
     def retrieve(self, plan: Plan, opts: Options, allowed: Any = None) -> Leg:
-        found = keyword.search(self._store, plan.text, opts, plan.pool)
+        found = keyword.search(self._store, plan.text, opts, plan.pool, self._native)
         bound = found.bound
         hits = [
             Hit(h.memory_id, keyword_score(h.raw / bound if bound > 0 else 0.0), h.raw, h.info)
@@ -70,7 +72,7 @@ class PgKeywordRetriever:
         found = leg.state
         if found is None or found.bound <= 0:
             return {}
-        raw = keyword.rescore(self._store, found, ids, opts)
+        raw = keyword.rescore(self._store, found, ids, opts, self._native)
         return {i: (keyword_score(r / found.bound), r) for i, r in raw.items()}
 
 
