@@ -46,9 +46,6 @@ from cortex.keyword import (
     clean,
     quote,
 )
-from cortex.keyword import (
-    _idf as _lite_idf,
-)
 from cortex.options import Options, OrderBy
 from cortex.pg import filters
 from cortex.pg.keyword_index import PgKeywordIndex
@@ -785,6 +782,83 @@ def _substring_score(
     return " + ".join(parts), params
 
 
+def _idf_sql(i: int) -> str:
+    """FTS5's IDF of term `i` (its holders ``s.d{i}`` of ``s.n`` rows), clamp included,
+    as cortex.keyword._idf computes it."""
+    held = f"LEAST(GREATEST(s.d{i}, 0), s.n)::float8"
+    return (
+        f"GREATEST(CASE WHEN s.n > 0 THEN ln((s.n::float8 - {held} + 0.5::float8)"
+        f" / ({held} + 0.5::float8)) ELSE 0::float8 END, {_MIN_IDF}::float8) AS i{i}"
+    )
+
+
+def _ranked(
+    conn: Any,
+    terms: Sequence[str],
+    opts: Options,
+    pool: int,
+    *,
+    rows: str,
+    rows_params: list[Any],
+    holds: list[tuple[str, list[Any]]],
+    stats: str,
+    stats_params: list[Any],
+    tf: Callable[[int], tuple[str, list[Any]]],
+    norm: str,
+) -> tuple[list[Hit], list[float], float]:
+    """One statement, one scan: the memories `rows` (an SQL condition on ``m``) with
+    whether each holds each term (`holds`), the collection statistics over them
+    (`stats`: the select list of ``n`` and ``mean`` over CTE ``a``), the IDFs, and the
+    best `pool` under the filters by BM25 with `tf(i)` (over ``m``) and the length
+    normaliser `norm` (over ``m`` and ``w.mean``). Returns (hits, IDFs, mean); no
+    hits: no IDFs either."""
+    predicate, fparams = filters.where(opts)
+    flags = ", ".join(f"({c}) AS h{i}" for i, (c, _) in enumerate(holds))
+    flag_params = [p for _, ps in holds for p in ps]
+    dfs = ", ".join(f"count(*) FILTER (WHERE a.h{i}) AS d{i}" for i in range(len(terms)))
+    idfs = ", ".join(_idf_sql(i) for i in range(len(terms)))
+    score_parts: list[str] = []
+    score_params: list[Any] = []
+    for i in range(len(terms)):
+        f, p = tf(i)
+        score_parts.append(
+            f"CASE WHEN a.h{i} THEN w.i{i} * {f} * {K1 + 1}::float8 / ({f} + {K1}::float8"
+            f" * ({1 - B}::float8 + {B}::float8 * {norm})) ELSE 0::float8 END"
+        )
+        score_params += [*p, *p]
+    any_held = " OR ".join(f"a.h{i}" for i in range(len(terms)))
+    order = _order_sql(opts).replace("score", "r").replace("m.", "a.")
+    # `a` carries the content of the memories holding a term only (the others count for
+    # the statistics alone), so scoring reads no row twice
+    held = ", ".join(f"x.h{i}" for i in range(len(terms)))
+    # (OFFSET 0: the subquery is not flattened, so each term's test runs once a row)
+    sql = (
+        f"WITH a AS MATERIALIZED (SELECT x.id, x.ok, {held},"
+        f" x.len, x.created_at, x.confidence, CASE WHEN {any_held.replace('a.', 'x.')}"
+        f" THEN x.content END AS content FROM (SELECT m.id, ({predicate}) AS ok, {flags},"
+        f" length(m.content) AS len, m.created_at, m.confidence, m.content"
+        f" FROM memories m WHERE {rows} OFFSET 0) x),"
+        f" s AS (SELECT {stats}, {dfs} FROM a),"
+        f" w AS (SELECT {idfs}, s.mean FROM s),"
+        f" top AS (SELECT a.id, {' + '.join(score_parts)} AS r, a.created_at, a.confidence"
+        f" FROM a, w WHERE a.ok AND ({any_held}) ORDER BY {order} LIMIT %s)"
+        f" SELECT m.id, a.r, ARRAY[{', '.join(f'w.i{i}' for i in range(len(terms)))}],"
+        f" w.mean, {RANK_COLUMNS} FROM top a JOIN memories m ON m.id = a.id, w"
+        f" ORDER BY {order}"
+    )
+    params = [
+        *fparams, *flag_params, *rows_params, *stats_params, *score_params, pool,
+    ]  # fmt: skip
+    found = conn.execute(sql, params).fetchall()
+    hits = [
+        Hit(int(i), bm25_to_score(-float(r)), float(r), rank_info(rest))
+        for i, r, _, _, *rest in found
+    ]
+    if not found:
+        return [], [], 1.0
+    return hits, [float(x) for x in found[0][2]], float(found[0][3] or 1.0)
+
+
 def _weighted(
     conn: Any, terms: Sequence[str], opts: Options, pool: int, *, indexed: bool
 ) -> KeywordResult:
@@ -794,50 +868,43 @@ def _weighted(
     count saturates and is normalised by the memory's length in characters against the
     mean length of the memories ranked. `indexed` (CJK text): the memories holding a
     term are those the indexes find (:func:`_holds_sql`), else every memory holding
-    it as a substring (the LIKE fallback of plain text: one scan)."""
+    it as a substring (the LIKE fallback of plain text). One statement, one scan."""
     wall, wall_params = _wall_sql(opts)
-    conds: list[str] = []
-    cond_params: list[Any] = []
-    for t in terms:
-        if indexed:
-            c, p = _holds_sql(t)
-        else:
-            c, p = "m.content ILIKE %s", [_like_param(t)]
-        conds.append(c)
-        cond_params += p
-    among = " OR ".join(conds)
-    if indexed:
-        row = conn.execute(
-            f"SELECT (SELECT count(*) FROM memories m WHERE {wall}), avg(length(m.content)),"
-            + ", ".join(f"count(*) FILTER (WHERE {c})" for c in conds)
-            + f" FROM memories m WHERE {wall} AND ({among})",
-            [*wall_params, *cond_params, *wall_params, *cond_params],
-        ).fetchone()
-    else:
-        row = conn.execute(
-            "SELECT count(*), avg(length(m.content)),"
-            + ", ".join(f"count(*) FILTER (WHERE {c})" for c in conds)
-            + f" FROM memories m WHERE {wall}",
-            [*cond_params, *wall_params],
-        ).fetchone()
-    rows = int(row[0] or 0)
-    mean = float(row[1] or 1.0)
-    idfs = [_lite_idf(rows, int(n or 0)) for n in row[2:]]
-    if indexed and not any(int(n or 0) for n in row[2:]):
+    holds = [_holds_sql(t) if indexed else ("m.content ILIKE %s", [_like_param(t)]) for t in terms]
+    if indexed:  # N: the wall's live memories (keyword_stats); the mean: of the holders
+        among = " OR ".join(c for c, _ in holds)
+        rows, rows_params = (
+            f"{wall} AND ({among})",
+            [*wall_params, *(p for _, ps in holds for p in ps)],
+        )
+        projects = project_ids(opts)
+        stats = (
+            "(SELECT COALESCE(sum(docs), 0) FROM keyword_stats"
+            + (" WHERE project_id = ANY(%s)" if projects is not None else "")
+            + ") AS n, avg(a.len) AS mean"
+        )
+        stats_params = [[db_project(p) for p in projects]] if projects is not None else []
+    else:  # the LIKE fallback: N and the mean of every live memory of the wall
+        rows, rows_params = wall, list(wall_params)
+        stats, stats_params = "count(*) AS n, avg(a.len) AS mean", []
+    lowered = [t.lower() for t in terms]
+
+    def tf(i: int) -> tuple[str, list[Any]]:
+        return (
+            "((length(a.content) - length(replace(lower(a.content), %s, '')))::float8"
+            " / %s::float8)",
+            [lowered[i], len(terms[i])],
+        )
+
+    hits, idfs, mean = _ranked(
+        conn, terms, opts, pool, rows=rows, rows_params=rows_params, holds=holds,
+        stats=stats, stats_params=stats_params, tf=tf,
+        norm="a.len::float8 / GREATEST(w.mean, 1)::float8",
+    )  # fmt: skip
+    if not hits:
         return KeywordResult(terms=list(terms))
-    score, score_params = _substring_score(terms, idfs, mean)
-    predicate, fparams = filters.where(opts)
-    found = conn.execute(
-        f"SELECT m.id, {score} AS r, {RANK_COLUMNS} FROM memories m"
-        f" WHERE ({among}) AND {predicate} ORDER BY {_order_sql(opts).replace('score', 'r')}"
-        " LIMIT %s",
-        [*score_params, *cond_params, *fparams, pool],
-    ).fetchall()
-    hits = [
-        Hit(int(i), bm25_to_score(-float(r)), float(r), rank_info(rest)) for i, r, *rest in found
-    ]
     return KeywordResult(
-        hits, "like" if hits else "none", None, None, [], list(terms), bound=sum(idfs),
+        hits, "like", None, None, [], list(terms), bound=sum(idfs),
         weights=(tuple(terms), tuple(idfs), mean),
     )  # fmt: skip
 
@@ -869,34 +936,24 @@ def _trigram_score(
 def _trigram(conn: Any, terms: list[str], opts: Options, pool: int) -> KeywordResult:
     """CJK runs of three or more characters alone: the OR of their phrases, ranked by the
     BM25 the SQLite backend's trigram index gives them (N, lengths and document
-    frequencies over the live memories with CJK text of the wall), through pg_trgm."""
+    frequencies over the live memories with CJK text of the wall). One statement."""
     wall, wall_params = _wall_sql(opts)
-    likes = [_like_param(t) for t in terms]
-    row = conn.execute(
-        "SELECT count(*), COALESCE(sum(greatest(length(m.content) - 2, 0)), 0),"
-        + ", ".join("count(*) FILTER (WHERE m.content ILIKE %s)" for _ in terms)
-        + f" FROM memories m WHERE m.has_cjk AND {wall}",
-        [*likes, *wall_params],
-    ).fetchone()
-    docs, total = int(row[0]), float(row[1])
-    avgdl = total / docs if docs else 1.0
-    idfs = [_lite_idf(docs, int(n)) for n in row[2:]]
-    score, score_params = _trigram_score(terms, idfs, avgdl)
-    predicate, fparams = filters.where(opts)
-    any_term = " OR ".join("m.content ILIKE %s" for _ in terms)
-    found = conn.execute(
-        f"SELECT m.id, {score} AS r, {RANK_COLUMNS} FROM memories m"
-        f" WHERE m.has_cjk AND ({any_term}) AND {predicate}"
-        f" ORDER BY {_order_sql(opts).replace('score', 'r')} LIMIT %s",
-        [*score_params, *likes, *fparams, pool],
-    ).fetchall()
-    hits = [
-        Hit(int(i), bm25_to_score(-float(r)), float(r), rank_info(rest)) for i, r, *rest in found
-    ]
+    holds: list[tuple[str, list[Any]]] = [("m.content ILIKE %s", [_like_param(t)]) for t in terms]
+
+    def tf(i: int) -> tuple[str, list[Any]]:
+        return "regexp_count(lower(a.content), %s)::float8", [_overlaps(terms[i])]
+
+    hits, idfs, avgdl = _ranked(
+        conn, terms, opts, pool, rows=f"m.has_cjk AND {wall}", rows_params=list(wall_params),
+        holds=holds, stats="count(*) AS n, avg(greatest(a.len - 2, 0)) AS mean", stats_params=[],
+        tf=tf, norm="greatest(a.len - 2, 0)::float8 / w.mean::float8",
+    )  # fmt: skip
     expression = " OR ".join(quote(t) for t in terms)
+    if not hits:
+        return KeywordResult(tier="none", rewritten=expression, terms=list(terms))
     return KeywordResult(
-        hits, "trigram" if hits else "none", None, expression, [], list(terms),
-        bound=sum(idfs) if hits else 0.0, rescore_table=TRIGRAM,
+        hits, "trigram", None, expression, [], list(terms), bound=sum(idfs),
+        rescore_table=TRIGRAM,
         rescore_expression=json.dumps({"terms": list(terms), "idf": idfs, "avgdl": avgdl}),
     )  # fmt: skip
 
