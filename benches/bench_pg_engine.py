@@ -86,6 +86,9 @@ def main() -> None:
             ids = e.add_many(records, vectors=vectors, model_id=e.model_id)
             e.flush()
             print(f"{name}: add_many {time.perf_counter() - t:.1f} s")
+            pg_keywords = getattr(e, "_pg_keywords", None)
+            if pg_keywords is not None:
+                print(f"{name}: in-memory keyword index ready: {pg_keywords.ready()}")
             keys[name] = {i: r["metadata"]["key"] for i, r in zip(ids, records, strict=True)}
         for e in engines.values():  # warm: model, caches, the vector index
             e.search("warm up", record=False)

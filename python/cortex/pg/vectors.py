@@ -19,6 +19,7 @@ neighbours still fills the pool instead of returning short.
 from __future__ import annotations
 
 import hashlib
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -75,6 +76,13 @@ def hnsw_index_name(model_id: str, dim: int) -> str:
     return f"embeddings_hnsw_{digest}"
 
 
+#: Per store, the (model, dim) pairs whose HNSW index was seen valid: a search asks the
+#: catalogue only until then (a round trip a search before). Safe if the index is dropped
+#: afterwards: the search's index settings are then unused and it scans exactly, as
+#: the planner does with an index not yet valid.
+_VALID: weakref.WeakKeyDictionary[PgStore, set[tuple[str, int]]] = weakref.WeakKeyDictionary()
+
+
 def has_hnsw(store: PgStore, model_id: str, dim: int) -> bool:
     """Whether the model's HNSW index exists and is valid (built: a CONCURRENTLY build
     in progress, or one that failed, leaves an index the planner does not use)."""
@@ -82,7 +90,18 @@ def has_hnsw(store: PgStore, model_id: str, dim: int) -> bool:
         "SELECT i.indisvalid FROM pg_index i WHERE i.indexrelid = to_regclass(%s)",
         (hnsw_index_name(model_id, dim),),
     )
-    return bool(rows and rows[0][0])
+    valid = bool(rows and rows[0][0])
+    if valid:
+        _VALID.setdefault(store, set()).add((model_id, dim))
+    return valid
+
+
+def _hnsw_seen(store: PgStore, model_id: str, dim: int) -> bool:
+    """has_hnsw, without asking again once the index was seen valid."""
+    known = _VALID.get(store)
+    if known is not None and (model_id, dim) in known:
+        return True
+    return has_hnsw(store, model_id, dim)
 
 
 def hnsw_due(store: PgStore) -> list[tuple[str, int]]:
@@ -115,6 +134,8 @@ def hnsw_due(store: PgStore) -> list[tuple[str, int]]:
 def _drop_index(store: PgStore, name: str) -> None:
     import psycopg
     from psycopg import sql
+
+    _VALID.pop(store, None)
 
     try:
         with psycopg.connect(store.db._url, autocommit=True) as conn:
@@ -190,7 +211,7 @@ def search(
     if q.ndim != 1 or not np.isfinite(q).all():
         raise InvalidOptionError("a query vector is one row of finite numbers")
     dim = _dim(int(q.shape[0]))
-    use_index = (not exact) and has_hnsw(store, model_id, dim)
+    use_index = (not exact) and _hnsw_seen(store, model_id, dim)
     predicate, params = filters.where(opts)
     projects = project_ids(opts)
     wall = " AND e.project_id = ANY(%s)" if projects is not None else ""
