@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import weakref
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -228,29 +229,57 @@ def search(
     import psycopg
 
     try:
-        # One pipeline: BEGIN, the settings and the search go out together and come back
-        # in one round trip (then COMMIT), not five in turn.
+        if use_index:
+            rows = _index_search(store, inner, args, ef_search, pool)
+            return _hits(rows, opts)
+        # No HNSW index: one pipeline, BEGIN, the setting and the search go out together
+        # and come back in one round trip (then COMMIT).
         with store.db.connection() as conn, conn.pipeline(), conn.transaction():
-            if use_index:
-                # Relaxed order: the index may return neighbours slightly out of order
-                # while it scans on past ef_search for filtered rows; the outer ORDER BY
-                # puts them back.
-                conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-                # The candidate list must hold the pool (pgvector's advice: ef_search >=
-                # LIMIT); below 40 (its default) it stays at the default.
-                ef = int(ef_search) if ef_search is not None else max(40, pool)
-                # SET takes no parameters; set_config(..., is_local => true) is SET LOCAL
-                conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(ef),))
-                sql = f"SELECT * FROM ({inner}) t ORDER BY d, memory_id"
-            else:
-                conn.execute("SET LOCAL enable_indexscan = off")  # no HNSW: scan exactly
-                sql = inner
-            rows = conn.execute(sql, args).fetchall()
+            conn.execute("SET LOCAL enable_indexscan = off")  # no HNSW: scan exactly
+            rows = conn.execute(inner, args).fetchall()
     except psycopg.Error as exc:
         raise StorageError(store.db.explain(exc)) from None
+    return _hits(rows, opts)
+
+
+def _hits(rows: list[Any], opts: Options) -> list[VecHit]:
     out = []
     for memory_id, d, *rest in rows:
         score = 1.0 - float(d)
         if opts.min_similarity is None or score >= opts.min_similarity:
             out.append(VecHit(int(memory_id), score, rank_info(rest)))
     return out
+
+
+#: The ef_search each pooled connection has in its session (set_config(..., false)).
+_SESSION_EF: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+
+
+def _index_search(
+    store: PgStore, inner: str, args: list[Any], ef_search: int | None, pool: int
+) -> list[Any]:
+    """The search through the HNSW index: one statement in autocommit, one round trip.
+    The index's settings (iterative scans in relaxed order, ef_search) are the pooled
+    connection's session settings, set once with the first search on it (sent in the
+    same pipeline) and again only when ef_search changes: they act on HNSW index scans
+    alone, which only this search makes (before: BEGIN, two SET LOCALs, the query and
+    COMMIT, two round trips a search)."""
+    # Relaxed order: the index may return neighbours slightly out of order while it
+    # scans on past ef_search for filtered rows; the outer ORDER BY puts them back.
+    # The candidate list must hold the pool (pgvector's advice: ef_search >= LIMIT);
+    # below 40 (its default) it stays at the default.
+    ef = int(ef_search) if ef_search is not None else max(40, pool)
+    sql = f"SELECT * FROM ({inner}) t ORDER BY d, memory_id"
+    with store.db.reads() as conn:
+        if _SESSION_EF.get(conn) == ef:
+            return conn.execute(sql, args).fetchall()
+        _SESSION_EF.pop(conn, None)
+        with conn.pipeline():
+            conn.execute(
+                "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', false),"
+                " set_config('hnsw.ef_search', %s, false)",
+                (str(ef),),
+            )
+            rows = conn.execute(sql, args).fetchall()
+        _SESSION_EF[conn] = ef
+        return rows
