@@ -698,6 +698,15 @@ def _native_plain(
         return None
     projects = project_ids(opts)
     scope = None if projects is None else [db_project(p) for p in projects]
+    predicate, fparams = filters.where(opts)
+
+    def admit(ids: list[int]) -> tuple[str, list[Any]]:
+        """The rank columns of those of `ids` that pass the filters (filters.admitted)."""
+        return (
+            f"SELECT m.id, {RANK_COLUMNS} FROM memories m WHERE m.id = ANY(%s) AND {predicate}",
+            [ids, *fparams],
+        )
+
     hits: list[Hit] = []
     sync = True
     every = True
@@ -705,12 +714,22 @@ def _native_plain(
         every = require_all
         fetch = pool
         while True:
-            found = native.search(terms, fetch, require_all=require_all, projects=scope, sync=sync)
-            if found is None:
-                return None
+            if sync:  # the log is read in the same round trip as the filters (usually)
+                checked = native.search_checked(
+                    terms, fetch, require_all=require_all, projects=scope, then=admit
+                )
+                if checked is None:
+                    return None
+                ids, bm25, rows = checked
+                info = {int(r[0]): rank_info(r[1:]) for r in rows}
+            else:
+                found = native.search(terms, fetch, require_all=require_all, projects=scope,
+                                      sync=False)  # fmt: skip
+                if found is None:
+                    return None
+                ids, bm25 = found
+                info = filters.admitted(store, ids.tolist(), opts) if len(ids) else {}
             sync = False
-            ids, bm25 = found
-            info = filters.admitted(store, ids.tolist(), opts) if len(ids) else {}
             hits = [
                 Hit(i, bm25_to_score(-r), r, info[i])
                 for i, r in zip(ids.tolist(), bm25.tolist(), strict=True)

@@ -32,7 +32,7 @@ CLI search is faster in SQL than reading every memory over the wire first).
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -48,6 +48,18 @@ SYNC_BACKLOG = 20_000
 #: The schema version that has ``keyword_log``.
 LOG_SCHEMA = 4
 _BATCH = 20_000
+
+
+#: The log since a position (see _replay): the snapshot's xmin, then the rows not applied.
+_LOG_SQL = (
+    "SELECT s.x, l.seq, l.xid::text::bigint, l.ids IS NULL, l.ids FROM"
+    " (SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS x) s"
+    " LEFT JOIN keyword_log l ON l.xid >= %s::text::xid8 AND NOT l.seq = ANY(%s)"
+)
+
+
+def _log_params(xmin: int, applied: dict[int, int]) -> tuple[str, list[int]]:
+    return str(xmin), list(applied)
 
 
 class _Rebuild(Exception):
@@ -146,6 +158,54 @@ class PgKeywordIndex:
                 terms, k, require_all=require_all, allowed=only, projects=projects
             )
 
+    def search_checked(
+        self,
+        terms: list[str],
+        k: int,
+        *,
+        require_all: bool,
+        projects: list[str] | None,
+        then: Callable[[list[int]], tuple[str, list[Any]]],
+    ) -> tuple[np.ndarray, np.ndarray, list[tuple[Any, ...]]] | None:
+        """`search`, and the rows of the statement `then(ids)` makes of its answer (the
+        filters and rank columns of the hits), in one round trip: the index answers as it
+        stands and the log is read in the same pipeline as `then`'s statement; when the
+        log holds nothing new (the common case) that answer was the database's, else the
+        changes are applied and both run again. None: SQL must answer."""
+        if self._policy == "off" or self._closed:
+            return None
+        from cortex._native import KeywordIndex
+
+        if KeywordIndex.query_terms(terms) is None:
+            return None
+        with self._lock:
+            if self._index is not None:
+                ids, bm25 = self._index.search(
+                    terms, k, require_all=require_all, allowed=None, projects=projects
+                )
+                sql, params = then(ids.tolist())
+                with self._store.db.reads() as conn, conn.pipeline():
+                    log = conn.execute(_LOG_SQL, _log_params(self._xmin, self._applied))
+                    got = conn.execute(sql, params)
+                    log_rows, rows = log.fetchall(), got.fetchall()
+                if all(r[1] is None for r in log_rows):  # nothing new: the answer stands
+                    self._xmin = int(log_rows[0][0])
+                    self._applied = {q: x for q, x in self._applied.items() if x >= self._xmin}
+                    return ids, bm25, rows
+                try:
+                    self._xmin, self._applied = self._replay(
+                        self._index, self._xmin, self._applied, log_rows
+                    )
+                except (_Rebuild, CortexError):
+                    self._index = None  # _current below rebuilds, or SQL answers
+            if not self._current():
+                return None
+            ids, bm25 = self._index.search(
+                terms, k, require_all=require_all, allowed=None, projects=projects
+            )
+            sql, params = then(ids.tolist())
+            return ids, bm25, self._store.query(sql, params)
+
     def statistics(
         self, words: list[str], projects: list[str] | None = None
     ) -> tuple[int, int, list[tuple[str, int]]] | None:
@@ -194,16 +254,19 @@ class PgKeywordIndex:
             return False
         return True
 
-    def _replay(self, index: Any, xmin: int, applied: dict[int, int]) -> tuple[int, dict[int, int]]:
+    def _replay(
+        self,
+        index: Any,
+        xmin: int,
+        applied: dict[int, int],
+        rows: list[tuple[Any, ...]] | None = None,
+    ) -> tuple[int, dict[int, int]]:
         """Apply the log rows of transactions at or after `xmin` not yet `applied`;
         returns the new position. One statement reads the snapshot's xmin and the rows
-        (the same snapshot), so a row it does not see has an xid at or past that xmin."""
-        rows = self._store.query(
-            "SELECT s.x, l.seq, l.xid::text::bigint, l.ids IS NULL, l.ids FROM"
-            " (SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS x) s"
-            " LEFT JOIN keyword_log l ON l.xid >= %s::text::xid8 AND NOT l.seq = ANY(%s)",
-            (str(xmin), list(applied)),
-        )
+        (the same snapshot), so a row it does not see has an xid at or past that xmin.
+        `rows`: that statement's answer, when the caller read it already."""
+        if rows is None:
+            rows = self._store.query(_LOG_SQL, _log_params(xmin, applied))
         new_xmin = int(rows[0][0])
         logged = [r for r in rows if r[1] is not None]
         if any(r[3] for r in logged):
