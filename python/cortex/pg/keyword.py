@@ -15,10 +15,13 @@ Queries follow :mod:`cortex.keyword`: plain words run as AND, then OR, then as p
 (stop words left out unless nothing else is left); FTS5 syntax — AND, OR, NOT, "phrase",
 prefix*, parentheses, NEAR (as AND) and ``content:`` — is parsed here and mapped to a
 ``tsquery`` built from lexemes the server normalises; what FTS5 would reject is retried
-as plain terms with a notice, never a server error. CJK text is matched as substrings
-through the pg_trgm index, ranked by the same BM25 over substring counts; plain text that
-matches nothing falls back to LIKE, as on SQLite. Scores map onto [0, 1) with
-:func:`cortex.keyword.bm25_to_score`.
+as plain terms with a notice, never a server error. CJK text ranks as on SQLite, each
+term weighed by its rarity and any term may be missing: runs of three characters or more
+alone by FTS5's trigram BM25 (:func:`_trigram`, through the pg_trgm index), anything
+else by BM25 over substring counts (:func:`_weighted`); plain text that matches nothing
+falls back to LIKE, weighted the same way. Scores map onto [0, 1) with
+:func:`cortex.keyword.bm25_to_score`. The plain-text AND and OR tiers are answered by
+the in-memory index when one is built (:mod:`cortex.pg.keyword_index`): the same hits.
 
 A phrase is ranked by the BM25 of its words (FTS5 ranks it as one term); it matches only
 where its words are adjacent.
