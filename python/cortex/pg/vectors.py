@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import weakref
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -202,11 +203,15 @@ def search(
     *,
     exact: bool | None = None,
     ef_search: int | None = None,
+    also: tuple[str, Sequence[Any]] | None = None,
+    also_rows: list[Any] | None = None,
 ) -> list[VecHit]:
     """Up to `pool` memories by cosine similarity to `query` among `model_id`'s vectors,
     at least `opts.min_similarity`, under `opts`'s filters, best first.
 
     `exact`: None uses the model's HNSW index when it has one; True scans exactly.
+    `also`: another read (SQL, parameters) sent in the same round trip, before the
+    search; its rows are appended to `also_rows`.
     """
     q = np.asarray(query, dtype=np.float32)
     if q.ndim != 1 or not np.isfinite(q).all():
@@ -230,13 +235,16 @@ def search(
 
     try:
         if use_index:
-            rows = _index_search(store, inner, args, ef_search, pool)
+            rows = _index_search(store, inner, args, ef_search, pool, also, also_rows)
             return _hits(rows, opts)
         # No HNSW index: one pipeline, BEGIN, the setting and the search go out together
         # and come back in one round trip (then COMMIT).
         with store.db.connection() as conn, conn.pipeline(), conn.transaction():
+            first = conn.execute(also[0], also[1]) if also is not None else None
             conn.execute("SET LOCAL enable_indexscan = off")  # no HNSW: scan exactly
             rows = conn.execute(inner, args).fetchall()
+            if first is not None and also_rows is not None:
+                also_rows.extend(first.fetchall())
     except psycopg.Error as exc:
         raise StorageError(store.db.explain(exc)) from None
     return _hits(rows, opts)
@@ -256,7 +264,13 @@ _SESSION_EF: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
 
 
 def _index_search(
-    store: PgStore, inner: str, args: list[Any], ef_search: int | None, pool: int
+    store: PgStore,
+    inner: str,
+    args: list[Any],
+    ef_search: int | None,
+    pool: int,
+    also: tuple[str, Sequence[Any]] | None = None,
+    also_rows: list[Any] | None = None,
 ) -> list[Any]:
     """The search through the HNSW index: one statement in autocommit, one round trip.
     The index's settings (iterative scans in relaxed order, ef_search) are the pooled
@@ -271,15 +285,20 @@ def _index_search(
     ef = int(ef_search) if ef_search is not None else max(40, pool)
     sql = f"SELECT * FROM ({inner}) t ORDER BY d, memory_id"
     with store.db.reads() as conn:
-        if _SESSION_EF.get(conn) == ef:
+        known = _SESSION_EF.get(conn) == ef
+        if known and also is None:
             return conn.execute(sql, args).fetchall()
         _SESSION_EF.pop(conn, None)
         with conn.pipeline():
-            conn.execute(
-                "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', false),"
-                " set_config('hnsw.ef_search', %s, false)",
-                (str(ef),),
-            )
+            first = conn.execute(also[0], also[1]) if also is not None else None
+            if not known:
+                conn.execute(
+                    "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', false),"
+                    " set_config('hnsw.ef_search', %s, false)",
+                    (str(ef),),
+                )
             rows = conn.execute(sql, args).fetchall()
+            if first is not None and also_rows is not None:
+                also_rows.extend(first.fetchall())
         _SESSION_EF[conn] = ef
         return rows
