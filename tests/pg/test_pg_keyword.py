@@ -154,7 +154,7 @@ CJK_DOCS = [
     *(
         (f"Deployed nimbus-api build {n} to production after the canary held.", "ops")
         for n in range(6)
-    ),  # fmt: skip
+    ),
     ("nimbus の本番クラスタで証明書の期限切れ。cert-manager の自動更新が止まっていた。", "ops"),
     ("Renewed the expired webhook certificate with cert-manager by hand.", "ops"),
     ("自動更新の設定はダッシュボードから変更できる。自動更新は毎晩。", "ops"),

@@ -241,3 +241,23 @@ def test_engine_uses_it_and_answers_alike(pg_url: str) -> None:
             b = [(r.memory.id, round(r.score, 9)) for r in off.search(q, opts)]
             assert a == b, q
         assert on._pg_keywords.ready() and not off._pg_keywords.ready()
+
+
+def test_auto_builds_in_the_background_past_its_size(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import cortex
+    from cortex.pg import keyword_index
+
+    monkeypatch.setattr(keyword_index, "AUTO_MIN", 100)  # the store's 200 memories qualify
+    with PgStore.open(pg_url) as pg:
+        pg.add_many(_items(200))
+    with cortex.open(pg_url, embedder=None) as engine:  # "auto": building from the open
+        assert engine._pg_keywords.wait(60) and engine._pg_keywords.policy == "auto"
+        engine.add("walrus deploy")  # a write of this process, then another's
+        with PgStore.open(pg_url) as other:
+            other.add(MemoryInput("walrus rollout"))
+        found = engine.search("walrus", Options(mode="keyword", record=False))
+        assert len(found) == 2
+        engine.flush()  # keeps it
+        assert engine._pg_keywords.ready()
