@@ -181,12 +181,16 @@ def test_a_transaction_that_commits_late_is_not_missed(
     early = PgStore.open(pg_url)
     late = PgStore.open(pg_url)
     try:
-        with early.transaction():
-            first = early.add(MemoryInput("quokka early writer"))
+        with early.transaction() as tx:
+            # the older transaction takes its id first (writing its memory only at the
+            # end: a write now could share a statistics slot with the younger writer's
+            # and make it wait for this commit)
+            tx.execute("SELECT pg_current_xact_id()")
             # a younger transaction commits while the older one is open
             second = late.add(MemoryInput("quokka late writer"))
             _, mem = _same(store, native, "quokka", _opts(), 10)
             assert [h.memory_id for h in mem.hits] == [second]
+            first = early.add(MemoryInput("quokka early writer"))
         _, mem = _same(store, native, "quokka", _opts(), 10)
         assert {h.memory_id for h in mem.hits} == {first, second}
     finally:
@@ -261,3 +265,30 @@ def test_auto_builds_in_the_background_past_its_size(
         assert len(found) == 2
         engine.flush()  # keeps it
         assert engine._pg_keywords.ready()
+
+
+def test_a_pruned_log_makes_a_reader_left_behind_rebuild(
+    pg_url: str, store: PgStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cortex.pg import keyword_index
+
+    monkeypatch.setattr(keyword_index, "LOG_KEEP", 2)
+    monkeypatch.setattr(keyword_index, "LOG_PRUNE_AT", 4)
+    ahead, behind = PgKeywordIndex(store, "on"), PgKeywordIndex(store, "on")
+    try:
+        for ix in (ahead, behind):
+            _same(store, ix, "deploy", _opts(), 500)
+        with PgStore.open(pg_url) as other:
+            for n in range(8):  # one log row a statement
+                other.add(MemoryInput(f"narwhal sighting {n}"))
+        _same(store, ahead, "narwhal", _opts(), 500)  # reads the log and prunes it
+        assert store.query("SELECT count(*) FROM keyword_log")[0][0] <= 3
+        assert ahead.ready()
+        # the other reader's unread rows are gone: it rebuilds, and answers alike
+        _, mem = _same(store, behind, "narwhal", _opts(), 500)
+        assert len(mem.hits) == 8 and behind.ready()
+        _check_all(store, behind)
+        _check_all(store, ahead)
+    finally:
+        ahead.close()
+        behind.close()

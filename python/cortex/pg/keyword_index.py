@@ -50,10 +50,18 @@ LOG_SCHEMA = 4
 _BATCH = 20_000
 
 
+#: The log is pruned to about its newest LOG_KEEP rows once it spans LOG_PRUNE_AT (by the
+#: reader that sees it so; only rows that reader applied). The largest transaction id
+#: pruned is kept in ``meta``: a reader whose position it reaches rebuilds.
+LOG_KEEP = 10_000
+LOG_PRUNE_AT = 20_000
+_PRUNED_SQL = "COALESCE((SELECT value::bigint FROM meta WHERE key = 'keyword_log_pruned'), -1)"
 #: The log since a position (see _replay): the snapshot's xmin, then the rows not applied.
 _LOG_SQL = (
-    "SELECT s.x, l.seq, l.xid::text::bigint, l.ids IS NULL, l.ids FROM"
-    " (SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS x) s"
+    "SELECT s.x, s.pruned, s.span, l.seq, l.xid::text::bigint, l.ids IS NULL, l.ids FROM"
+    " (SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS x,"
+    f" {_PRUNED_SQL} AS pruned,"
+    " COALESCE((SELECT max(seq) - min(seq) FROM keyword_log), 0) AS span) s"
     " LEFT JOIN keyword_log l ON l.xid >= %s::text::xid8 AND NOT l.seq = ANY(%s)"
 )
 
@@ -82,6 +90,7 @@ class PgKeywordIndex:
         self._index: Any = None
         self._xmin = 0  # the log is read from transactions at or after this id
         self._applied: dict[int, int] = {}  # log seq -> its xid, for xids >= _xmin
+        self._pruned = -1  # the log's pruned mark when last read (see LOG_KEEP)
         self._worker: threading.Thread | None = None
         self._closed = False
         self.error: str | None = None  # why the index is not used, if it failed
@@ -188,8 +197,13 @@ class PgKeywordIndex:
                     log = conn.execute(_LOG_SQL, _log_params(self._xmin, self._applied))
                     got = conn.execute(sql, params)
                     log_rows, rows = log.fetchall(), got.fetchall()
-                if all(r[1] is None for r in log_rows):  # nothing new: the answer stands
-                    self._xmin = int(log_rows[0][0])
+                head = log_rows[0]
+                if (
+                    all(r[3] is None for r in log_rows)
+                    and int(head[1]) == self._pruned
+                    and int(head[2]) <= LOG_PRUNE_AT
+                ):  # nothing new: the answer stands
+                    self._xmin = int(head[0])
                     self._applied = {q: x for q, x in self._applied.items() if x >= self._xmin}
                     return ids, bm25, rows
                 try:
@@ -267,20 +281,48 @@ class PgKeywordIndex:
         `rows`: that statement's answer, when the caller read it already."""
         if rows is None:
             rows = self._store.query(_LOG_SQL, _log_params(xmin, applied))
-        new_xmin = int(rows[0][0])
-        logged = [r for r in rows if r[1] is not None]
-        if any(r[3] for r in logged):
+        new_xmin, pruned, span = (int(v) for v in rows[0][:3])
+        if pruned != self._pruned and pruned >= xmin:
+            raise _Rebuild  # rows this index had not read may be pruned
+        self._pruned = pruned
+        logged = [r for r in rows if r[3] is not None]
+        if any(r[5] for r in logged):
             raise _Rebuild  # a TRUNCATE
         changed: set[int] = set()
         for r in logged:
-            changed.update(int(i) for i in r[4])
+            changed.update(int(i) for i in r[6])
             if len(changed) > SYNC_BACKLOG:
                 raise _Rebuild
         if changed:
             self._apply(index, sorted(changed))
         kept = {seq: x for seq, x in applied.items() if x >= new_xmin}
-        kept.update({int(r[1]): int(r[2]) for r in logged if int(r[2]) >= new_xmin})
+        kept.update({int(r[3]): int(r[4]) for r in logged if int(r[4]) >= new_xmin})
+        if span > LOG_PRUNE_AT:
+            self._prune(new_xmin)
         return new_xmin, kept
+
+    def _prune(self, position: int) -> None:
+        """Delete the log's older rows, keeping LOG_KEEP, among those of transactions
+        before `position` (all applied here), and record the largest id pruned."""
+        if self._store.read_only:
+            return
+        try:
+            with self._store.transaction() as tx:
+                row = tx.execute(
+                    "WITH gone AS (DELETE FROM keyword_log WHERE seq < (SELECT max(seq)"
+                    " FROM keyword_log) - %s AND xid < %s::text::xid8"
+                    " RETURNING xid::text::bigint AS x)"
+                    " INSERT INTO meta AS t (key, value)"
+                    " SELECT 'keyword_log_pruned', max(x)::text FROM gone HAVING count(*) > 0"
+                    " ON CONFLICT (key) DO UPDATE"
+                    " SET value = GREATEST(t.value::bigint, excluded.value::bigint)::text"
+                    " RETURNING value",
+                    (LOG_KEEP, str(position)),
+                ).fetchone()
+        except CortexError:
+            return  # another time (a role without DELETE keeps the whole log)
+        if row is not None and int(row[0]) < position:
+            self._pruned = int(row[0])  # ours (all applied here); a larger one: see _replay
 
     def _apply(self, index: Any, changed: list[int]) -> None:
         live: list[int] = []
@@ -314,8 +356,11 @@ class PgKeywordIndex:
         read first, so whatever commits while the rows are read is replayed after."""
         from cortex._native import KeywordIndex
 
-        xmin = int(
-            self._store.query("SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint")[0][0]
+        xmin, self._pruned = (
+            int(v)
+            for v in self._store.query(
+                "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint, " + _PRUNED_SQL
+            )[0]
         )
         index = KeywordIndex()
         last = 0
