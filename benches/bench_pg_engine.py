@@ -6,7 +6,7 @@ runs every query of that store in keyword, semantic and hybrid mode on each. Pri
 mode, the median and p95 latency of a search on each backend and how many of the top-10
 positions agree (issue 13's "same answers").
 
-    python benches/bench_pg_engine.py [--store 3000] [--repeat 3]
+    python benches/bench_pg_engine.py [--store 3000] [--repeat 3] [--cache DIR]
 
 `--scale N` grows the store to N memories with copies of its records (each with a few
 random words appended and its vector moved by small Gaussian noise, re-normalised: the
@@ -46,13 +46,24 @@ def main() -> None:
     ap.add_argument("--modes", default="keyword,semantic,hybrid")
     ap.add_argument("--hnsw", action="store_true", help="measure again with the HNSW index")
     ap.add_argument("--noise", type=float, default=0.01, help="σ per dimension of the copies")
+    ap.add_argument(
+        "--cache", type=Path, default=None,
+        help="a folder keeping the store's embedded vectors between runs (same model)",
+    )  # fmt: skip
     args = ap.parse_args()
     agent = load_set("agent")
     records = [record_of(m) for m in agent.members(args.store)]
     queries = [q for q in agent.queries if q["store"] == args.store]
     embedder = load_default_embedder()
     t0 = time.perf_counter()
-    vectors = np.asarray(embedder.embed_batch([r["content"] for r in records]), np.float32)
+    cached = args.cache / f"agent-{args.store}.npy" if args.cache is not None else None
+    if cached is not None and cached.is_file():
+        vectors = np.load(cached)
+    else:
+        vectors = np.asarray(embedder.embed_batch([r["content"] for r in records]), np.float32)
+        if cached is not None:
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            np.save(cached, vectors)
     print(f"{len(records)} memories embedded in {time.perf_counter() - t0:.1f} s;"
           f" {len(queries)} queries")  # fmt: skip
     if args.scale > len(records):
@@ -75,6 +86,9 @@ def main() -> None:
             ids = e.add_many(records, vectors=vectors, model_id=e.model_id)
             e.flush()
             print(f"{name}: add_many {time.perf_counter() - t:.1f} s")
+            pg_keywords = getattr(e, "_pg_keywords", None)
+            if pg_keywords is not None:
+                print(f"{name}: in-memory keyword index ready: {pg_keywords.ready()}")
             keys[name] = {i: r["metadata"]["key"] for i, r in zip(ids, records, strict=True)}
         for e in engines.values():  # warm: model, caches, the vector index
             e.search("warm up", record=False)

@@ -98,10 +98,13 @@ class Engine:
                 raise InvalidOptionError(
                     f"keyword_index must be one of {', '.join(POLICIES)}, not {keyword_index!r}"
                 )
+            from cortex.pg.keyword_index import PgKeywordIndex
+
             self._semantic: Any = PgSemantic(store, embedder)
-            # BM25 runs in PostgreSQL: no in-memory keyword index to build
+            # BM25 in PostgreSQL, or in memory (cortex.pg.keyword_index); no SQLite twin
             self._keyword_index = KeywordIndexer(store, "off")
-            keyword_leg = PgKeywordRetriever(store)
+            self._pg_keywords: Any = PgKeywordIndex(store, keyword_index)
+            keyword_leg = PgKeywordRetriever(store, self._pg_keywords)
             semantic_leg = PgSemanticRetriever(store, self._semantic, self._query_cache)
         else:
             self._semantic = Semantic(store, embedder)
@@ -190,6 +193,8 @@ class Engine:
             self._recorder.close()  # flushed and fsync'd before the store closes
         self._pipeline.close()
         self._keyword_index.close()
+        if self._pg:
+            self._pg_keywords.close()
         self._semantic.close()
         self._store.close()
 
@@ -371,6 +376,8 @@ class Engine:
             self._semantic.index()
         if not self._pg:
             self._keyword_index.persist()
+        else:  # builds PostgreSQL's in-memory keyword index, when its policy would
+            self._pg_keywords.persist()
         self._store.after_bulk_write()
 
     def reindex(self, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:

@@ -147,3 +147,59 @@ def test_quotes_backslashes_and_repeats_index_as_written(pg_url: str, tmp_path: 
             assert [h.memory_id for h in ours] == [h.memory_id for h in theirs], query
             assert ours, query
         lite.close()
+
+
+CJK_DOCS = [
+    ("デプロイ手順の見直し：nimbus では本番反映の前に必ずステージングで負荷試験を行う。", "ops"),
+    *(
+        (f"Deployed nimbus-api build {n} to production after the canary held.", "ops")
+        for n in range(6)
+    ),
+    ("nimbus の本番クラスタで証明書の期限切れ。cert-manager の自動更新が止まっていた。", "ops"),
+    ("Renewed the expired webhook certificate with cert-manager by hand.", "ops"),
+    ("自動更新の設定はダッシュボードから変更できる。自動更新は毎晩。", "ops"),
+    ("数据库的自动更新脚本在凌晨运行。", "data"),
+    ("自动更新失败时会发送告警邮件。哈哈哈哈", "data"),
+    ("部署流程：先在预发布环境验证，再发布到生产环境。", "data"),
+    ("环境变量和环境配置写在文件里，部署前检查。", "ops"),
+    ("The kubernetesoperator reconciles every minute.", "ops"),
+]
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "deploy 手順 nimbus",  # mixed: substrings weighted by rarity
+        "cert-manager 自動更新",
+        "部署 环境",  # short CJK terms
+        "数据库 自动更新",  # trigram tier: the OR of phrases, FTS5's trigram BM25
+        "自動更新",
+        "哈哈哈",  # overlapping occurrences count as FTS5's trigram phrase does
+        "operator",  # plain text no index holds: the LIKE fallback, weighted
+        "本周谁值班",  # nothing
+    ],
+)
+@pytest.mark.parametrize("project", [None, "ops"])
+def test_cjk_tiers_rank_as_sqlite(
+    pg_url: str, tmp_path: Path, query: str, project: str | None
+) -> None:
+    """The CJK and LIKE tiers give the SQLite backend's hits, BM25, bound and rescore."""
+    items = [MemoryInput(text, project=p) for text, p in CJK_DOCS]
+    opts = OPTS.replace(project=project)
+    with PgStore.open(pg_url) as pg:
+        lite = Store.open(tmp_path / "cjk.db")
+        try:
+            assert pg.add_many(items) == lite.add_many(items)
+            ours = keyword.search(pg, query, opts, 50)
+            theirs = lite_keyword.search(lite, query, opts, 50)
+            assert (ours.tier, ours.terms) == (theirs.tier, theirs.terms)
+            assert [h.memory_id for h in ours.hits] == [h.memory_id for h in theirs.hits]
+            assert _raw(ours.hits) == pytest.approx(_raw(theirs.hits), rel=1e-9)
+            if ours.hits:
+                assert ours.bound == pytest.approx(theirs.bound, rel=1e-9)
+            top = keyword.search(pg, query, opts, 1)
+            ids = list(range(1, len(items) + 1))
+            mine = keyword.rescore(pg, top, ids, opts)
+            assert mine == pytest.approx({h.memory_id: h.raw for h in ours.hits}, rel=1e-9)
+        finally:
+            lite.close()

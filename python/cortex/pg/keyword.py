@@ -15,10 +15,13 @@ Queries follow :mod:`cortex.keyword`: plain words run as AND, then OR, then as p
 (stop words left out unless nothing else is left); FTS5 syntax — AND, OR, NOT, "phrase",
 prefix*, parentheses, NEAR (as AND) and ``content:`` — is parsed here and mapped to a
 ``tsquery`` built from lexemes the server normalises; what FTS5 would reject is retried
-as plain terms with a notice, never a server error. CJK text is matched as substrings
-through the pg_trgm index, ranked by the same BM25 over substring counts; plain text that
-matches nothing falls back to LIKE, as on SQLite. Scores map onto [0, 1) with
-:func:`cortex.keyword.bm25_to_score`.
+as plain terms with a notice, never a server error. CJK text ranks as on SQLite, each
+term weighed by its rarity and any term may be missing: runs of three characters or more
+alone by FTS5's trigram BM25 (:func:`_trigram`, through the pg_trgm index), anything
+else by BM25 over substring counts (:func:`_weighted`); plain text that matches nothing
+falls back to LIKE, weighted the same way. Scores map onto [0, 1) with
+:func:`cortex.keyword.bm25_to_score`. The plain-text AND and OR tiers are answered by
+the in-memory index when one is built (:mod:`cortex.pg.keyword_index`): the same hits.
 
 A phrase is ranked by the BM25 of its words (FTS5 ranks it as one term); it matches only
 where its words are adjacent.
@@ -48,6 +51,7 @@ from cortex.keyword import (
 )
 from cortex.options import Options, OrderBy
 from cortex.pg import filters
+from cortex.pg.keyword_index import PgKeywordIndex
 from cortex.pg.store import PgStore, db_project, rank_info
 from cortex.pg.text import exact_tokens, stemmed_tokens
 from cortex.ranking import RANK_COLUMNS, RankInfo
@@ -67,6 +71,8 @@ Index = tuple[str, Callable[[str], list[str]]]
 #: The indexes: (column, how a query's words become its terms).
 STEMMED = ("tsv", stemmed_tokens)
 EXACT = ("tsv_simple", exact_tokens)
+#: A KeywordResult's rescore_table when the trigram tier ran (_trigram).
+TRIGRAM = "trigram"
 
 _SYNTAX = re.compile(r'["*()^]|\b(?:AND|OR|NOT|NEAR)\b|\w:')
 
@@ -291,23 +297,6 @@ def _order_sql(opts: Options) -> str:
     return "score DESC, m.id"
 
 
-def _collection(conn: Any, opts: Options) -> tuple[int, float]:
-    """(N, average length): of the project a walled search sees, else of all."""
-    projects = project_ids(opts)
-    if projects is not None:
-        row = conn.execute(
-            "SELECT COALESCE(SUM(docs), 0), COALESCE(SUM(total_len), 0) FROM keyword_stats"
-            " WHERE project_id = ANY(%s)",
-            ([db_project(p) for p in projects],),
-        ).fetchone()
-    else:
-        row = conn.execute(
-            "SELECT COALESCE(SUM(docs), 0), COALESCE(SUM(total_len), 0) FROM keyword_stats"
-        ).fetchone()
-    docs, total = int(row[0]), float(row[1])
-    return docs, (total / docs if docs else 1.0)
-
-
 def _idf(n_docs: int, df: int) -> float:
     return max(_MIN_IDF, math.log((n_docs - df + 0.5) / (df + 0.5)))
 
@@ -325,6 +314,8 @@ class Ran:
     avgdl: float = 1.0
     #: only whether a memory matches (holds): one EXISTS, no scores; hits are stand-ins
     exists_only: bool = False
+    #: the query's words when the in-memory index answered (it rescores them too)
+    words: list[str] | None = None
 
 
 #: What an exists-only tier returns for "some memory matches" (never ranked or shown).
@@ -395,7 +386,7 @@ def _bm25(
         return [(_SOME, True)] if found else []
     tfs, tf_params = _tf_columns(column, scored, operands)
     dfs = ", ".join(f"count(*) FILTER (WHERE t{i} > 0) AS d{i}" for i in range(len(scored)))
-    # The collection statistics (_collection's N and average length) are read by the
+    # The collection statistics (N and the average length, keyword_stats) are read by the
     # same statement (the CTE st): one round trip a search, not two.
     # IDFs once a statement (the CTE w), all in float8: numeric arithmetic (a bigint
     # plus a literal 0.5) on every matched row cost more than the tf itself (25 -> 11 ms
@@ -540,9 +531,12 @@ def holds(store: PgStore, word: str, opts: Options) -> bool:
         return True  # not an answer either way: never discount on a failed check
 
 
-def search(store: PgStore, query: str, opts: Options, pool: int) -> KeywordResult:
+def search(
+    store: PgStore, query: str, opts: Options, pool: int, native: PgKeywordIndex | None = None
+) -> KeywordResult:
     """Up to `pool` keyword hits for `query` under `opts`'s filters, best first (the same
-    tiers and result as :func:`cortex.keyword.search`)."""
+    tiers and result as :func:`cortex.keyword.search`). `native`: the in-memory index,
+    which answers the plain-text tiers when it can (the same hits and scores)."""
     text = clean(query)
     if not text:
         return KeywordResult(notices=["the query is empty"])
@@ -554,7 +548,7 @@ def search(store: PgStore, query: str, opts: Options, pool: int) -> KeywordResul
             if has_cjk(text):
                 result = _cjk(store, conn, text, opts, pool)
             else:
-                result = _latin(store, conn, text, opts, pool, ran)
+                result = _latin(store, conn, text, opts, pool, ran, native)
                 if ran.column:
                     result.bound = ran.bound
                     result.rescore_table = ran.column
@@ -564,10 +558,11 @@ def search(store: PgStore, query: str, opts: Options, pool: int) -> KeywordResul
                             "terms": [list(t) for t in ran.terms],
                             "idf": ran.idf,
                             "avgdl": ran.avgdl,
+                            **({"words": ran.words} if ran.words is not None else {}),
                         }
                     )
             if not result.hits and not result.final:
-                fallback = _like(conn, text, opts, pool)
+                fallback = _like(conn, text, opts, pool, indexed=has_cjk(text))
                 if fallback.hits:
                     fallback.notices = [
                         *result.notices,
@@ -607,7 +602,13 @@ def _run(
 
 
 def _latin(
-    store: PgStore, conn: Any, text: str, opts: Options, pool: int, ran: Ran
+    store: PgStore,
+    conn: Any,
+    text: str,
+    opts: Options,
+    pool: int,
+    ran: Ran,
+    native: PgKeywordIndex | None = None,
 ) -> KeywordResult:
     terms = _terms(text)
     notices: list[str] = []
@@ -648,6 +649,9 @@ def _latin(
                 sink=ran,
             )  # fmt: skip
         hits = [h for h, _ in rows]
+    elif (answered := _native_plain(store, native, terms, opts, pool, ran)) is not None:
+        hits, every = answered
+        tier_expr = " ".join(quoted) if every else " OR ".join(quoted)
     else:
         # One scan answers both plain tiers: the memories holding every word come first.
         rows, _ = _run(
@@ -674,100 +678,396 @@ def _latin(
     )
 
 
-def _substring_bm25(
-    conn: Any, terms: list[str], required: list[str], opts: Options, pool: int
-) -> tuple[list[Hit], float]:
-    """BM25 over substring counts: memories holding every `required` term (all CJK
-    memories when none is), ranked by the occurrences of `terms`. The trigram index
-    answers the LIKEs of terms of three characters or more."""
-    n_docs, avgdl = _collection(conn, opts)
+#: The in-memory index is asked for the pool, then PREFILTER times more while the
+#: filters (superseded memories above all) leave it short; past NATIVE_MAX_FETCH, SQL.
+PREFILTER = 4
+NATIVE_MAX_FETCH = 8192
+
+
+def _native_plain(
+    store: PgStore,
+    native: PgKeywordIndex | None,
+    terms: list[str],
+    opts: Options,
+    pool: int,
+    ran: Ran,
+) -> tuple[list[Hit], bool] | None:
+    """The plain-text AND tier, then its OR tier, from the in-memory index: (hits,
+    whether they hold every word); None when SQL must answer. The filters are applied in
+    SQL over the index's best rows only (by primary key), fetching deeper while they leave
+    the pool short. `ran` gets what the SQL tier would have given it (the terms, IDFs,
+    average length and bound), so rescoring works either way."""
+    if native is None or opts.order_by is not OrderBy.RELEVANCE or len(terms) > MAX_SCORED:
+        return None
     projects = project_ids(opts)
-    wall = " AND project_id = ANY(%s)" if projects is not None else ""
-    wall_params = [[db_project(p) for p in projects]] if projects is not None else []
-    counts = ", ".join(
-        "(SELECT count(*) FROM memories WHERE has_cjk AND deleted_at IS NULL"
-        f" AND content ILIKE %s{wall})"
-        for _ in terms
-    )
-    params: list[Any] = []
-    for t in terms:
-        params += [_like_param(t), *wall_params]
-    dfs = conn.execute(f"SELECT {counts}", params).fetchone()
-    idf = [_idf(n_docs, int(df)) for df in dfs]
+    scope = None if projects is None else [db_project(p) for p in projects]
     predicate, fparams = filters.where(opts)
-    need = "".join(" AND m.content ILIKE %s" for _ in required)
-    sql = (
-        f"SELECT m.id, s.score, {RANK_COLUMNS} FROM memories m, LATERAL ("
-        " SELECT sum(t.idf * t.tf * (%s + 1) / (t.tf + %s * (1 - %s + %s * m.doc_len / %s)))"
-        " AS score FROM (SELECT t.idf, (length(m.content) - length(replace(lower(m.content),"
-        " t.term, ''))) / length(t.term) AS tf"
-        " FROM unnest(%s::text[], %s::float8[]) t(term, idf)) t"
-        " WHERE t.tf > 0) s"
-        f" WHERE m.has_cjk AND {predicate}{need}"
-        f" ORDER BY {_order_sql(opts)} LIMIT %s"
+
+    def admit(ids: list[int]) -> tuple[str, list[Any]]:
+        """The rank columns of those of `ids` that pass the filters (filters.admitted)."""
+        return (
+            f"SELECT m.id, {RANK_COLUMNS} FROM memories m WHERE m.id = ANY(%s) AND {predicate}",
+            [ids, *fparams],
+        )
+
+    hits: list[Hit] = []
+    sync = True
+    every = True
+    for require_all in (True, False) if len(terms) > 1 else (True,):
+        every = require_all
+        fetch = pool
+        while True:
+            if sync:  # the log is read in the same round trip as the filters (usually)
+                checked = native.search_checked(
+                    terms, fetch, require_all=require_all, projects=scope, then=admit
+                )
+                if checked is None:
+                    return None
+                ids, bm25, rows = checked
+                info = {int(r[0]): rank_info(r[1:]) for r in rows}
+            else:
+                found = native.search(terms, fetch, require_all=require_all, projects=scope,
+                                      sync=False)  # fmt: skip
+                if found is None:
+                    return None
+                ids, bm25 = found
+                info = filters.admitted(store, ids.tolist(), opts) if len(ids) else {}
+            sync = False
+            hits = [
+                Hit(i, bm25_to_score(-r), r, info[i])
+                for i, r in zip(ids.tolist(), bm25.tolist(), strict=True)
+                if i in info
+            ]
+            if len(hits) >= pool or len(ids) < fetch:
+                break
+            fetch *= PREFILTER
+            if fetch > NATIVE_MAX_FETCH:
+                return None  # a filter that rejects most matches: SQL applies it in the scan
+        if hits:
+            break
+    if not hits:  # the prefix tier next (SQL), which sets `ran` itself
+        return [], every
+    stats = native.statistics(terms, scope)
+    if stats is None:
+        return None
+    docs, tokens, dfs = stats
+    ran.column, ran.match = STEMMED[0], None
+    ran.terms = [(term, False) for term, _ in dfs]
+    ran.idf = [_idf(docs, df) for _, df in dfs]
+    ran.avgdl = tokens / docs if docs else 1.0
+    ran.bound = sum(ran.idf)
+    ran.words = list(terms)
+    return hits[:pool], every
+
+
+def _wall_sql(opts: Options) -> tuple[str, list[Any]]:
+    """The live memories of the searched projects (a project is a wall), else all."""
+    projects = project_ids(opts)
+    if projects is None:
+        return "m.deleted_at IS NULL", []
+    return "m.deleted_at IS NULL AND m.project_id = ANY(%s)", [[db_project(p) for p in projects]]
+
+
+def _holds_sql(term: str) -> tuple[str, list[Any]]:
+    """Whether memory ``m`` holds `term` as the SQLite backend's index tiers find it
+    (cortex.keyword._holders): CJK text as a substring of a memory with CJK text (the
+    trigram index: a FTS5 trigram phrase matches what ILIKE does), a Latin word as a
+    word or a word's prefix (``deploy`` holds in "Deployed"), in the unstemmed index."""
+    if has_cjk(term):
+        return "(m.has_cjk AND m.content ILIKE %s)", [_like_param(term)]
+    parts = [_lit(x) for x in exact_tokens(term)]
+    if not parts:
+        return "false", []
+    parts[-1] += ":*"
+    query = parts[0] if len(parts) == 1 else "(" + " <-> ".join(parts) + ")"
+    return "m.tsv_simple @@ %s::tsquery", [query]
+
+
+def _substring_score(
+    terms: Sequence[str], idfs: Sequence[float], mean: float
+) -> tuple[str, list[Any]]:
+    """The substring BM25 of memory ``m`` (cortex.keyword._weighted_sql): each term's
+    count in the content (non-overlapping, case folded), saturated by k1 and normalised
+    by the memory's length in characters against `mean`, weighed by its IDF."""
+    parts: list[str] = []
+    params: list[Any] = []
+    for term, idf in zip(terms, idfs, strict=True):
+        count = (
+            "((length(m.content) - length(replace(lower(m.content), %s, '')))::float8 / %s::float8)"
+        )
+        parts.append(
+            f"%s::float8 * {count} * {K1 + 1}::float8 / ({count} + {K1}::float8"
+            f" * ({1 - B}::float8 + {B}::float8 * length(m.content) / %s::float8))"
+        )
+        low = term.lower()
+        params += [idf, low, len(term), low, len(term), max(mean, 1.0)]
+    return " + ".join(parts), params
+
+
+def _idf_sql(i: int) -> str:
+    """FTS5's IDF of term `i` (its holders ``s.d{i}`` of ``s.n`` rows), clamp included,
+    as cortex.keyword._idf computes it."""
+    held = f"LEAST(GREATEST(s.d{i}, 0), s.n)::float8"
+    return (
+        f"GREATEST(CASE WHEN s.n > 0 THEN ln((s.n::float8 - {held} + 0.5::float8)"
+        f" / ({held} + 0.5::float8)) ELSE 0::float8 END, {_MIN_IDF}::float8) AS i{i}"
     )
-    rows = conn.execute(
-        sql,
-        [K1, K1, B, B, avgdl, terms, idf, *fparams, *(_like_param(t) for t in required), pool],
-    ).fetchall()
+
+
+def _ranked(
+    conn: Any,
+    terms: Sequence[str],
+    opts: Options,
+    pool: int,
+    *,
+    rows: str,
+    rows_params: list[Any],
+    holds: list[tuple[str, list[Any]]],
+    stats: str,
+    stats_params: list[Any],
+    tf: Callable[[int], tuple[str, list[Any]]],
+    norm: str,
+) -> tuple[list[Hit], list[float], float]:
+    """One statement, one scan: the memories `rows` (an SQL condition on ``m``) with
+    whether each holds each term (`holds`), the collection statistics over them
+    (`stats`: the select list of ``n`` and ``mean`` over CTE ``a``), the IDFs, and the
+    best `pool` under the filters by BM25 with `tf(i)` (over ``m``) and the length
+    normaliser `norm` (over ``m`` and ``w.mean``). Returns (hits, IDFs, mean); no
+    hits: no IDFs either."""
+    predicate, fparams = filters.where(opts)
+    flags = ", ".join(f"({c}) AS h{i}" for i, (c, _) in enumerate(holds))
+    flag_params = [p for _, ps in holds for p in ps]
+    dfs = ", ".join(f"count(*) FILTER (WHERE a.h{i}) AS d{i}" for i in range(len(terms)))
+    idfs = ", ".join(_idf_sql(i) for i in range(len(terms)))
+    score_parts: list[str] = []
+    score_params: list[Any] = []
+    for i in range(len(terms)):
+        f, p = tf(i)
+        score_parts.append(
+            f"CASE WHEN a.h{i} THEN w.i{i} * {f} * {K1 + 1}::float8 / ({f} + {K1}::float8"
+            f" * ({1 - B}::float8 + {B}::float8 * {norm})) ELSE 0::float8 END"
+        )
+        score_params += [*p, *p]
+    any_held = " OR ".join(f"a.h{i}" for i in range(len(terms)))
+    order = _order_sql(opts).replace("score", "r").replace("m.", "a.")
+    # `a` carries the content of the memories holding a term only (the others count for
+    # the statistics alone), so scoring reads no row twice
+    held = ", ".join(f"x.h{i}" for i in range(len(terms)))
+    # (OFFSET 0: the subquery is not flattened, so each term's test runs once a row)
+    sql = (
+        f"WITH a AS MATERIALIZED (SELECT x.id, x.ok, {held},"
+        f" x.len, x.created_at, x.confidence, CASE WHEN {any_held.replace('a.', 'x.')}"
+        f" THEN x.content END AS content FROM (SELECT m.id, ({predicate}) AS ok, {flags},"
+        f" length(m.content) AS len, m.created_at, m.confidence, m.content"
+        f" FROM memories m WHERE {rows} OFFSET 0) x),"
+        f" s AS (SELECT {stats}, {dfs} FROM a),"
+        f" w AS (SELECT {idfs}, s.mean FROM s),"
+        f" top AS (SELECT a.id, {' + '.join(score_parts)} AS r, a.created_at, a.confidence"
+        f" FROM a, w WHERE a.ok AND ({any_held}) ORDER BY {order} LIMIT %s)"
+        f" SELECT m.id, a.r, ARRAY[{', '.join(f'w.i{i}' for i in range(len(terms)))}],"
+        f" w.mean, {RANK_COLUMNS} FROM top a JOIN memories m ON m.id = a.id, w"
+        f" ORDER BY {order}"
+    )
+    params = [
+        *fparams, *flag_params, *rows_params, *stats_params, *score_params, pool,
+    ]  # fmt: skip
+    found = conn.execute(sql, params).fetchall()
     hits = [
-        Hit(int(i), bm25_to_score(-float(score or 0.0)), float(score or 0.0), rank_info(rest))
-        for i, score, *rest in rows
+        Hit(int(i), bm25_to_score(-float(r)), float(r), rank_info(rest))
+        for i, r, _, _, *rest in found
     ]
-    return hits, sum(idf)
+    if not found:
+        return [], [], 1.0
+    return hits, [float(x) for x in found[0][2]], float(found[0][3] or 1.0)
+
+
+def _weighted(
+    conn: Any, terms: Sequence[str], opts: Options, pool: int, *, indexed: bool
+) -> KeywordResult:
+    """Memories holding any of `terms` as a substring, ranked by a BM25 over substrings,
+    as the SQLite backend's :func:`cortex.keyword._weighted` ranks them: each term weighs
+    its IDF over the live memories of the wall (a rare term outweighs common ones), its
+    count saturates and is normalised by the memory's length in characters against the
+    mean length of the memories ranked. `indexed` (CJK text): the memories holding a
+    term are those the indexes find (:func:`_holds_sql`), else every memory holding
+    it as a substring (the LIKE fallback of plain text). One statement, one scan."""
+    wall, wall_params = _wall_sql(opts)
+    holds = [_holds_sql(t) if indexed else ("m.content ILIKE %s", [_like_param(t)]) for t in terms]
+    if indexed:  # N: the wall's live memories (keyword_stats); the mean: of the holders
+        among = " OR ".join(c for c, _ in holds)
+        rows, rows_params = (
+            f"{wall} AND ({among})",
+            [*wall_params, *(p for _, ps in holds for p in ps)],
+        )
+        projects = project_ids(opts)
+        stats = (
+            "(SELECT COALESCE(sum(docs), 0) FROM keyword_stats"
+            + (" WHERE project_id = ANY(%s)" if projects is not None else "")
+            + ") AS n, avg(a.len) AS mean"
+        )
+        stats_params = [[db_project(p) for p in projects]] if projects is not None else []
+    else:  # the LIKE fallback: N and the mean of every live memory of the wall
+        rows, rows_params = wall, list(wall_params)
+        stats, stats_params = "count(*) AS n, avg(a.len) AS mean", []
+    lowered = [t.lower() for t in terms]
+
+    def tf(i: int) -> tuple[str, list[Any]]:
+        return (
+            "((length(a.content) - length(replace(lower(a.content), %s, '')))::float8"
+            " / %s::float8)",
+            [lowered[i], len(terms[i])],
+        )
+
+    hits, idfs, mean = _ranked(
+        conn, terms, opts, pool, rows=rows, rows_params=rows_params, holds=holds,
+        stats=stats, stats_params=stats_params, tf=tf,
+        norm="a.len::float8 / GREATEST(w.mean, 1)::float8",
+    )  # fmt: skip
+    if not hits:
+        return KeywordResult(terms=list(terms))
+    return KeywordResult(
+        hits, "like", None, None, [], list(terms), bound=sum(idfs),
+        weights=(tuple(terms), tuple(idfs), mean),
+    )  # fmt: skip
+
+
+def _overlaps(term: str) -> str:
+    """A regular expression whose matches are the (overlapping) occurrences of `term`."""
+    return "(?=" + re.escape(term.lower()) + ")"
+
+
+def _trigram_score(
+    terms: Sequence[str], idfs: Sequence[float], avgdl: float
+) -> tuple[str, list[Any]]:
+    """FTS5's BM25 of memory ``m`` in the trigram index (cortex.keyword's TRIGRAM table):
+    a term is a phrase of trigrams, its tf the number of places it occurs (overlapping),
+    and a memory's length its number of trigrams (characters - 2)."""
+    parts: list[str] = []
+    params: list[Any] = []
+    dl = "greatest(length(m.content) - 2, 0)::float8"
+    for idf, term in zip(idfs, terms, strict=True):
+        tf = "regexp_count(lower(m.content), %s)::float8"
+        parts.append(
+            f"%s::float8 * {tf} * {K1 + 1}::float8 / ({tf} + {K1}::float8"
+            f" * ({1 - B}::float8 + {B}::float8 * {dl} / %s::float8))"
+        )
+        params += [idf, _overlaps(term), _overlaps(term), avgdl]
+    return " + ".join(parts), params
+
+
+def _trigram(conn: Any, terms: list[str], opts: Options, pool: int) -> KeywordResult:
+    """CJK runs of three or more characters alone: the OR of their phrases, ranked by the
+    BM25 the SQLite backend's trigram index gives them (N, lengths and document
+    frequencies over the live memories with CJK text of the wall). One statement."""
+    wall, wall_params = _wall_sql(opts)
+    holds: list[tuple[str, list[Any]]] = [("m.content ILIKE %s", [_like_param(t)]) for t in terms]
+
+    def tf(i: int) -> tuple[str, list[Any]]:
+        return "regexp_count(lower(a.content), %s)::float8", [_overlaps(terms[i])]
+
+    hits, idfs, avgdl = _ranked(
+        conn, terms, opts, pool, rows=f"m.has_cjk AND {wall}", rows_params=list(wall_params),
+        holds=holds, stats="count(*) AS n, avg(greatest(a.len - 2, 0)) AS mean", stats_params=[],
+        tf=tf, norm="greatest(a.len - 2, 0)::float8 / w.mean::float8",
+    )  # fmt: skip
+    expression = " OR ".join(quote(t) for t in terms)
+    if not hits:
+        return KeywordResult(tier="none", rewritten=expression, terms=list(terms))
+    return KeywordResult(
+        hits, "trigram", None, expression, [], list(terms), bound=sum(idfs),
+        rescore_table=TRIGRAM,
+        rescore_expression=json.dumps({"terms": list(terms), "idf": idfs, "avgdl": avgdl}),
+    )  # fmt: skip
 
 
 def _cjk(store: PgStore, conn: Any, text: str, opts: Options, pool: int) -> KeywordResult:
-    """CJK runs and ASCII words, every one required, as substrings (pg_trgm)."""
-    terms = _cjk_terms(text, bigrams=False)
+    """CJK and mixed-script text, as the SQLite backend's :func:`cortex.keyword._cjk`:
+    every term may be missing, a memory ranks by how much of the query's weight it holds.
+    CJK runs of three or more characters alone: :func:`_trigram`; otherwise substrings
+    weighted by rarity (:func:`_weighted`)."""
+    everything = _cjk_terms(text, bigrams=False)
+    terms = [t for t in everything if t not in DROPPED] or everything
     if not terms:
         return KeywordResult(notices=["the query holds no words to search for"])
-    hits, bound = _substring_bm25(conn, terms, terms, opts, pool)
-    ran = " AND ".join(f"LIKE {quote('%' + t + '%')}" for t in terms)
-    return KeywordResult(hits, "trigram" if hits else "none", None, ran, [], terms, bound=bound)
+    if all(len(t) >= 3 and has_cjk(t) for t in terms):
+        return _trigram(conn, terms, opts, pool)
+    return _weighted(conn, terms, opts, pool, indexed=True)
 
 
-def _like(conn: Any, text: str, opts: Options, pool: int) -> KeywordResult:
-    """The last tier: memories holding any of the terms as substrings, by how many.
-    Stop and question words are left out, as on SQLite: they are substrings of
-    everything ("our" of "hours", "the" of "then") and matched every memory."""
+def _like(
+    conn: Any, text: str, opts: Options, pool: int, *, indexed: bool = False
+) -> KeywordResult:
+    """The last tier: CJK runs as bigrams and Latin words as substrings, weighted by
+    rarity (:func:`_weighted`). Stop and question words are left out, as on SQLite:
+    they are substrings of everything ("our" of "hours", "the" of "then"). `indexed`
+    (CJK text): the memories holding them are found through the indexes."""
     terms = [t for t in _cjk_terms(text, bigrams=True) if t not in DROPPED]
     if not terms:
         return KeywordResult()
-    predicate, params = filters.where(opts)
-    matched = " + ".join("(m.content ILIKE %s)::int" for _ in terms)
-    any_term = " OR ".join("m.content ILIKE %s" for _ in terms)
-    if opts.order_by is OrderBy.RECENCY:
-        order = "m.created_at DESC, m.id DESC"
-    elif opts.order_by is OrderBy.CONFIDENCE:
-        order = "m.confidence DESC, n DESC, m.id"
+    return _weighted(conn, terms, opts, pool, indexed=indexed)
+
+
+def _rescore_weighted(
+    conn: Any, result: KeywordResult, ids: Sequence[int], opts: Options
+) -> dict[int, float]:
+    """The substring (or trigram) BM25 of each memory among `ids` holding any term, as
+    the tier that ran scored its own hits."""
+    wall, wall_params = _wall_sql(opts)
+    wanted = sorted({int(i) for i in ids})
+    if result.weights is not None:
+        terms, idfs, mean = result.weights
+        score, score_params = _substring_score(terms, idfs, mean)
+        rows = conn.execute(
+            f"SELECT m.id, {score} FROM memories m WHERE m.id = ANY(%s) AND {wall}",
+            [*score_params, wanted, *wall_params],
+        ).fetchall()
     else:
-        order = "n DESC, m.id"
-    sql = (
-        f"SELECT m.id, {matched} AS n, {RANK_COLUMNS} FROM memories m"
-        f" WHERE ({any_term}) AND {predicate} ORDER BY {order} LIMIT %s"
-    )
-    likes = [_like_param(t) for t in terms]
-    rows = conn.execute(sql, [*likes, *likes, *params, pool]).fetchall()
-    total = len(terms)
-    hits = [Hit(int(i), n / (total + 1), float(n), rank_info(rest)) for i, n, *rest in rows]
-    return KeywordResult(
-        hits, "like" if hits else "none", None, None, [], terms, bound=float(total)
-    )
+        spec = json.loads(result.rescore_expression or "{}")
+        phrases = [str(t) for t in spec["terms"]]
+        score, score_params = _trigram_score(
+            phrases, [float(x) for x in spec["idf"]], float(spec["avgdl"])
+        )
+        any_term = " OR ".join("m.content ILIKE %s" for _ in phrases)
+        rows = conn.execute(
+            f"SELECT m.id, {score} FROM memories m WHERE m.id = ANY(%s) AND m.has_cjk"
+            f" AND ({any_term}) AND {wall}",
+            [*score_params, wanted, *(_like_param(t) for t in phrases), *wall_params],
+        ).fetchall()
+    return {int(i): float(r) for i, r in rows if r is not None and r > 0}
 
 
 def rescore(
-    store: PgStore, result: KeywordResult, ids: Sequence[int], opts: Options
+    store: PgStore,
+    result: KeywordResult,
+    ids: Sequence[int],
+    opts: Options,
+    native: PgKeywordIndex | None = None,
 ) -> dict[int, float]:
     """BM25 (``raw``) of each memory among `ids` that the query that ran matches: the
     keyword score of memories the other leg found. Filters are the caller's (`ids`
-    passed them); the collection statistics are the same as the search's."""
+    passed them); the collection statistics are the same as the search's (the
+    in-memory index's when it answered the search: the same numbers, read in memory)."""
+    import psycopg
+
+    if ids and (result.weights is not None or result.rescore_table == TRIGRAM):
+        try:
+            with store.db.reads() as conn:
+                return _rescore_weighted(conn, result, ids, opts)
+        except psycopg.Error as exc:
+            raise StorageError(store.db.explain(exc)) from None
     if not ids or not result.rescore_table or not result.rescore_expression:
         return {}
     spec = json.loads(result.rescore_expression)
+    if native is not None and spec.get("words"):
+        projects = project_ids(opts)
+        found = native.search(
+            [str(w) for w in spec["words"]], len(ids), require_all=False, allowed=ids,
+            projects=None if projects is None else [db_project(p) for p in projects],
+            sync=False,
+        )  # fmt: skip
+        if found is not None:
+            return dict(zip(found[0].tolist(), found[1].tolist(), strict=True))
     terms = [(str(t[0]), bool(t[1])) for t in spec["terms"]]
-    import psycopg
-
     try:
         with store.db.reads() as conn:
             if spec.get("idf"):

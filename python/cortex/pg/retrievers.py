@@ -28,6 +28,7 @@ from cortex.filters import projects_of
 from cortex.options import Options
 from cortex.pg import keyword, vectors
 from cortex.pg.db import Vector
+from cortex.pg.keyword_index import PgKeywordIndex
 from cortex.pg.store import PgStore, db_project
 from cortex.search.hits import Hit, Leg, keyword_score, semantic_score, shrunk_stats
 from cortex.search.plan import Plan
@@ -44,14 +45,17 @@ SAMPLES_KEPT = 8
 HNSW_CHECK_SECONDS = 60.0
 
 _log = logging.getLogger("cortex.pg")
+#: The change counter the calibration sample is kept under (schema 3).
+_MARKER_SQL = "SELECT COALESCE(sum(n), 0) FROM cortex_changes"
 
 
 class PgKeywordRetriever:
-    def __init__(self, store: PgStore) -> None:
+    def __init__(self, store: PgStore, native: PgKeywordIndex | None = None) -> None:
         self._store = store
+        self._native = native  # the in-memory keyword index (cortex.pg.keyword_index)
 
     def retrieve(self, plan: Plan, opts: Options, allowed: Any = None) -> Leg:
-        found = keyword.search(self._store, plan.text, opts, plan.pool)
+        found = keyword.search(self._store, plan.text, opts, plan.pool, self._native)
         bound = found.bound
         hits = [
             Hit(h.memory_id, keyword_score(h.raw / bound if bound > 0 else 0.0), h.raw, h.info)
@@ -70,7 +74,7 @@ class PgKeywordRetriever:
         found = leg.state
         if found is None or found.bound <= 0:
             return {}
-        raw = keyword.rescore(self._store, found, ids, opts)
+        raw = keyword.rescore(self._store, found, ids, opts, self._native)
         return {i: (keyword_score(r / found.bound), r) for i, r in raw.items()}
 
 
@@ -116,9 +120,11 @@ class PgSemanticRetriever:
     def _marker(self) -> int:
         """The change counter of what the calibration samples (schema: cortex_changes):
         equal on two reads means no committed write to live memories or vectors between."""
-        return int(self._store.query("SELECT COALESCE(sum(n), 0) FROM cortex_changes")[0][0])
+        return int(self._store.query(_MARKER_SQL)[0][0])
 
-    def _sample(self, model: str, dim: int, projects: tuple[str, ...] | None) -> np.ndarray:
+    def _sample(
+        self, model: str, dim: int, projects: tuple[str, ...] | None, marker: int | None = None
+    ) -> np.ndarray:
         """The calibration sample's vectors, unit length, float32 (rows x dim): every live
         row up to STATS_ROWS, else STATS_ROWS evenly spaced by memory id (``floor(i * (n -
         1) / (k - 1))``, the last row last); walled, over the live memories of the projects
@@ -132,7 +138,8 @@ class PgSemanticRetriever:
         scores (issue 11). Under a stream of writes every search reloads the
         sample (ids and 2,048 vectors over the wire): slower, never different."""
         key = (model, dim, projects)
-        marker = self._marker()
+        if marker is None:  # else read by the caller (with the vector search)
+            marker = self._marker()
         with self._lock:
             known = self._samples.get(key)
             if known is not None and known[0] == marker:
@@ -219,14 +226,17 @@ class PgSemanticRetriever:
             self._building.start()
 
     def _stats(
-        self, query: np.ndarray, projects: tuple[str, ...] | None = None
+        self,
+        query: np.ndarray,
+        projects: tuple[str, ...] | None = None,
+        marker: int | None = None,
     ) -> tuple[float, float]:
         """The mean and spread of the query's cosine over the same sample as the SQLite
         retriever's (cortex.search.sqlite), so that both calibrate a query alike
         (:meth:`_sample`). The cosines are computed here, over the sample kept in the
         process: the same numbers as pgvector's ``1 - (a <=> b)`` to float rounding."""
         dim = int(query.shape[0])
-        sample = self._sample(str(self._embedder.model_id), dim, projects)
+        sample = self._sample(str(self._embedder.model_id), dim, projects, marker)
         q = np.asarray(query, dtype=np.float64)
         qn = float(np.linalg.norm(q))
         if len(sample) == 0 or qn == 0.0:
@@ -238,8 +248,14 @@ class PgSemanticRetriever:
 
     def retrieve(self, plan: Plan, opts: Options, allowed: Any = None) -> Leg:
         query = self._query(plan.semantic_text)
-        mean, sd = self._stats(query, projects_of(opts))
-        found = vectors.search(self._store, query, str(self._embedder.model_id), opts, plan.pool)
+        # The calibration's change counter is read in the same round trip as the search
+        # (before it): the sample it keys is read after, as before, never newer.
+        counter: list[Any] = []
+        found = vectors.search(
+            self._store, query, str(self._embedder.model_id), opts, plan.pool,
+            also=(_MARKER_SQL, ()), also_rows=counter,
+        )  # fmt: skip
+        mean, sd = self._stats(query, projects_of(opts), int(counter[0][0]))
         hits = [Hit(h.memory_id, semantic_score(h.score, mean, sd), h.score, h.info) for h in found]
         return Leg(hits, state=(query, mean, sd), tier="vector")
 

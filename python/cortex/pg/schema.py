@@ -293,11 +293,75 @@ CREATE TRIGGER embeddings_changed AFTER INSERT OR DELETE OR UPDATE OR TRUNCATE O
     FOR EACH STATEMENT EXECUTE FUNCTION cortex_changed();
 """
 
+# The keyword log: which memories' indexed text may have changed, for a client that keeps
+# the keyword index in memory (cortex.pg.keyword_index). One row a statement (not a row a
+# memory: a bulk insert of 100k memories adds one row of two arrays), tagged with its
+# transaction's id: a reader that read the log up to its snapshot's xmin knows every
+# transaction older than that is in what it read (commit order is not id order, so a
+# sequence alone would miss a transaction that commits after a younger one). An update
+# is logged only when it changes a memory's content, project, id or whether it is live
+# (recall counts, salience and supersession are not); a TRUNCATE logs NULL arrays: every
+# reader rebuilds. `seq` only names a row (a reader skips the rows it already applied).
+_KEYWORD_LOG = """
+CREATE TABLE IF NOT EXISTS keyword_log (
+    seq      bigserial PRIMARY KEY,
+    xid      xid8 NOT NULL DEFAULT pg_current_xact_id(),
+    projects text[],
+    ids      bigint[]
+);
+CREATE INDEX keyword_log_xid ON keyword_log (xid);
+
+CREATE FUNCTION cortex_keyword_log_rows() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'DELETE' THEN
+        INSERT INTO keyword_log (projects, ids)
+        SELECT array_agg(project_id), array_agg(id) FROM old_rows HAVING count(*) > 0;
+    ELSE
+        INSERT INTO keyword_log (projects, ids)
+        SELECT array_agg(project_id), array_agg(id) FROM new_rows HAVING count(*) > 0;
+    END IF;
+    RETURN NULL;
+END $$;
+
+CREATE FUNCTION cortex_keyword_log_update() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO keyword_log (projects, ids)
+    SELECT array_agg(c.project_id), array_agg(c.id) FROM (
+        SELECT n.project_id, n.id FROM new_rows n
+          LEFT JOIN old_rows o ON o.project_id = n.project_id AND o.id = n.id
+         WHERE o.id IS NULL OR o.content IS DISTINCT FROM n.content
+            OR (o.deleted_at IS NULL) <> (n.deleted_at IS NULL)
+        UNION ALL
+        SELECT o.project_id, o.id FROM old_rows o
+          LEFT JOIN new_rows n ON n.project_id = o.project_id AND n.id = o.id
+         WHERE n.id IS NULL
+    ) c HAVING count(*) > 0;
+    RETURN NULL;
+END $$;
+
+CREATE FUNCTION cortex_keyword_log_truncate() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO keyword_log (projects, ids) VALUES (NULL, NULL);
+    RETURN NULL;
+END $$;
+
+CREATE TRIGGER memories_keyword_log_insert AFTER INSERT ON memories
+    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION cortex_keyword_log_rows();
+CREATE TRIGGER memories_keyword_log_update AFTER UPDATE ON memories
+    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION cortex_keyword_log_update();
+CREATE TRIGGER memories_keyword_log_delete AFTER DELETE ON memories
+    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION cortex_keyword_log_rows();
+CREATE TRIGGER memories_keyword_log_truncate AFTER TRUNCATE ON memories
+    FOR EACH STATEMENT EXECUTE FUNCTION cortex_keyword_log_truncate();
+"""
+
 # Forward migrations: MIGRATIONS[i] takes a database at schema version i to i + 1. An
 # entry is never edited once released; a new schema is a new entry at the end.
 MIGRATIONS: tuple[str, ...] = (
     _V1.replace("{slots}", str(STAT_SLOTS)),
     _LENSES,
     _CHANGES.replace("{slots}", str(STAT_SLOTS)),
+    _KEYWORD_LOG,
 )
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -19,7 +19,10 @@ neighbours still fills the pool instead of returning short.
 from __future__ import annotations
 
 import hashlib
+import weakref
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -75,6 +78,13 @@ def hnsw_index_name(model_id: str, dim: int) -> str:
     return f"embeddings_hnsw_{digest}"
 
 
+#: Per store, the (model, dim) pairs whose HNSW index was seen valid: a search asks the
+#: catalogue only until then (a round trip a search before). Safe if the index is dropped
+#: afterwards: the search's index settings are then unused and it scans exactly, as
+#: the planner does with an index not yet valid.
+_VALID: weakref.WeakKeyDictionary[PgStore, set[tuple[str, int]]] = weakref.WeakKeyDictionary()
+
+
 def has_hnsw(store: PgStore, model_id: str, dim: int) -> bool:
     """Whether the model's HNSW index exists and is valid (built: a CONCURRENTLY build
     in progress, or one that failed, leaves an index the planner does not use)."""
@@ -82,7 +92,18 @@ def has_hnsw(store: PgStore, model_id: str, dim: int) -> bool:
         "SELECT i.indisvalid FROM pg_index i WHERE i.indexrelid = to_regclass(%s)",
         (hnsw_index_name(model_id, dim),),
     )
-    return bool(rows and rows[0][0])
+    valid = bool(rows and rows[0][0])
+    if valid:
+        _VALID.setdefault(store, set()).add((model_id, dim))
+    return valid
+
+
+def _hnsw_seen(store: PgStore, model_id: str, dim: int) -> bool:
+    """has_hnsw, without asking again once the index was seen valid."""
+    known = _VALID.get(store)
+    if known is not None and (model_id, dim) in known:
+        return True
+    return has_hnsw(store, model_id, dim)
 
 
 def hnsw_due(store: PgStore) -> list[tuple[str, int]]:
@@ -115,6 +136,8 @@ def hnsw_due(store: PgStore) -> list[tuple[str, int]]:
 def _drop_index(store: PgStore, name: str) -> None:
     import psycopg
     from psycopg import sql
+
+    _VALID.pop(store, None)
 
     try:
         with psycopg.connect(store.db._url, autocommit=True) as conn:
@@ -180,17 +203,21 @@ def search(
     *,
     exact: bool | None = None,
     ef_search: int | None = None,
+    also: tuple[str, Sequence[Any]] | None = None,
+    also_rows: list[Any] | None = None,
 ) -> list[VecHit]:
     """Up to `pool` memories by cosine similarity to `query` among `model_id`'s vectors,
     at least `opts.min_similarity`, under `opts`'s filters, best first.
 
     `exact`: None uses the model's HNSW index when it has one; True scans exactly.
+    `also`: another read (SQL, parameters) sent in the same round trip, before the
+    search; its rows are appended to `also_rows`.
     """
     q = np.asarray(query, dtype=np.float32)
     if q.ndim != 1 or not np.isfinite(q).all():
         raise InvalidOptionError("a query vector is one row of finite numbers")
     dim = _dim(int(q.shape[0]))
-    use_index = (not exact) and has_hnsw(store, model_id, dim)
+    use_index = (not exact) and _hnsw_seen(store, model_id, dim)
     predicate, params = filters.where(opts)
     projects = project_ids(opts)
     wall = " AND e.project_id = ANY(%s)" if projects is not None else ""
@@ -207,29 +234,71 @@ def search(
     import psycopg
 
     try:
-        # One pipeline: BEGIN, the settings and the search go out together and come back
-        # in one round trip (then COMMIT), not five in turn.
+        if use_index:
+            rows = _index_search(store, inner, args, ef_search, pool, also, also_rows)
+            return _hits(rows, opts)
+        # No HNSW index: one pipeline, BEGIN, the setting and the search go out together
+        # and come back in one round trip (then COMMIT).
         with store.db.connection() as conn, conn.pipeline(), conn.transaction():
-            if use_index:
-                # Relaxed order: the index may return neighbours slightly out of order
-                # while it scans on past ef_search for filtered rows; the outer ORDER BY
-                # puts them back.
-                conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-                # The candidate list must hold the pool (pgvector's advice: ef_search >=
-                # LIMIT); below 40 (its default) it stays at the default.
-                ef = int(ef_search) if ef_search is not None else max(40, pool)
-                # SET takes no parameters; set_config(..., is_local => true) is SET LOCAL
-                conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(ef),))
-                sql = f"SELECT * FROM ({inner}) t ORDER BY d, memory_id"
-            else:
-                conn.execute("SET LOCAL enable_indexscan = off")  # no HNSW: scan exactly
-                sql = inner
-            rows = conn.execute(sql, args).fetchall()
+            first = conn.execute(also[0], also[1]) if also is not None else None
+            conn.execute("SET LOCAL enable_indexscan = off")  # no HNSW: scan exactly
+            rows = conn.execute(inner, args).fetchall()
+            if first is not None and also_rows is not None:
+                also_rows.extend(first.fetchall())
     except psycopg.Error as exc:
         raise StorageError(store.db.explain(exc)) from None
+    return _hits(rows, opts)
+
+
+def _hits(rows: list[Any], opts: Options) -> list[VecHit]:
     out = []
     for memory_id, d, *rest in rows:
         score = 1.0 - float(d)
         if opts.min_similarity is None or score >= opts.min_similarity:
             out.append(VecHit(int(memory_id), score, rank_info(rest)))
     return out
+
+
+#: The ef_search each pooled connection has in its session (set_config(..., false)).
+_SESSION_EF: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+
+
+def _index_search(
+    store: PgStore,
+    inner: str,
+    args: list[Any],
+    ef_search: int | None,
+    pool: int,
+    also: tuple[str, Sequence[Any]] | None = None,
+    also_rows: list[Any] | None = None,
+) -> list[Any]:
+    """The search through the HNSW index: one statement in autocommit, one round trip.
+    The index's settings (iterative scans in relaxed order, ef_search) are the pooled
+    connection's session settings, set once with the first search on it (sent in the
+    same pipeline) and again only when ef_search changes: they act on HNSW index scans
+    alone, which only this search makes (before: BEGIN, two SET LOCALs, the query and
+    COMMIT, two round trips a search)."""
+    # Relaxed order: the index may return neighbours slightly out of order while it
+    # scans on past ef_search for filtered rows; the outer ORDER BY puts them back.
+    # The candidate list must hold the pool (pgvector's advice: ef_search >= LIMIT);
+    # below 40 (its default) it stays at the default.
+    ef = int(ef_search) if ef_search is not None else max(40, pool)
+    sql = f"SELECT * FROM ({inner}) t ORDER BY d, memory_id"
+    with store.db.reads() as conn:
+        known = _SESSION_EF.get(conn) == ef
+        if known and also is None:
+            return conn.execute(sql, args).fetchall()
+        _SESSION_EF.pop(conn, None)
+        with conn.pipeline():
+            first = conn.execute(also[0], also[1]) if also is not None else None
+            if not known:
+                conn.execute(
+                    "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', false),"
+                    " set_config('hnsw.ef_search', %s, false)",
+                    (str(ef),),
+                )
+            rows = conn.execute(sql, args).fetchall()
+            if first is not None and also_rows is not None:
+                also_rows.extend(first.fetchall())
+        _SESSION_EF[conn] = ef
+        return rows
