@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+from datetime import UTC
 from pathlib import Path
 from typing import Any
 
@@ -587,14 +588,14 @@ def test_every_option_that_narrows_sql_is_one_the_kept_ranking_columns_cannot_ju
     `narrows_beyond_project` says so: an option that adds a clause to `where()` but is
     missing from that list would be silently ignored by the keyword leg."""
     import dataclasses
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from cortex.filters import narrows_beyond_project, where
 
     samples: dict[type, object] = {
         str: "x",
         float: 0.5,
-        datetime: datetime(2026, 1, 1, tzinfo=timezone.utc),
+        datetime: datetime(2026, 1, 1, tzinfo=UTC),
     }
     judged_by_kept_columns = {"project", "include_superseded"}
     base = where(Options())

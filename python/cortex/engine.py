@@ -438,8 +438,9 @@ class Engine:
         }
 
     def _approximate_nlist(self) -> int | None:
-        """The list count of the approximate index built of the current vector file, None
-        when none was built, 0 when one was but cannot be read (or the store is on PostgreSQL: pgvector has no such file)."""
+        """The list count of the approximate index built of the current vector file: None
+        when none was built (or the store is on PostgreSQL: pgvector has no such file), 0
+        when one was but cannot be read."""
         if self._pg:
             return None
         from cortex import ann

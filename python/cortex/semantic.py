@@ -232,7 +232,7 @@ class Semantic:
         self._loaded = embedder != "auto"
         self._lock = threading.Lock()
         self._index: Any = None
-        self._index_state: tuple[int, float] | None = None
+        self._index_state: tuple[int, float, int, int] | None = None
         # The writer lock (`_write_lock`) is held by this thread when its depth is > 0:
         # writes take it without `self._lock`, so the count is per thread.
         self._held = threading.local()
@@ -276,9 +276,9 @@ class Semantic:
         return self._store
 
     @property
-    def state(self) -> tuple[int, float] | None:
-        """The SQLite position the open vector index is in step with (last embeddings
-        rowid, last deletion time): what is cached about its contents is keyed by it."""
+    def state(self) -> tuple[int, float, int, int] | None:
+        """The SQLite position the open vector index is in step with (see `_wanted`):
+        what is cached about its contents is keyed by it."""
         return self._index_state
 
     @property
