@@ -86,9 +86,10 @@ def store_files(db: Path) -> list[Path]:
     from cortex.model_dir import resolve_model_dir
 
     out = [p for p in db.parent.glob(db.name + "*") if p.is_file()]
-    folder = db.with_name(f"{db.name}-index")
-    if folder.is_dir():
-        out += [p for p in folder.rglob("*") if p.is_file()]
+    for part in ("-index", "-vectors"):  # the derived files; the vector files
+        folder = db.with_name(f"{db.name}{part}")
+        if folder.is_dir():
+            out += [p for p in folder.rglob("*") if p.is_file()]
     with contextlib.suppress(OSError):  # no model: nothing of it to drop
         out += [p for p in resolve_model_dir()[0].rglob("*") if p.is_file()]
     return out
