@@ -112,26 +112,39 @@ def _replace(src: Path, dst: Path) -> None:
             time.sleep(0.01 * (attempt + 1))
 
 
+def _beside(db_path: Path, suffix: str, *, create: bool) -> tuple[Path, bool]:
+    """The folder ``<name><suffix>`` beside the database, and whether this call made it
+    (with `create`; IndexFormatError when it cannot)."""
+    folder = db_path.with_name(f"{db_path.name}{suffix}")
+    if not create:
+        return folder, False
+    try:
+        folder.mkdir()
+    except FileExistsError:
+        return folder, False
+    except OSError as exc:
+        raise IndexFormatError(f"cannot create the folder {folder}: {exc.strerror}") from None
+    return folder, True
+
+
+def _drop_old_side_files(db_path: Path) -> None:
+    """Delete the side files older versions kept beside the database (``<name>.vectors-*``)."""
+    for old in db_path.parent.glob(f"{glob.escape(db_path.name)}.vectors-*"):
+        with contextlib.suppress(OSError):
+            old.unlink()
+
+
 def vectors_dir(db_path: Path, *, create: bool = False) -> Path:
     """The folder of the database's vectors: ``<name>-vectors`` beside it. Not a cache:
     it holds the one copy of every vector (SQLite holds their checksums); a backup
     copies it with the database (README, "Backups")."""
-    folder = db_path.with_name(f"{db_path.name}-vectors")
-    if create:
-        try:
-            folder.mkdir()
-        except FileExistsError:
-            pass
-        except OSError as exc:
-            message = f"cannot create the vectors folder {folder}: {exc.strerror}"
-            raise IndexFormatError(message) from None
-        else:  # the first time: what older versions derived from vectors in SQLite goes
-            old = [*db_path.parent.glob(f"{glob.escape(db_path.name)}.vectors-*")]
-            index = index_dir(db_path)
-            old += [*index.glob("vectors-*")] if index.is_dir() else []
-            for path in old:
-                with contextlib.suppress(OSError):
-                    path.unlink()
+    folder, made = _beside(db_path, "-vectors", create=create)
+    if made:  # the first time: what older versions derived from vectors in SQLite goes
+        _drop_old_side_files(db_path)
+        index = index_dir(db_path)
+        for path in index.glob("vectors-*") if index.is_dir() else ():
+            with contextlib.suppress(OSError):
+                path.unlink()
     return folder
 
 
@@ -143,19 +156,9 @@ def index_dir(db_path: Path, *, create: bool = False) -> Path:
     With `create`, the folder is made when missing, and the first time it is, the side
     files older versions kept beside the database (``<name>.vectors-*``) are deleted.
     """
-    folder = db_path.with_name(f"{db_path.name}-index")
-    if create:
-        try:
-            folder.mkdir()
-        except FileExistsError:
-            pass
-        except OSError as exc:
-            message = f"cannot create the index folder {folder}: {exc.strerror}"
-            raise IndexFormatError(message) from None
-        else:
-            for old in db_path.parent.glob(f"{glob.escape(db_path.name)}.vectors-*"):
-                with contextlib.suppress(OSError):
-                    old.unlink()
+    folder, made = _beside(db_path, "-index", create=create)
+    if made:
+        _drop_old_side_files(db_path)
     return folder
 
 
