@@ -840,6 +840,27 @@ class MemoryInput:
         if self.metadata is not None:
             s(self, "_metadata_json", validate.metadata_json(self.metadata))
 
+    def row(self, now: float) -> tuple[Any, ...]:
+        """Its values for the columns of `memories` from project_id to metadata, in
+        table order (both insert paths of Store write them; `now`: the write time)."""
+        created = self.created_at if self.created_at is not None else now
+        return (
+            self.project,
+            self.content,
+            self.content_hash,
+            self.source_path,
+            self.chunk_index,
+            self.sector,
+            self.tier,
+            self.scope,
+            self.category,
+            float(self.salience),
+            float(self.confidence),
+            created,
+            now,
+            self.metadata_json(),
+        )
+
     def metadata_json(self) -> str:
         return self._metadata_json
 
@@ -1318,25 +1339,7 @@ class Store:
             " updated_at, metadata, has_cjk, tokens)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
-                (
-                    memory_id,
-                    item.project,
-                    item.content,
-                    item.content_hash,
-                    item.source_path,
-                    item.chunk_index,
-                    item.sector,
-                    item.tier,
-                    item.scope,
-                    item.category,
-                    float(item.salience),
-                    float(item.confidence),
-                    item.created_at if item.created_at is not None else now,
-                    now,
-                    item.metadata_json(),
-                    int(c),
-                    tokens.get(memory_id, 0),
-                )
+                (memory_id, *item.row(now), int(c), tokens.get(memory_id, 0))
                 for memory_id, item, c in zip(ids, items, cjk, strict=True)
             ],
         )
@@ -1362,28 +1365,11 @@ class Store:
         return list(ids)
 
     def _insert(self, tx: sqlite3.Connection, item: MemoryInput, now: float) -> int:
-        created = item.created_at if item.created_at is not None else now
         cur = tx.execute(
             "INSERT INTO memories (project_id, content, content_hash, source_path, chunk_index,"
             " sector, tier, scope, category, salience, confidence, created_at, updated_at,"
             " metadata, has_cjk) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                item.project,
-                item.content,
-                item.content_hash,
-                item.source_path,
-                item.chunk_index,
-                item.sector,
-                item.tier,
-                item.scope,
-                item.category,
-                float(item.salience),
-                float(item.confidence),
-                created,
-                now,
-                item.metadata_json(),
-                int(has_cjk(item.content)),
-            ),
+            (*item.row(now), int(has_cjk(item.content))),
         )
         memory_id = int(cur.lastrowid or 0)
         write_refs(tx, [(memory_id, item.content)], replace=False)

@@ -24,7 +24,7 @@ from cortex.pg.db import Database, Vector, redact
 from cortex.pg.text import index_text
 from cortex.ranking import RANK_COLUMNS, RankInfo
 from cortex.result import Memory, from_epoch
-from cortex.store import MemoryInput, SyncCounts, content_hash, has_cjk, split_chunks
+from cortex.store import MemoryInput, SyncCounts, has_cjk, split_chunks
 
 _log = logging.getLogger("cortex.pg")
 
@@ -311,23 +311,12 @@ class PgStore:
         with tx.cursor().copy(f"COPY memories ({cols}) FROM STDIN") as copy:
             for memory_id, item in zip(ids, items, strict=True):
                 words = index_text(item.content)
+                project, *values = item.row(now)
                 copy.write_row(
                     (
                         memory_id,
-                        db_project(item.project),
-                        item.content,
-                        content_hash(item.content),
-                        item.source_path,
-                        item.chunk_index,
-                        item.sector,
-                        item.tier,
-                        item.scope,
-                        item.category,
-                        float(item.salience),
-                        float(item.confidence),
-                        item.created_at if item.created_at is not None else now,
-                        now,
-                        item.metadata_json(),
+                        db_project(project),
+                        *values,
                         has_cjk(item.content),
                         words.doc_len,
                         words.tsv,
@@ -378,7 +367,7 @@ class PgStore:
         (ingest of pre-computed vectors, BENCHMARKS.md "PostgreSQL: second pass")."""
         values: list[tuple[Any, ...]] = []
         for memory_id, item in rows:
-            chash = content_hash(item.content)
+            chash = item.content_hash
             vec = batch.vectors.get(chash)
             if vec is None:
                 continue
@@ -504,7 +493,7 @@ class PgStore:
             (
                 db_project(item.project),
                 item.content,
-                content_hash(item.content),
+                item.content_hash,
                 item.sector,
                 item.tier,
                 item.scope,
@@ -575,7 +564,7 @@ class PgStore:
             for position, chunk in enumerate(chunks):
                 same = [
                     row[0]
-                    for row in by_hash.get(content_hash(chunk.content), [])
+                    for row in by_hash.get(chunk.content_hash, [])
                     if row[0] not in used and _unchanged(chunk, row)
                 ]
                 if same:
