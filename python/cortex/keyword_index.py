@@ -64,6 +64,7 @@ import os
 import sqlite3
 import threading
 import uuid
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -440,21 +441,15 @@ class KeywordIndexer:
 
         seq, _ = self._log_bounds()
         index = KeywordIndex()
-        last = 0
-        while not self._closed:
-            rows = self._store.query(
+        fill(
+            index,
+            lambda last: self._store.query(
                 "SELECT id, content, ifnull(project_id, char(0)) FROM memories"
                 " WHERE deleted_at IS NULL AND id > ? ORDER BY id LIMIT ?",
                 (last, _BATCH),
-            )
-            if not rows:
-                break
-            index.add(
-                np.fromiter((r[0] for r in rows), np.int64, len(rows)),
-                [r[1] for r in rows],
-                [r[2] for r in rows],
-            )
-            last = int(rows[-1][0])
+            ),
+            lambda: self._closed,
+        )
         return index, seq
 
     def _build_or_fail(self) -> tuple[Any, int]:
@@ -546,6 +541,25 @@ class KeywordIndexer:
 
         self._worker = threading.Thread(target=run, name="cortex-keyword-index", daemon=True)
         self._worker.start()
+
+
+def fill(
+    index: Any, read: Callable[[int], Sequence[Sequence[Any]]], stop: Callable[[], bool]
+) -> None:
+    """Add to `index` every live memory `read(after)` returns, batch after batch: the
+    (id, content, project) rows of ids past `after`, ascending, until a batch is empty or
+    `stop()` (the backend closing). Both backends build their in-memory index so."""
+    last = 0
+    while not stop():
+        rows = read(last)
+        if not rows:
+            return
+        index.add(
+            np.fromiter((r[0] for r in rows), np.int64, len(rows)),
+            [r[1] for r in rows],
+            [r[2] for r in rows],
+        )
+        last = int(rows[-1][0])
 
 
 def _fts5_totals(block: bytes) -> tuple[int, int]:

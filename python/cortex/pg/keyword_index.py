@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from cortex.errors import CortexError, InvalidOptionError
-from cortex.keyword_index import AUTO_MIN, POLICIES
+from cortex.keyword_index import AUTO_MIN, POLICIES, fill
 from cortex.pg.store import PgStore
 
 __all__ = ["SYNC_BACKLOG", "PgKeywordIndex"]
@@ -363,21 +363,15 @@ class PgKeywordIndex:
             )[0]
         )
         index = KeywordIndex()
-        last = 0
-        while not self._closed:
-            rows = self._store.query(
+        fill(
+            index,
+            lambda last: self._store.query(
                 "SELECT id, content, project_id FROM memories WHERE deleted_at IS NULL"
                 " AND id > %s ORDER BY id LIMIT %s",
                 (last, _BATCH),
-            )
-            if not rows:
-                break
-            index.add(
-                np.fromiter((r[0] for r in rows), np.int64, len(rows)),
-                [r[1] for r in rows],
-                [r[2] for r in rows],
-            )
-            last = int(rows[-1][0])
+            ),
+            lambda: self._closed,
+        )
         xmin, applied = self._replay(index, xmin, {})
         return index, xmin, applied
 
