@@ -162,9 +162,9 @@ def test_meaning_is_captured() -> None:
 def test_threads_parameter_sets_intra_op_threads() -> None:
     one = OnnxEmbedder(MODEL_DIR, threads=1)
     assert one.threads == 1
-    assert one._session.get_session_options().intra_op_num_threads == 1
+    assert one._fp32().get_session_options().intra_op_num_threads == 1
     two = real_embedder()
-    assert two._session.get_session_options().intra_op_num_threads == 2
+    assert two._fp32().get_session_options().intra_op_num_threads == 2
     text = "threads must not change the vector"
     np.testing.assert_allclose(one.embed(text), two.embed(text), atol=1e-5)
 
@@ -632,10 +632,10 @@ def test_queries_run_on_one_thread_and_large_batches_on_every_core() -> None:
     few = emb.embed_batch(texts[:3])  # small: the query session
     np.testing.assert_allclose(bulk[:3], few, atol=2e-5)
     if emb.bulk_threads > 1:
-        assert emb._bulk_session is not emb._session
+        assert emb._bulk() is not emb._fp32()
     pinned = OnnxEmbedder(MODEL_DIR, threads=2)
     assert pinned.threads == pinned.bulk_threads == 2
-    assert pinned._bulk_session is pinned._session
+    assert pinned._bulk() is pinned._fp32()
 
 
 def test_the_query_thread_count_is_configurable(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -644,7 +644,8 @@ def test_the_query_thread_count_is_configurable(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setenv(THREADS_ENV, "2")
     emb = OnnxEmbedder(MODEL_DIR)
     assert emb.threads == 2
-    assert emb._session.get_session_options().intra_op_num_threads == 2
+    assert emb._fp32().get_session_options().intra_op_num_threads == 2
+    assert emb._int8().get_session_options().intra_op_num_threads == 2
     assert OnnxEmbedder(MODEL_DIR, threads=1).threads == 1  # the argument wins
     monkeypatch.setenv(THREADS_ENV, " ")
     assert OnnxEmbedder(MODEL_DIR).threads == QUERY_THREADS

@@ -114,9 +114,11 @@ class OnnxEmbedder:
     :data:`TOKEN_BUDGET` tokens (at most *batch_size* rows), so padding stays under
     1 % when a whole import is embedded in one call.
     *query_encoder* chooses what :meth:`embed_query` runs: ``"fp32"`` (the model's graph)
-    or ``"int8"`` (its quantized twin, :mod:`cortex.query_int8`; queries only, made on
-    first use); None reads ``$CORTEX_QUERY_ENCODER``, else ``"fp32"``. Documents
-    (:meth:`embed`, :meth:`embed_batch`) always run the model's own graph.
+    or ``"int8"`` (its quantized twin, :mod:`cortex.query_int8`; queries only); None reads
+    ``$CORTEX_QUERY_ENCODER``, else the default ``"int8"``, which falls back to ``"fp32"``
+    (with a one-time notice on the ``cortex`` logger) where the int8 graph is not
+    installed. Documents (:meth:`embed`, :meth:`embed_batch`) always run the model's own
+    graph, loaded on first use when queries run the int8 one.
     """
 
     def __init__(
@@ -128,7 +130,12 @@ class OnnxEmbedder:
         token_budget: int = TOKEN_BUDGET,
         query_encoder: str | None = None,
     ) -> None:
-        from cortex.query_int8 import query_encoder_choice
+        from cortex.query_int8 import (
+            installed_int8,
+            notice_fallback,
+            query_encoder_asked,
+            query_encoder_choice,
+        )
 
         self._query_encoder = query_encoder_choice(query_encoder)
         if threads is not None and (
@@ -174,14 +181,29 @@ class OnnxEmbedder:
         self._tokenizer = tokenizer
 
         self._ort = ort
-        self._session = self._load_session(located.onnx.path, self._threads, reinstall)
-        self._bulk_session: Any = self._session if self._bulk_threads == self._threads else None
+        self._located = located
+        self._reinstall = reinstall
         self._bulk_lock = threading.Lock()
-        # The int8 query session (query_encoder "int8"), made and loaded on first use.
-        self._query_session: Any = self._session if self._query_encoder == "fp32" else None
+        # Sessions: fp32 for documents (and queries under "fp32"), fp32 on every core for
+        # large batches, and the query encoder's. A process that only searches with the
+        # int8 encoder never loads the fp32 graph (~0.15 s, 90 MB).
+        self._session: Any = None
+        self._bulk_session: Any = None
+        self._query_session: Any = None
+        if self._query_encoder == "int8":
+            int8_file = installed_int8(located.path, located.onnx)
+            if int8_file is not None:
+                self._query_session = self._load_session(int8_file.path, self._threads, reinstall)
+            elif not query_encoder_asked(query_encoder):
+                notice_fallback(located.path)
+                self._query_encoder = "fp32"
+            # else: asked for int8 and not installed: made on the first query (_int8)
+        first = self._query_session if self._query_session is not None else self._fp32()
+        if self._query_encoder == "fp32":
+            self._query_session = first
 
         self._inputs: dict[str, Any] = {}
-        for inp in self._session.get_inputs():
+        for inp in first.get_inputs():
             dtype = {"tensor(int64)": np.int64, "tensor(int32)": np.int32}.get(inp.type)
             known = inp.name in ("input_ids", "attention_mask", "token_type_ids")
             if dtype is None or not known:
@@ -192,7 +214,7 @@ class OnnxEmbedder:
             self._inputs[inp.name] = dtype
         if "input_ids" not in self._inputs:
             raise EmbeddingError(f"{located.onnx.path} has no input_ids input; {reinstall}")
-        outputs = {o.name: o for o in self._session.get_outputs()}
+        outputs = {o.name: o for o in first.get_outputs()}
         out = outputs.get("sentence_embedding") or next(iter(outputs.values()))
         if len(out.shape) not in (2, 3):
             raise EmbeddingError(
@@ -201,8 +223,6 @@ class OnnxEmbedder:
             )
         self._output = out.name
         self._pool_here = len(out.shape) == 3
-        self._reinstall = reinstall
-        self._located = located
         last = out.shape[-1]
         self._dim = last if isinstance(last, int) and last > 0 else 0
         if not self._dim:  # a symbolic dimension: ask the model
@@ -314,8 +334,20 @@ class OnnxEmbedder:
         except Exception as exc:  # onnxruntime raises its own unrelated exception classes
             raise EmbeddingError(f"cannot load {path}: {exc}; {reinstall}") from exc
 
+    def _fp32(self) -> Any:
+        """The model's own graph on :attr:`threads` threads, loaded on first use."""
+        if self._session is None:
+            with self._bulk_lock:
+                if self._session is None:
+                    self._session = self._load_session(
+                        self._located.onnx.path, self._threads, self._reinstall
+                    )
+        return self._session
+
     def _bulk(self) -> Any:
         """The session for large batches (every usable core), loaded on first use."""
+        if self._bulk_threads == self._threads:
+            return self._fp32()
         if self._bulk_session is None:
             with self._bulk_lock:
                 if self._bulk_session is None:
@@ -377,7 +409,7 @@ class OnnxEmbedder:
         lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
         order = np.argsort(lengths, kind="stable")
         if session is None:
-            session = self._bulk() if len(texts) >= BULK_MIN_TEXTS else self._session
+            session = self._bulk() if len(texts) >= BULK_MIN_TEXTS else self._fp32()
         out = np.empty((len(ids), self._dim or 1), dtype=np.float32)
         start = 0
         while start < len(order):
@@ -443,7 +475,7 @@ class OnnxEmbedder:
         return np.ascontiguousarray(vecs / norms, dtype=np.float32)
 
 
-_LOADED: dict[tuple[str, str, int | None, str], OnnxEmbedder] = {}
+_LOADED: dict[tuple[str, str, int | None, str, bool], OnnxEmbedder] = {}
 _LOADED_LOCK = threading.Lock()
 
 
@@ -459,13 +491,23 @@ def load_default_embedder(
     is missing: "no embedding model found at X; run `cortex model install` or
     use mode='keyword'".
     """
-    from cortex.query_int8 import query_encoder_choice
+    from cortex.query_int8 import query_encoder_asked, query_encoder_choice
 
     located = _locate(None)
+    # Keyed on whether the encoder was asked for: the default falls back to fp32 where
+    # the int8 graph is missing, an asked-for int8 makes it.
     encoder = query_encoder_choice(query_encoder)
-    key = (str(located.path), located.model_id, threads, encoder)
+    key = (
+        str(located.path),
+        located.model_id,
+        threads,
+        encoder,
+        query_encoder_asked(query_encoder),
+    )
     with _LOADED_LOCK:
         embedder = _LOADED.get(key)
         if embedder is None:
-            embedder = _LOADED[key] = OnnxEmbedder(None, threads=threads, query_encoder=encoder)
+            embedder = _LOADED[key] = OnnxEmbedder(
+                None, threads=threads, query_encoder=query_encoder
+            )
     return embedder

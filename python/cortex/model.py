@@ -67,9 +67,12 @@ from cortex.model_dir import (
     default_model_dir,
     resolve_model_dir,
 )
+from cortex.query_int8 import ensure_int8, installed_int8, write_int8
 
 __all__ = [
     "DEFAULT_MODEL_NAME",
+    "EXPECTED_INT8_ONNX_SHA256",
+    "EXPECTED_ONNX_SHA256",
     "ModelFile",
     "ModelInfo",
     "build_minilm_onnx",
@@ -97,6 +100,18 @@ BUILDER_VERSION = "1"
 # opset and producer), so every machine that installs the model gets the same
 # file and the same model id. The tests hold the builder to this digest.
 EXPECTED_ONNX_SHA256 = "a15176f498175a49f3ce969d47853ffdad6dcdb1afa5ad15c1d9341d3a685370"
+# The int8 query graph (build_minilm_onnx(..., int8=True); cortex.query_int8) of that
+# graph, as deterministic: written at install, checked against this at every load.
+EXPECTED_INT8_ONNX_SHA256 = "054529886205365da7408772d851e3f56e9031b9a696dbb1be76441be06d4097"
+# all-MiniLM-L6-v2's config.json, the part the builder reads: the int8 graph is made
+# from the fp32 graph's weights alone when an older install lacks it.
+MINILM_CONFIG: Mapping[str, Any] = {
+    "hidden_size": 384,
+    "num_attention_heads": 12,
+    "num_hidden_layers": 6,
+    "layer_norm_eps": 1e-12,
+    "hidden_act": "gelu",
+}
 
 
 def model_info(model_dir: str | Path | None = None) -> ModelInfo:
@@ -132,7 +147,9 @@ def _read_safetensors(data: bytes) -> dict[str, np.ndarray]:
     return out
 
 
-def build_minilm_onnx(weights: Mapping[str, np.ndarray], config: Mapping[str, Any]) -> bytes:
+def build_minilm_onnx(
+    weights: Mapping[str, np.ndarray], config: Mapping[str, Any], *, int8: bool = False
+) -> bytes:
     """Serialize a BERT encoder + mean pooling as an fp32 ONNX graph (opset 17).
 
     Inputs ``input_ids``, ``attention_mask``, ``token_type_ids`` (int64,
@@ -142,6 +159,14 @@ def build_minilm_onnx(weights: Mapping[str, np.ndarray], config: Mapping[str, An
 
     Position ids come from ``Shape`` + ``Slice`` of the position table: a
     ``Range`` feeding ``Gather`` failed at run time on onnxruntime 1.31.
+
+    With *int8*, the query encoder's graph (:mod:`cortex.query_int8`): every Linear's
+    weight quantized per output column to int8 (symmetric, scale ``max|w| / 127``,
+    zero point 0), its input quantized at run time (``DynamicQuantizeLinear``, uint8),
+    then ``MatMulInteger`` -> ``Cast`` -> ``Mul`` by the two scales -> ``Add`` the fp32
+    bias: the ops and weights onnxruntime's ``quantize_dynamic(per_channel=True,
+    weight_type=QInt8)`` emits (its embedding tables stay fp32 here). Pinned by
+    :data:`EXPECTED_INT8_ONNX_SHA256`.
 
     Written by :mod:`cortex.onnx_proto`, without the ``onnx`` package: the bytes are
     those ``onnx.helper`` would serialize (pinned by :data:`EXPECTED_ONNX_SHA256`).
@@ -168,11 +193,33 @@ def build_minilm_onnx(weights: Mapping[str, np.ndarray], config: Mapping[str, An
     def w(key: str) -> np.ndarray:
         return np.asarray(weights[key], dtype=np.float32)
 
+    # The run-time quantization of each tensor fed to a quantized Linear (q, k and v
+    # share their input's): name -> (uint8 values, scale, zero point).
+    quantized: dict[str, tuple[str, str, str]] = {}
+
     def linear(x: str, prefix: str, out: str) -> str:
         # torch Linear stores [out, in]; MatMul wants [in, out].
-        wt = const(f"{prefix}.weight_t", w(f"{prefix}.weight").T)
+        if not int8:
+            wt = const(f"{prefix}.weight_t", w(f"{prefix}.weight").T)
+            b = const(f"{prefix}.bias", w(f"{prefix}.bias"))
+            return node("Add", [node("MatMul", [x, wt], out + "/mm"), b], out)
+        if x not in quantized:
+            quantized[x] = (f"{x}_quantized", f"{x}_scale", f"{x}_zero_point")
+            nodes.append(
+                onnx_proto.Node(
+                    "DynamicQuantizeLinear", [x], list(quantized[x]), name=f"{x}_QuantizeLinear"
+                )
+            )
+        xq, xs, xz = quantized[x]
+        wq, ws = quantize_columns(w(f"{prefix}.weight").T)
+        wq_name = const(f"{prefix}.weight_t_quantized", wq)
+        ws_name = const(f"{prefix}.weight_t_scale", ws)
+        wz_name = const(f"{prefix}.weight_t_zero_point", np.zeros(wq.shape[1], dtype=np.int8))
         b = const(f"{prefix}.bias", w(f"{prefix}.bias"))
-        return node("Add", [node("MatMul", [x, wt], out + "/mm"), b], out)
+        mm = node("MatMulInteger", [xq, wq_name, xz, wz_name], out + "/mm_int32")
+        mm = node("Cast", [mm], out + "/mm_f32", to=onnx_proto.FLOAT)
+        scale = node("Mul", [xs, ws_name], out + "/mm_scale")
+        return node("Add", [node("Mul", [mm, scale], out + "/mm"), b], out)
 
     def layer_norm(x: str, prefix: str, out: str) -> str:
         g = const(f"{prefix}.weight", w(f"{prefix}.weight"))
@@ -250,7 +297,7 @@ def build_minilm_onnx(weights: Mapping[str, np.ndarray], config: Mapping[str, An
 
     dims: list[int | str] = ["batch", "sequence"]
     return onnx_proto.model_bytes(
-        graph_name="cortex-bert-mean-pool",
+        graph_name="cortex-bert-mean-pool-int8" if int8 else "cortex-bert-mean-pool",
         nodes=nodes,
         initializers=inits,
         inputs=[
@@ -263,6 +310,18 @@ def build_minilm_onnx(weights: Mapping[str, np.ndarray], config: Mapping[str, An
         producer_name="cortex",
         producer_version=BUILDER_VERSION,
     )
+
+
+def quantize_columns(wt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``[in, out]`` float32 -> (int8 ``[in, out]``, float32 scale per column): symmetric,
+    scale ``max|w| / 127`` (1 for an all-zero column), values rounded half to even and
+    clipped to ±127 -- onnxruntime's per-channel QInt8 weights, bit for bit."""
+    wt = np.asarray(wt, dtype=np.float32)
+    absmax = np.abs(wt).max(axis=0).astype(np.float64)
+    scale = (absmax * 2.0 / 254.0).astype(np.float32)
+    scale[scale == 0] = 1.0
+    q = np.clip(np.rint(wt / scale), -127, 127).astype(np.int8)
+    return q, scale
 
 
 def _say(progress: Callable[[str], None] | None, message: str) -> None:
@@ -412,6 +471,10 @@ def install_model(
     dest = Path(dest).expanduser() if dest is not None else default_model_dir()
     if not force and _is_installed(dest):
         _say(progress, f"{DEFAULT_MODEL_NAME} is already installed at {dest}")
+        source_file = ModelFile(MODEL_FILE, dest / MODEL_FILE, EXPECTED_ONNX_SHA256, 0)
+        if installed_int8(dest, source_file) is None:  # installed by an older cortex
+            _say(progress, "building the int8 query graph from model.onnx")
+            ensure_int8(dest, source_file)
         return dataclasses.replace(model_info(dest), source=described_as)
     dest.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".cortex-model-", dir=dest.parent) as tmp_name:
@@ -422,7 +485,10 @@ def install_model(
         _say(progress, "building the ONNX graph (fp32) from model.safetensors")
         started = time.perf_counter()
         weights = _read_safetensors(files["model.safetensors"])
-        graph = build_minilm_onnx(weights, json.loads(files["config.json"]))
+        config = json.loads(files["config.json"])
+        graph = build_minilm_onnx(weights, config)
+        _say(progress, "building the int8 query graph")
+        graph_int8 = build_minilm_onnx(weights, config, int8=True)
         build_seconds = time.perf_counter() - started
         del weights
 
@@ -461,6 +527,12 @@ def install_model(
             },
         }
         (staged / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+        # The int8 query graph, recorded against the fp32 graph it belongs to (queries only).
+        int8_sha = hashlib.sha256(graph_int8).hexdigest()
+        if int8_sha != EXPECTED_INT8_ONNX_SHA256:
+            _say(progress, "note: the int8 query graph differs from the pinned one")
+        write_int8(staged, graph_int8, hashlib.sha256(graph).hexdigest())
+        del graph_int8
 
         # Swap the finished dir in: a reader sees the old model or the new one, never half.
         old = tmp / "old"

@@ -17,15 +17,37 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-__all__ = ["FLOAT", "INT64", "Node", "ValueInfo", "model_bytes", "tensor_bytes"]
+__all__ = [
+    "FLOAT",
+    "INT8",
+    "INT32",
+    "INT64",
+    "UINT8",
+    "Node",
+    "ValueInfo",
+    "model_bytes",
+    "read_initializers",
+    "tensor_bytes",
+]
 
 # TensorProto.DataType
 FLOAT = 1
+UINT8 = 2
+INT8 = 3
+INT32 = 6
 INT64 = 7
-_DATA_TYPES = {np.dtype("<f4"): FLOAT, np.dtype("<i8"): INT64}
+_DATA_TYPES: dict[np.dtype[Any], int] = {
+    np.dtype("<f4"): FLOAT,
+    np.dtype("u1"): UINT8,
+    np.dtype("i1"): INT8,
+    np.dtype("<i4"): INT32,
+    np.dtype("<i8"): INT64,
+}
+_DTYPES = {code: dtype for dtype, code in _DATA_TYPES.items()}
 
 # AttributeProto.AttributeType
 _ATTR_FLOAT, _ATTR_INT, _ATTR_INTS = 1, 2, 7
@@ -103,15 +125,16 @@ def _attribute(name: str, value: int | float | Sequence[int]) -> bytes:
 
 
 def tensor_bytes(name: str, array: np.ndarray) -> bytes:
-    """A TensorProto holding `array` (float32 or int64) as raw little-endian data."""
+    """A TensorProto holding `array` as raw little-endian data: float32, int8 and uint8
+    as they are, every other integer type as int64, float64 as float32."""
     arr = np.ascontiguousarray(array)
     if arr.dtype == np.float64:
         arr = arr.astype(np.float32)
-    elif arr.dtype.kind in "iu":  # a list of ints is int32 on Windows with numpy 1.x
-        arr = arr.astype(np.int64)
-    dtype = arr.dtype.newbyteorder("<")
+    elif arr.dtype.kind in "iu" and arr.dtype.itemsize > 1:
+        arr = arr.astype(np.int64)  # a list of ints is int32 on Windows with numpy 1.x
+    dtype = arr.dtype.newbyteorder("<") if arr.dtype.itemsize > 1 else arr.dtype
     if dtype not in _DATA_TYPES:
-        raise TypeError(f"tensor {name}: dtype {arr.dtype} is not float32 or int64")
+        raise TypeError(f"tensor {name}: dtype {arr.dtype} is not float32, int8, uint8 or int64")
     raw = arr.astype(dtype, copy=False).tobytes()
     return _ints(1, arr.shape) + _int(2, _DATA_TYPES[dtype]) + _str(8, name) + _bytes(9, raw)
 
@@ -167,3 +190,67 @@ def model_bytes(
             _bytes(8, opset_id),
         ]
     )
+
+
+# -- reading back the initializers of a graph this module wrote ---------------------------
+
+
+def _read_varint(data: bytes | memoryview, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, pos
+        shift += 7
+
+
+def _fields(data: bytes | memoryview) -> Iterable[tuple[int, int | memoryview]]:
+    """(field number, value) of a serialized message: an int for varints, the bytes of
+    length-delimited fields; fixed-width fields are skipped."""
+    view = memoryview(data)
+    pos = 0
+    while pos < len(view):
+        key, pos = _read_varint(view, pos)
+        number, wire = key >> 3, key & 7
+        if wire == _VARINT:
+            value, pos = _read_varint(view, pos)
+            yield number, value
+        elif wire == _LEN:
+            size, pos = _read_varint(view, pos)
+            yield number, view[pos : pos + size]
+            pos += size
+        elif wire == _I32:
+            pos += 4
+        elif wire == 1:  # 64-bit
+            pos += 8
+        else:
+            raise ValueError(f"unsupported protobuf wire type {wire} at byte {pos}")
+
+
+def read_initializers(model: bytes) -> dict[str, np.ndarray]:
+    """The initializers of a serialized ModelProto whose tensors hold raw data (as
+    :func:`tensor_bytes` writes them), by name. Raises ValueError on anything else."""
+    out: dict[str, np.ndarray] = {}
+    for number, graph in _fields(model):
+        if number != 7 or not isinstance(graph, memoryview):
+            continue
+        for gnum, tensor in _fields(graph):
+            if gnum != 5 or not isinstance(tensor, memoryview):
+                continue
+            dims: list[int] = []
+            code, name, raw = 0, "", None
+            for tnum, value in _fields(tensor):
+                if tnum == 1 and isinstance(value, int):
+                    dims.append(value)
+                elif tnum == 2 and isinstance(value, int):
+                    code = value
+                elif tnum == 8 and isinstance(value, memoryview):
+                    name = bytes(value).decode("utf-8")
+                elif tnum == 9 and isinstance(value, memoryview):
+                    raw = value
+            if code not in _DTYPES or raw is None:
+                raise ValueError(f"initializer {name!r}: not a raw tensor of a known type")
+            out[name] = np.frombuffer(raw, dtype=_DTYPES[code]).reshape(dims).copy()
+    return out
