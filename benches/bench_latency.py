@@ -254,6 +254,14 @@ STAGES = [
     ("cortex.search.pipeline", "Pipeline._results"),
     ("cortex.search.pipeline", "Pipeline._finish"),
     ("cortex.engine", "Engine._suggest"),
+    # inside the suggestions (the tail of first-time queries)
+    ("cortex.suggest", "vocabulary"),
+    ("cortex.suggest", "corrections"),
+    ("cortex.suggest", "_starting"),
+    ("cortex.suggest", "_count"),
+    ("cortex.suggest", "_together"),
+    ("cortex.suggest", "related_terms"),
+    ("cortex.suggest", "_doc_counts"),
 ]
 
 
@@ -289,12 +297,14 @@ def stages(args: argparse.Namespace) -> None:
         if owner is not None and hasattr(owner, attr):
             setattr(owner, attr, timed(path, getattr(owner, attr)))
     samples: dict[str, list[float]] = {}
+    each: list[tuple[float, str, dict[str, float]]] = []
     for q in queries:
         spent.clear()
         wall, cpu, _, _ = runner.one(args.kind, q)
         spent["search (wall)"], spent["search (process CPU)"] = wall, cpu
         for name, value in spent.items():
             samples.setdefault(name, []).append(value)
+        each.append((wall, q, dict(spent)))
     runner.close()
     load = os.getloadavg()[0]
     print(f"{args.kind} searches at {args.size:,}, {len(queries)} queries, load {load:.1f}")
@@ -303,6 +313,16 @@ def stages(args: argparse.Namespace) -> None:
             f"{name:34s} {len(values):4d}x  p50 {statistics.median(values) * 1e3:7.3f} ms"
             f"  mean {statistics.mean(values) * 1e3:7.3f} ms"
         )
+    if args.worst:
+        # the tail by query: each slowest search's steps above 1 ms, largest first
+        print(f"the {args.worst} slowest searches (wall ms; steps over 1 ms CPU):")
+        for wall, q, steps in sorted(each, reverse=True)[: args.worst]:
+            big = sorted(
+                ((v, k) for k, v in steps.items() if "search (" not in k and v > 1e-3),
+                reverse=True,
+            )
+            parts = ", ".join(f"{k} {v * 1e3:.1f}" for v, k in big)
+            print(f"  {wall * 1e3:7.1f}  {q[:60]!r}: {parts}")
 
 
 def main() -> None:
@@ -328,6 +348,7 @@ def main() -> None:
     st.add_argument("--size", type=int, default=100_000)
     st.add_argument("--queries", type=int, default=100)
     st.add_argument("--kind", choices=KINDS, default="first")
+    st.add_argument("--worst", type=int, default=0, help="list the N slowest searches")
     for sp in (b, r, p, st):
         sp.add_argument("--data", type=Path, default=DEFAULT_DATA)
     args = ap.parse_args()
