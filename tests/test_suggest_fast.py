@@ -107,3 +107,52 @@ def test_corrections_read_only_their_first_letters_and_survive_a_new_connection(
         assert found.suggestions and found.suggestions[0] == "zookeeper"
         again.add("another note")
         assert suggest.vocabulary(again.store) is not vocab
+
+
+def test_second_letter_candidates_are_looked_up_not_read_and_equal_a_full_read(
+    tmp_path,
+) -> None:
+    """One edit away, a word starting with the query word's second letter is one of four
+    strings (an edit at position 0): those are looked up alone, never the whole letter.
+    The candidates equal a comparison with every word of the two letters."""
+    import cortex
+    from cortex import suggest
+
+    words = [
+        "pgbouncer", "gpbouncer", "bouncer", "gbouncer", "pbouncer", "replica", "erplica",
+        "eplica", "rreplica", "failover", "afilover", "ailover", "leader", "eleader",
+        "eader", "lader", "kafka", "akfka", "afka", "topic", "otpic", "opic",
+    ]  # fmt: skip
+    path = tmp_path / "v.db"
+    with cortex.open(path, embedder=None, keyword_index="off") as engine:
+        for i in range(0, len(words), 3):
+            engine.add(" ".join(words[i : i + 3]) + f" note{i}")
+        store = engine.store
+        full = suggest.Vocabulary()
+        for first in "abcdefghijklmnopqrstuvwxyz":
+            suggest._starting(store, full, first)
+        alphabet = "abcdefghijklmnopqrstuvwxyz"
+        queries = set()
+        for w in words:
+            for i in range(len(w) + 1):
+                queries.add(w[:i] + w[i + 1 :])
+                queries.update(w[:i] + c + w[i:] for c in alphabet[:6] + w)
+                queries.update(w[:i] + c + w[i + 1 :] for c in alphabet[:6] + w)
+                queries.add(w[:i] + w[i + 1 : i + 2] + w[i : i + 1] + w[i + 2 :])
+        checked = 0
+        for q in sorted(x for x in queries if len(x) >= 4):
+            fresh = suggest.Vocabulary()
+            got = sorted(
+                t for t, _ in suggest._candidates(store, fresh, q, 1) if suggest._one_apart(q, t)
+            )
+            want = sorted(
+                t
+                for first in dict.fromkeys(q[:2])
+                for t, _ in full.by_first.get(first, [])
+                if suggest._one_apart(q, t)
+            )
+            assert got == want, q
+            if q[0] != q[1]:
+                assert q[1] not in fresh.by_first  # looked up, not read
+            checked += bool(want)
+        assert checked > 100

@@ -205,7 +205,12 @@ def _doc_counts(store: Store, vocab: Vocabulary, words: Sequence[str]) -> dict[s
 def _total(store: Store, vocab: Vocabulary) -> int:
     if vocab.total is None:
         try:
-            rows = store.query("SELECT COUNT(*) FROM memories WHERE deleted_at IS NULL")
+            # all rows (counted from an index) less the deleted ones (a partial index):
+            # ~0.02 ms, where `WHERE deleted_at IS NULL` reads every row (~50 ms at 100k)
+            rows = store.query(
+                "SELECT (SELECT COUNT(*) FROM memories)"
+                " - (SELECT COUNT(*) FROM memories WHERE deleted_at IS NOT NULL)"
+            )
             vocab.total = int(rows[0][0])
         except (sqlite3.Error, StorageError):
             vocab.total = 0
@@ -216,9 +221,22 @@ def _candidates(store: Store, vocab: Vocabulary, word: str, limit: int) -> list[
     """Words of the vocabulary that may be within `limit` edits of `word`: those that
     start with its first letter, or with its second (a first letter dropped, added or
     swapped). A misspelt first letter with neither is not corrected: the price of not
-    comparing the whole vocabulary."""
+    comparing the whole vocabulary.
+
+    One edit away, a word that starts with the second letter (not the first) is one of
+    four strings, each an edit at position 0 -- looked up alone instead of reading every
+    word of that letter (each letter read is 10-60 ms at 100k memories, the tail of
+    first-time searches; the first letter's words still have to be read: an edit at
+    position 1 leaves any second letter)."""
     out: list[tuple[str, int]] = []
-    for first in dict.fromkeys(word[:2]):
+    firsts = list(dict.fromkeys(word[:2]))
+    if limit == 1 and len(firsts) == 2 and firsts[1] not in vocab.by_first:
+        a, b = word[0], word[1]
+        edits = [b + word[1:], word[1:], b + a + word[2:], b + word]
+        counts = _doc_counts(store, vocab, edits)
+        out.extend((t, counts[t]) for t in dict.fromkeys(edits) if counts[t] > 0)
+        firsts = firsts[:1]
+    for first in firsts:
         _starting(store, vocab, first)
         for length in range(len(word) - limit, len(word) + limit + 1):
             out.extend(vocab.by_length.get((first, length), ()))
