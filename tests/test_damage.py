@@ -159,7 +159,7 @@ def base(tmp_path_factory: pytest.TempPathFactory, embedder) -> Base:
     with VectorIndex.open(vectors, writable=True) as vi:
         vi.rebuild_quantized()
         assert vi.quantized_rows == vi.rows
-    queries = [np.asarray(embedder.embed(q), dtype=np.float32) for q in QUERIES]
+    queries = [np.asarray(embedder.embed_query(q), dtype=np.float32) for q in QUERIES]
     return Base(folder, db, vectors, model, queries)
 
 

@@ -332,5 +332,5 @@ def test_add_many_with_vectors_checks_and_stores_them(engine: cortex.Engine, emb
     hits = engine.search("what does alice drink", mode="semantic", explain=True)
     assert hits[0].memory.id == ids[1]
     assert hits[0].explain is not None
-    cosine = float(vecs[1] @ embedder.embed("what does alice drink"))
+    cosine = float(vecs[1] @ embedder.embed_query("what does alice drink"))
     assert abs(hits[0].explain["cosine"] - cosine) < 1e-4

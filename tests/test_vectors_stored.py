@@ -139,7 +139,7 @@ def test_a_new_database_stores_each_vector_once_and_scores_from_it(
         query = "who likes tabs in Go"
         hits = engine.search(query, mode="semantic", explain=True, min_similarity=-1.0)
         assert hits[0].memory.id == ids[5]
-        q = embedder.embed(query).astype(np.float64)
+        q = embedder.embed_query(query).astype(np.float64)
         stored = stored_vectors(engine.store.path, embedder.model_id)
         for hit in hits:
             row = stored[hit.memory.id].astype(np.float64)
