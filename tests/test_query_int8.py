@@ -252,3 +252,23 @@ def test_a_damaged_int8_graph_is_not_run_by_default(tmp_path: Path) -> None:
     emb = OnnxEmbedder(model, threads=1)  # verified at load: not the pinned bytes
     assert emb.query_encoder == "fp32"
     assert np.array_equal(emb.embed_query(SENTENCES[3]), emb.embed(SENTENCES[3]))
+
+
+def test_cortex_model_says_what_queries_run_on(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from cortex.cli import main
+
+    model = _copy_model(tmp_path / "m")
+    monkeypatch.setenv("CORTEX_MODEL_DIR", str(model))
+    assert main(["model", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["query_encoder"] == "fp32" and shown["query_graph"] is None  # not installed
+    OnnxEmbedder(model, threads=1, query_encoder="int8").embed_query("make it")
+    assert main(["model", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["query_encoder"] == "int8"
+    assert shown["query_graph"]["sha256"] == EXPECTED_INT8_ONNX_SHA256
+    monkeypatch.setenv(ENCODER_ENV, "fp32")
+    assert main(["model"]) == 0
+    assert "   queries: fp32" in capsys.readouterr().out

@@ -894,6 +894,12 @@ def _cmd_model(args: argparse.Namespace, out: TextIO) -> int:
         )
     else:
         info = model.model_info()
+    from cortex.query_int8 import installed_int8, query_encoder_choice
+
+    # What a search embeds its query with: the int8 graph when installed and chosen (the
+    # default), else the fp32 one (the embedder falls back to it, with a notice).
+    int8 = installed_int8(info.path, info.files[0]) if info.files else None
+    encoder = query_encoder_choice(None) if int8 is not None else "fp32"
     if args.json:
         _dump(
             {
@@ -907,6 +913,12 @@ def _cmd_model(args: argparse.Namespace, out: TextIO) -> int:
                     {"name": f.name, "path": str(f.path), "sha256": f.sha256, "size": f.size}
                     for f in info.files
                 ],
+                "query_encoder": encoder,
+                "query_graph": (
+                    None
+                    if int8 is None
+                    else {"path": str(int8.path), "sha256": int8.sha256, "size": int8.size}
+                ),
             },
             out,
         )
@@ -916,6 +928,9 @@ def _cmd_model(args: argparse.Namespace, out: TextIO) -> int:
     out.write(f"{'dimension':>10}: {info.dim}, up to {info.max_tokens} tokens\n")
     for f in info.files:
         out.write(f"{f.name:>10}: sha256 {f.sha256}  {f.size / 1e6:.1f} MB\n")
+    if int8 is not None:
+        out.write(f"{'int8':>10}: sha256 {int8.sha256}  {int8.size / 1e6:.1f} MB\n")
+    out.write(f"{'queries':>10}: {encoder}\n")
     return 0
 
 
