@@ -128,7 +128,9 @@ def test_an_asked_int8_is_made_without_extra_packages(
     assert OnnxEmbedder(model, threads=1).query_encoder == "int8"
 
 
-def test_int8_is_not_made_for_a_model_cortex_did_not_build(tmp_path: Path) -> None:
+def test_int8_is_not_made_for_a_model_cortex_did_not_build(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     model = _copy_model(tmp_path / "m")
     data = bytearray((model / "model.onnx").read_bytes())
     data[len(data) // 2] ^= 0x01  # another weight: another graph, not cortex's
@@ -138,7 +140,9 @@ def test_int8_is_not_made_for_a_model_cortex_did_not_build(tmp_path: Path) -> No
     asked = OnnxEmbedder(model, threads=1, query_encoder="int8")
     with pytest.raises(EmbeddingError, match=r"only for the model cortex installs.*fp32"):
         asked.embed_query(SENTENCES[0])
-    assert OnnxEmbedder(model, threads=1).query_encoder == "fp32"  # the default falls back
+    with caplog.at_level(logging.WARNING, logger="cortex"):
+        assert OnnxEmbedder(model, threads=1).query_encoder == "fp32"  # the default falls back
+    assert any("only for the model it installs" in r.getMessage() for r in caplog.records)
 
 
 def test_int8_encodes_queries_only_and_is_close_to_fp32(model_copy: Path) -> None:

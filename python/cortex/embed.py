@@ -195,7 +195,7 @@ class OnnxEmbedder:
             if int8_file is not None:
                 self._query_session = self._load_session(int8_file.path, self._threads, reinstall)
             elif not query_encoder_asked(query_encoder):
-                notice_fallback(located.path)
+                notice_fallback(located.path, located.onnx)
                 self._query_encoder = "fp32"
             # else: asked for int8 and not installed: made on the first query (_int8)
         first = self._query_session if self._query_session is not None else self._fp32()

@@ -186,19 +186,24 @@ def ensure_int8(model_dir: Path, source: ModelFile) -> ModelFile:
         ) from exc
 
 
-def notice_fallback(model_dir: Path) -> None:
+def notice_fallback(model_dir: Path, source: ModelFile) -> None:
     """Say once per model dir and process that queries use the fp32 graph because the
-    default int8 one is not installed there."""
+    default int8 one is not installed there (or cannot be, for a model cortex did not
+    build)."""
     key = str(model_dir)
     with _NOTICE_LOCK:
         if key in _NOTICED:
             return
         _NOTICED.add(key)
+    if _pinned(source) is None:
+        fix = "cortex makes the int8 graph only for the model it installs"
+    else:
+        fix = "run `cortex model install` to add it"
     log.warning(
         "the int8 query encoder is not installed in %s: queries use the fp32 graph "
-        "(slower; same results as before). Run `cortex model install` to add it, or set "
-        "%s=fp32 to silence this.",
+        "(slower, same results as an fp32 query); %s, or set %s=fp32 to silence this",
         model_dir,
+        fix,
         ENCODER_ENV,
     )
 
