@@ -54,6 +54,8 @@ from cortex.embed import OnnxEmbedder
 from cortex.errors import EmbeddingError
 from cortex.model_dir import (
     DEFAULT_MODEL_NAME,
+    EXPECTED_INT8_ONNX_SHA256,
+    EXPECTED_ONNX_SHA256,
     MANIFEST,
     MODEL_FILE,
     POOLING_CONFIG,
@@ -96,13 +98,6 @@ TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f41157
 # Bump when the graph the builder writes changes: it changes model.onnx, so
 # the model id, so every stored vector is re-embedded on `cortex reindex`.
 BUILDER_VERSION = "1"
-# The serialized graph is byte-for-byte deterministic (pinned IR version,
-# opset and producer), so every machine that installs the model gets the same
-# file and the same model id. The tests hold the builder to this digest.
-EXPECTED_ONNX_SHA256 = "a15176f498175a49f3ce969d47853ffdad6dcdb1afa5ad15c1d9341d3a685370"
-# The int8 query graph (build_minilm_onnx(..., int8=True); cortex.query_int8) of that
-# graph, as deterministic: written at install, checked against this at every load.
-EXPECTED_INT8_ONNX_SHA256 = "054529886205365da7408772d851e3f56e9031b9a696dbb1be76441be06d4097"
 # all-MiniLM-L6-v2's config.json, the part the builder reads: the int8 graph is made
 # from the fp32 graph's weights alone when an older install lacks it.
 MINILM_CONFIG: Mapping[str, Any] = {

@@ -22,6 +22,8 @@ from cortex.paths import data_home
 __all__ = [
     "DEFAULT_MAX_TOKENS",
     "DEFAULT_MODEL_NAME",
+    "EXPECTED_INT8_ONNX_SHA256",
+    "EXPECTED_ONNX_SHA256",
     "ModelFile",
     "ModelInfo",
     "data_dir",
@@ -31,6 +33,15 @@ __all__ = [
 
 DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2"
 DEFAULT_MAX_TOKENS = 256
+
+# The graphs cortex.model builds (here, so that the embedder checks them without importing
+# the installer). The serialized graph is byte-for-byte deterministic (pinned IR version,
+# opset and producer), so every machine that installs the model gets the same file and the
+# same model id. The tests hold the builder to this digest.
+EXPECTED_ONNX_SHA256 = "a15176f498175a49f3ce969d47853ffdad6dcdb1afa5ad15c1d9341d3a685370"
+# The int8 query graph (build_minilm_onnx(..., int8=True); cortex.query_int8) of that
+# graph, as deterministic: written at install, checked against this at every load.
+EXPECTED_INT8_ONNX_SHA256 = "054529886205365da7408772d851e3f56e9031b9a696dbb1be76441be06d4097"
 
 MANIFEST = "manifest.json"
 MODEL_FILE = "model.onnx"

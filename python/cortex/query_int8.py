@@ -15,8 +15,8 @@ It is the default query encoder. ``OnnxEmbedder(query_encoder="fp32")`` or
 
 The graph is written by ``cortex model install`` into ``<model dir>/int8/model.onnx``
 beside a record (``int8/manifest.json``) of its sha256 and of the fp32 graph's it was
-made from; both are pinned (:data:`cortex.model.EXPECTED_INT8_ONNX_SHA256`) and checked
-when it is loaded. A model dir without it (installed by an older cortex, or a model of
+made from; both are pinned (:data:`cortex.model_dir.EXPECTED_INT8_ONNX_SHA256`) and
+checked when it is loaded. A model dir without it (installed by an older cortex, or a model of
 ``$CORTEX_MODEL_DIR`` that cortex did not build) falls back to fp32 queries by default,
 with a one-time notice; asking for int8 explicitly makes it on first use from the fp32
 graph's own weights (~1 s, no extra package), and is an error for a model cortex cannot
@@ -34,7 +34,13 @@ from typing import Any
 
 from cortex.errors import EmbeddingError
 from cortex.log import get_logger
-from cortex.model_dir import ModelFile, _file_info, _read_json
+from cortex.model_dir import (
+    EXPECTED_INT8_ONNX_SHA256,
+    EXPECTED_ONNX_SHA256,
+    ModelFile,
+    _file_info,
+    _read_json,
+)
 
 __all__ = [
     "DEFAULT_ENCODER",
@@ -94,8 +100,6 @@ def query_encoder_asked(asked: str | None) -> bool:
 def _pinned(source: ModelFile) -> str | None:
     """The sha256 the int8 graph of `source` must have: pinned for the graph cortex
     builds, None for any other model (cortex cannot build its int8 twin)."""
-    from cortex.model import EXPECTED_INT8_ONNX_SHA256, EXPECTED_ONNX_SHA256
-
     return EXPECTED_INT8_ONNX_SHA256 if source.sha256 == EXPECTED_ONNX_SHA256 else None
 
 
