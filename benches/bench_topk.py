@@ -21,6 +21,14 @@ scan is also timed beside its read floor, in the same run: ``NativeIndex.read_fl
 bare AVX2 loop reading the same bytes (the f16 rows, or the int8 records) on the same
 number of threads and doing nothing else; the ratio lines report each scan as x its floor.
 
+Each exact scan beside its read floor, interleaved query by query in one process (per
+query: the f16 rows' floor, the f16 scan, the int8 records' floor, the int8 screen at each
+k), medians and ratios, at every N, thread count and k (issue 16's "Exact scans ≤ 1.2×
+their read floor")::
+
+    python benches/bench_topk.py --floors --n 100000 1000000 --threads 1 2 --floor-k 10 132 \
+        --rounds 40 --dir /tmp/cortex-floors --keep
+
 Peers: numpy ``M @ q`` + ``argpartition`` (seed 001's method) and ``Q @ M.T`` for
 batches, faiss-cpu ``IndexFlatIP``, usearch exact search (``usearch.index.search``
 with ``exact=True``). They are optional: a peer that is not installed is skipped
@@ -285,6 +293,54 @@ def bench_one(args: argparse.Namespace, c: Case, rows: list[dict[str, Any]]) -> 
     )
 
 
+def floors_one(
+    vi: VectorIndex, threads: int, ks: list[int], queries: list[Any]
+) -> dict[str, float]:
+    """Median ms of each floor and scan on one index, alternated query by query."""
+    native = vi._index  # the read floor is a bench helper of the extension, not API
+
+    def floor(part: str) -> Callable[[np.ndarray], Any]:
+        return lambda _q: native.read_floor(part, threads)
+
+    def scan(k: int, quantized: bool) -> Callable[[np.ndarray], Any]:
+        return lambda q: vi.search(q, k, threads=threads, quantized=quantized)
+
+    methods = [("floor f16", floor("rows"))]
+    methods += [(f"f16 scan k={k}", scan(k, False)) for k in ks]
+    methods += [("floor q8", floor("q8"))]
+    methods += [(f"int8 screen k={k}", scan(k, True)) for k in ks]
+    times: dict[str, list[float]] = {name: [] for name, _ in methods}
+    for q in queries:
+        for name, fn in methods:
+            t0 = time.perf_counter()
+            fn(q)
+            times[name].append((time.perf_counter() - t0) * 1e3)
+    return {name: statistics.median(v[2:]) for name, v in times.items()}
+
+
+def run_floors(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Each exact scan and its read floor, alternated query by query (see the doc)."""
+    rows: list[dict[str, Any]] = []
+    tmp = Path(args.dir or tempfile.mkdtemp(prefix="cortex-floors-"))
+    tmp.mkdir(parents=True, exist_ok=True)
+    queries = list(unit_rows(args.rounds + 2, args.dim, seed=7))
+    for n in args.n:
+        path = tmp / f"bench-{n}-{args.dim}.cvx"
+        if not path.exists():
+            build_index(path, n, args.dim).close()
+        vi = VectorIndex.open(path)
+        for threads in args.threads:
+            med = floors_one(vi, threads, args.floor_k, queries)
+            for name, v in med.items():
+                floor = med["floor q8" if name.startswith("int8") else "floor f16"]
+                ratio = None if name.startswith("floor") else v / floor
+                rows.append({"n": n, "threads": threads, "method": name, "ms": v, "x_floor": ratio})
+        vi.close()
+    if not args.dir and not args.keep:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return rows
+
+
 def ratios(rows: list[dict[str, Any]]) -> list[str]:
     """The issue's targets as ratios to the peer measured in the same run."""
 
@@ -433,11 +489,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quality", metavar="DIR", help="measure int8 quality on DIR/*.npy instead")
     p.add_argument("--real", metavar="NPY", help="measure int8 quality on one file of real rows")
     p.add_argument("--real-queries", type=int, default=1000, help="held-out rows used as queries")
+    p.add_argument("--floors", action="store_true", help="each exact scan beside its read floor")
+    p.add_argument("--floor-k", type=int, nargs="+", default=[10, 132], help="k of --floors")
+    p.add_argument("--rounds", type=int, default=40, help="queries of --floors (medians)")
     args = p.parse_args(argv)
     info = machine()
     print(json.dumps(info), file=sys.stderr)
-    if args.quality or args.real:
-        out: dict[str, Any] = {"machine": info, "quality": run_quality(args)}
+    if args.floors:
+        fl = run_floors(args)
+        out: dict[str, Any] = {"machine": info, "command": " ".join(sys.argv), "floors": fl}
+        for r in fl:
+            x = "" if r["x_floor"] is None else f", {r['x_floor']:.2f}x its floor"
+            print(f"N={r['n']} threads={r['threads']} {r['method']}: {r['ms']:.2f} ms{x}")
+    elif args.quality or args.real:
+        out = {"machine": info, "quality": run_quality(args)}
         print(json.dumps(out["quality"], indent=1))
     else:
         rows = run_speed(args)

@@ -301,6 +301,14 @@ impl QuantQuery {
         }
     }
 
+    /// `qnorm·||e_x|| + (err·||x|| + margin)` of `rec`: [`QuantQuery::slack`]
+    /// in the screen's order of additions, NaN where a record is damaged.
+    #[inline]
+    pub fn half_width(&self, rec: &[u8]) -> f32 {
+        let (ex, xn) = record_errs(rec, self.dim);
+        self.qnorm * ex + (self.err * xn + self.margin)
+    }
+
     /// The int8 score from the integer dot product with a record of `scale`.
     #[inline]
     fn score(&self, dot: i32, scale: f32) -> f32 {
@@ -326,11 +334,54 @@ pub fn scores(isa: Isa, qq: &QuantQuery, records: &[u8], out: &mut [f32]) {
     match isa {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `Isa::Avx2` exists only once AVX2 was detected; shapes checked above.
-        Isa::Avx2 => unsafe { x86::scores(qq, records, out) },
+        Isa::Avx2 => unsafe { x86::scores_into(qq, records, out, None) },
         _ => {
             for (o, rec) in out.iter_mut().zip(records.chunks_exact(stride)) {
                 let d = dot_u8_i8_scalar(&rec[..dim], &qq.q[..dim]);
                 *o = qq.score(d, record_scale(rec, dim));
+            }
+        }
+    }
+}
+
+/// [`scores`] and, beside each score, the half-width of the interval that holds
+/// the record's exact f32 score, `qnorm·||e_x|| + (err·||x|| + margin)` (the
+/// order the screen adds it up in; NaN for a damaged record), read while the
+/// record is still in L1 instead of in a second pass over the block. The
+/// scores are bit-identical to [`scores`]', the half-widths to that sum done
+/// in scalar f32.
+pub fn scores_bounded(
+    isa: Isa,
+    qq: &QuantQuery,
+    records: &[u8],
+    out: &mut [f32],
+    half: &mut [f32],
+) {
+    let dim = qq.dim;
+    let stride = record_len(dim);
+    assert_eq!(
+        records.len(),
+        out.len() * stride,
+        "quant::scores_bounded: shape mismatch"
+    );
+    assert_eq!(
+        out.len(),
+        half.len(),
+        "quant::scores_bounded: shape mismatch"
+    );
+    assert_eq!(
+        qq.q.len(),
+        padded(dim),
+        "quant::scores_bounded: query not padded"
+    );
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `Isa::Avx2` exists only once AVX2 was detected; shapes checked above.
+        Isa::Avx2 => unsafe { x86::scores_into(qq, records, out, Some(half)) },
+        _ => {
+            scores(isa, qq, records, out);
+            for (h, rec) in half.iter_mut().zip(records.chunks_exact(stride)) {
+                *h = qq.half_width(rec);
             }
         }
     }
@@ -458,10 +509,20 @@ mod x86 {
         hsum4(acc, acc, acc, acc)[0]
     }
 
+    /// [`super::scores`]; with `half`, also [`super::scores_bounded`]'s
+    /// half-widths, four records at a time in SSE (no FMA: the bits of the
+    /// scalar sum).
+    ///
     /// # Safety
-    /// AVX2; `records.len() == out.len() * record_len(qq.dim)`, `qq.q.len() == padded(dim)`.
+    /// AVX2; `records.len() == out.len() * record_len(qq.dim)`, `qq.q.len() == padded(dim)`,
+    /// `half.len() == out.len()`.
     #[target_feature(enable = "avx2")]
-    pub unsafe fn scores(qq: &QuantQuery, records: &[u8], out: &mut [f32]) {
+    pub unsafe fn scores_into(
+        qq: &QuantQuery,
+        records: &[u8],
+        out: &mut [f32],
+        mut half: Option<&mut [f32]>,
+    ) {
         let dim = qq.dim;
         let stride = record_len(dim);
         let chunks = padded(dim) / 32;
@@ -497,10 +558,27 @@ mod x86 {
                 }
                 c += g;
             }
-            let s = hsum4(a[0], a[1], a[2], a[3]);
-            for (k, d) in s.iter().enumerate() {
-                let rec = &records[(r + k) * stride..(r + k + 1) * stride];
-                out[r + k] = qq.score(*d, record_scale(rec, dim));
+            // Four scores at once, in the order of `QuantQuery::score`
+            // ((d - offset) as f32 * scale * qscale): the scalar bits.
+            let at = |k: usize, off: usize| {
+                super::f32_at(&records[(r + k) * stride..(r + k + 1) * stride], dim + off)
+            };
+            let f4 = |off: usize| _mm_setr_ps(at(0, off), at(1, off), at(2, off), at(3, off));
+            let d = hsum4v(a[0], a[1], a[2], a[3]);
+            let d = _mm_cvtepi32_ps(_mm_sub_epi32(d, _mm_set1_epi32(qq.offset)));
+            let f = _mm_mul_ps(_mm_mul_ps(d, f4(0)), _mm_set1_ps(qq.scale));
+            // SAFETY: r + 4 <= n = out.len(); storeu has no alignment need.
+            unsafe { _mm_storeu_ps(out[r..r + 4].as_mut_ptr(), f) };
+            if let Some(h) = half.as_deref_mut() {
+                let w = _mm_add_ps(
+                    _mm_mul_ps(_mm_set1_ps(qq.qnorm), f4(4)),
+                    _mm_add_ps(
+                        _mm_mul_ps(_mm_set1_ps(qq.err), f4(8)),
+                        _mm_set1_ps(qq.margin),
+                    ),
+                );
+                // SAFETY: half.len() == out.len() >= r + 4.
+                unsafe { _mm_storeu_ps(h[r..r + 4].as_mut_ptr(), w) };
             }
             r += 4;
         }
@@ -509,6 +587,9 @@ mod x86 {
             // SAFETY: `rec` is one whole record; the query is padded.
             let d = unsafe { dot1(rec.as_ptr(), pq, chunks) };
             out[r] = qq.score(d, record_scale(rec, dim));
+            if let Some(h) = half.as_deref_mut() {
+                h[r] = qq.half_width(rec);
+            }
             r += 1;
         }
     }
@@ -578,7 +659,14 @@ mod x86 {
             if j < m {
                 let mut s = [0.0f32; 4];
                 // SAFETY: same CPU features; records r..r+4 are whole records.
-                unsafe { scores(&qqs[j], &records[r * stride..(r + 4) * stride], &mut s) };
+                unsafe {
+                    scores_into(
+                        &qqs[j],
+                        &records[r * stride..(r + 4) * stride],
+                        &mut s,
+                        None,
+                    )
+                };
                 out[j * nr + r..j * nr + r + 4].copy_from_slice(&s);
             }
             r += 4;
@@ -788,6 +876,34 @@ mod tests {
         let mut out = [1.0f32];
         scores(Isa::detect(), &qq, &rec, &mut out);
         assert_eq!(out[0], 0.0);
+    }
+
+    #[test]
+    fn bounded_scores_are_the_scores_and_the_scalar_half_widths() {
+        for (dim, n) in [(384usize, 13usize), (384, 8), (33, 7), (5, 3), (390, 1)] {
+            let rows: Vec<Vec<f32>> = (0..n).map(|i| unit(dim, 40 + i as u64)).collect();
+            let mut recs = records(&rows);
+            // A damaged record: its half-width is NaN, never a finite number.
+            let at = (n / 2) * record_len(dim) + dim + 4;
+            recs[at..at + 4].copy_from_slice(&f32::NAN.to_le_bytes());
+            let qq = QuantQuery::new(&unit(dim, 4321));
+            for isa in Isa::available() {
+                let (mut want, mut out, mut half) = (vec![0.0; n], vec![0.0; n], vec![0.0; n]);
+                scores(isa, &qq, &recs, &mut want);
+                scores_bounded(isa, &qq, &recs, &mut out, &mut half);
+                assert_eq!(out, want, "{isa:?} dim {dim}");
+                for (r, h) in half.iter().enumerate() {
+                    let rec = &recs[r * record_len(dim)..(r + 1) * record_len(dim)];
+                    let w = qq.half_width(rec);
+                    if r == n / 2 {
+                        assert!(h.is_nan() && w.is_nan(), "{isa:?} dim {dim}: {h}");
+                    } else {
+                        assert_eq!(h.to_bits(), w.to_bits(), "{isa:?} dim {dim} row {r}");
+                        assert!(*h > 0.0 && (qq.slack(rec) - h).abs() <= 1e-6);
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -202,6 +202,22 @@ pub fn dot_scalar<E: Elem>(a: &[f32], b: &[E]) -> f32 {
     t + s
 }
 
+/// [`dot`] of `q` with four rows anywhere (the screen's survivors): four
+/// independent FMA chains instead of one, each in [`dot`]'s order, so every
+/// score is bit-identical to [`dot`]'s.
+pub fn dot4<E: Elem>(isa: Isa, q: &[f32], rows: [&[E]; 4]) -> [f32; 4] {
+    assert!(
+        rows.iter().all(|r| r.len() == q.len()),
+        "dot4: length mismatch"
+    );
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: AVX2+FMA+F16C were detected before `Isa::Avx2` was chosen; lengths match.
+        Isa::Avx2 => unsafe { x86::dot4(q, rows) },
+        _ => rows.map(|r| dot(isa, q, r)),
+    }
+}
+
 /// Scores of `rows` (row-major, `rows.len() == n * dim`) against `q` into `out`.
 pub fn scores<E: Elem>(isa: Isa, q: &[f32], rows: &[E], out: &mut [f32]) {
     let dim = q.len();
@@ -386,6 +402,39 @@ mod x86 {
         let mut s = reduce(acc);
         for j in main..n {
             s += b[j].f32() * a[j];
+        }
+        s
+    }
+
+    /// [`super::dot4`]: [`dot`]'s chain for four rows side by side.
+    ///
+    /// # Safety
+    /// AVX2+FMA+F16C; every row has `q.len()` elements.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn dot4<E: Elem>(q: &[f32], rows: [&[E]; 4]) -> [f32; 4] {
+        let n = q.len();
+        let main = n / 8 * 8;
+        let pq = q.as_ptr();
+        let p = rows.map(|r| r.as_ptr());
+        let mut a = [_mm256_setzero_ps(); 4];
+        let mut i = 0;
+        while i < main {
+            // SAFETY: i + 8 <= n = the length of `q` and of every row.
+            unsafe {
+                let vq = _mm256_loadu_ps(pq.add(i));
+                for (acc, pr) in a.iter_mut().zip(p) {
+                    *acc = _mm256_fmadd_ps(load8(pr.add(i)), vq, *acc);
+                }
+            }
+            i += 8;
+        }
+        let mut s = [0.0f32; 4];
+        // SAFETY: `s` has room for four f32.
+        unsafe { _mm_storeu_ps(s.as_mut_ptr(), hsum4(a[0], a[1], a[2], a[3])) };
+        for (sk, row) in s.iter_mut().zip(rows) {
+            for j in main..n {
+                *sk += row[j].f32() * q[j];
+            }
         }
         s
     }
@@ -641,6 +690,30 @@ mod tests {
                     );
                     let d = dot(isa, &q, &rows[r * dim..(r + 1) * dim]);
                     assert!((d - want).abs() < 1e-4);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn dot4_is_bit_identical_to_dot_for_f32_and_f16_rows() {
+        for dim in [1usize, 7, 8, 9, 17, 100, 384, 385] {
+            let q = data(dim, 5 + dim as u64);
+            let rows = data(dim * 9, 77 + dim as u64);
+            let half: Vec<F16> = rows.iter().map(|v| F16::from_f32(*v)).collect();
+            let row = |r: usize| &rows[r * dim..(r + 1) * dim];
+            let hrow = |r: usize| &half[r * dim..(r + 1) * dim];
+            for isa in Isa::available() {
+                // rows in any order, one of them twice
+                for pick in [[0usize, 1, 2, 3], [8, 3, 5, 3]] {
+                    let got = dot4(isa, &q, pick.map(row));
+                    assert_eq!(got, pick.map(|r| dot(isa, &q, row(r))), "{isa:?} dim {dim}");
+                    let got = dot4(isa, &q, pick.map(hrow));
+                    assert_eq!(
+                        got,
+                        pick.map(|r| dot(isa, &q, hrow(r))),
+                        "{isa:?} dim {dim}"
+                    );
                 }
             }
         }
