@@ -19,7 +19,8 @@ cortex stores rows as f16 (the values SQLite holds); the peers search the same r
 widened to f32 (their format), and numpy's answer on them is the reference. Each cortex
 scan is also timed beside its read floor, in the same run: ``NativeIndex.read_floor``, a
 bare AVX2 loop reading the same bytes (the f16 rows, or the int8 records) on the same
-number of threads and doing nothing else; the ratio lines report each scan as x its floor.
+number of threads and doing nothing else (with the scans' software prefetch and without: the
+faster is the floor); the ratio lines report each scan as x its floor.
 
 Each exact scan beside its read floor, interleaved query by query in one process (per
 query: the f16 rows' floor, the f16 scan, the int8 records' floor, the int8 screen at each
@@ -237,9 +238,13 @@ def bench_one(args: argparse.Namespace, c: Case, rows: list[dict[str, Any]]) -> 
     floors = (("rows", "read floor: f16 rows"), ("q8", "read floor: int8 records"))
 
     def floor(again: str) -> None:
-        # timed like a query (same count, median), before and after the scans
+        # timed like a query (same count, median), before and after the scans; the
+        # faster of the loop with the scans' software prefetch and without
         for part, method in floors:
-            ms = median_ms(lambda _q, p=part: native.read_floor(p, threads), queries)
+            ms = min(
+                median_ms(lambda _q, p=part, f=pf: native.read_floor(p, threads, f), queries)
+                for pf in (True, False)
+            )
             add("single", method + again, ms, want, want)
 
     floor("")
@@ -299,15 +304,17 @@ def floors_one(
     """Median ms of each floor and scan on one index, alternated query by query."""
     native = vi._index  # the read floor is a bench helper of the extension, not API
 
-    def floor(part: str) -> Callable[[np.ndarray], Any]:
-        return lambda _q: native.read_floor(part, threads)
+    def floor(part: str, prefetch: bool) -> Callable[[np.ndarray], Any]:
+        return lambda _q: native.read_floor(part, threads, prefetch)
 
     def scan(k: int, quantized: bool) -> Callable[[np.ndarray], Any]:
         return lambda q: vi.search(q, k, threads=threads, quantized=quantized)
 
-    methods = [("floor f16", floor("rows"))]
+    methods = [("floor f16, prefetch", floor("rows", True))]
+    methods += [("floor f16, no prefetch", floor("rows", False))]
     methods += [(f"f16 scan k={k}", scan(k, False)) for k in ks]
-    methods += [("floor q8", floor("q8"))]
+    methods += [("floor q8, prefetch", floor("q8", True))]
+    methods += [("floor q8, no prefetch", floor("q8", False))]
     methods += [(f"int8 screen k={k}", scan(k, True)) for k in ks]
     times: dict[str, list[float]] = {name: [] for name, _ in methods}
     for q in queries:
@@ -331,6 +338,9 @@ def run_floors(args: argparse.Namespace) -> list[dict[str, Any]]:
         vi = VectorIndex.open(path)
         for threads in args.threads:
             med = floors_one(vi, threads, args.floor_k, queries)
+            # the floor: the faster bare read (the prefetch helps on some CPUs, hurts on others)
+            med["floor f16"] = min(med["floor f16, prefetch"], med["floor f16, no prefetch"])
+            med["floor q8"] = min(med["floor q8, prefetch"], med["floor q8, no prefetch"])
             for name, v in med.items():
                 floor = med["floor q8" if name.startswith("int8") else "floor f16"]
                 ratio = None if name.startswith("floor") else v / floor

@@ -261,11 +261,19 @@ pub fn dot<E: Elem>(isa: Isa, a: &[f32], b: &[E]) -> f32 {
 /// independent XOR accumulators, nothing else. The read floor a scan of the
 /// same bytes is measured against (benches/bench_topk.py); the result only
 /// keeps the loads from being optimised away.
-pub fn read_floor(isa: Isa, data: &[u8]) -> u64 {
+///
+/// `prefetch`: with the scan kernels' software prefetch (6 KiB ahead), or
+/// with the hardware prefetchers alone. Which is faster depends on the CPU
+/// (on the Xeon of 2026-11-26 the software prefetch made the bare read up to
+/// 1.4x slower), so a floor is the faster of the two.
+pub fn read_floor(isa: Isa, data: &[u8], prefetch: bool) -> u64 {
     match isa {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: AVX2 was detected before `Isa::Avx2` was chosen.
-        Isa::Avx2 => unsafe { x86::read_floor(data) },
+        Isa::Avx2 if prefetch => unsafe { x86::read_floor_ahead::<6144>(data) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as above.
+        Isa::Avx2 => unsafe { x86::read_floor_ahead::<0>(data) },
         _ => {
             let mut acc = [0u64; 4];
             let words = data.chunks_exact(32);
@@ -334,7 +342,7 @@ pub fn scores_tile<E: Elem>(isa: Isa, dim: usize, rows: &[E], queries: &[f32], o
 }
 
 #[cfg(target_arch = "x86_64")]
-mod x86 {
+pub(crate) mod x86 {
     use super::Elem;
     use std::arch::x86_64::*;
 
@@ -439,15 +447,14 @@ mod x86 {
         s
     }
 
-    /// [`super::read_floor`]: 128 bytes a step into four accumulators, with the
-    /// scan kernels' software prefetch (two cache lines a step, 6 KiB ahead: eight
-    /// f16 rows of 384 dimensions), so the floor is no slower than they could be.
+    /// [`super::read_floor`]: 128 bytes a step into four accumulators; with
+    /// `AHEAD` > 0 also the scan kernels' software prefetch (two cache lines a
+    /// step, `AHEAD` bytes ahead; 6 KiB is eight f16 rows of 384 dimensions).
     ///
     /// # Safety
     /// The CPU must support AVX2.
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub unsafe fn read_floor(data: &[u8]) -> u64 {
-        const AHEAD: usize = 6144;
+    pub unsafe fn read_floor_ahead<const AHEAD: usize>(data: &[u8]) -> u64 {
         let p = data.as_ptr();
         let main = data.len() / 128 * 128;
         let mut a = [_mm256_setzero_si256(); 4];
@@ -456,7 +463,7 @@ mod x86 {
             // SAFETY: i + 128 <= len; unaligned loads; prefetches are hints that
             // never fault, issued only while they stay inside `data`.
             unsafe {
-                if i + AHEAD + 128 <= data.len() {
+                if AHEAD > 0 && i + AHEAD + 128 <= data.len() {
                     _mm_prefetch::<_MM_HINT_T0>(p.add(i + AHEAD) as *const i8);
                     _mm_prefetch::<_MM_HINT_T0>(p.add(i + AHEAD + 64) as *const i8);
                 }

@@ -1151,7 +1151,7 @@ mod probe {
             (
                 "read floor q8",
                 Box::new(|_q: &[f32]| {
-                    std::hint::black_box(simd::read_floor(isa, &q8));
+                    std::hint::black_box(simd::read_floor(isa, &q8, false));
                 }),
             ),
             (
@@ -1312,6 +1312,176 @@ mod probe {
             }
             let left = us.iter().filter(|u| **u >= t).count();
             eprintln!("k={k}: offered {offered}, survive the final threshold {left}");
+        }
+    }
+
+    /// Read floors of a real vector file (`PROBE_FILE`, its rows from byte 4096,
+    /// `PROBE_ROWS` f16 rows of 384) beside the f16 scan kernel alone: which
+    /// bare read is the floor. `cargo test --release --lib probe_floor_variants
+    /// -- --ignored --nocapture`
+    #[test]
+    #[ignore]
+    #[cfg(target_arch = "x86_64")]
+    fn probe_floor_variants() {
+        use crate::kernels::simd::F16;
+        let path = std::env::var("PROBE_FILE").expect("PROBE_FILE");
+        let rows: usize = std::env::var("PROBE_ROWS").unwrap().parse().unwrap();
+        let file = std::fs::File::open(path).unwrap();
+        // SAFETY: a bench file nobody writes while the probe runs.
+        let map = unsafe { memmap2::Mmap::map(&file) }.unwrap();
+        let data = &map[4096..4096 + rows * 384 * 2];
+        // SAFETY: the mapping is page-aligned + 4096 and F16 is a u16.
+        let half: &[F16] =
+            unsafe { std::slice::from_raw_parts(data.as_ptr() as *const F16, rows * 384) };
+        let q = super::tests::unit_rows(1, 384, 5);
+        let isa = Isa::detect();
+        assert_eq!(isa, Isa::Avx2);
+        let qfile =
+            std::fs::File::open(format!("{}.q8", std::env::var("PROBE_FILE").unwrap())).unwrap();
+        // SAFETY: as above.
+        let qmap = unsafe { memmap2::Mmap::map(&qfile) }.unwrap();
+        let stride = record_len(384);
+        let q8 = &qmap[64..64 + rows * stride];
+        let qq = QuantQuery::new(&q);
+        type Case<'a> = (&'a str, Box<dyn Fn() + 'a>);
+        // SAFETY (every case): AVX2 was detected above.
+        let cases: Vec<Case> = vec![
+            (
+                "floor, prefetch 6 KiB ahead (today)",
+                Box::new(|| {
+                    std::hint::black_box(unsafe { simd::x86::read_floor_ahead::<6144>(data) });
+                }),
+            ),
+            (
+                "floor, no software prefetch",
+                Box::new(|| {
+                    std::hint::black_box(unsafe { simd::x86::read_floor_ahead::<0>(data) });
+                }),
+            ),
+            (
+                "floor, prefetch 1 KiB ahead",
+                Box::new(|| {
+                    std::hint::black_box(unsafe { simd::x86::read_floor_ahead::<1024>(data) });
+                }),
+            ),
+            (
+                "floor, prefetch 24 KiB ahead",
+                Box::new(|| {
+                    std::hint::black_box(unsafe { simd::x86::read_floor_ahead::<24576>(data) });
+                }),
+            ),
+            (
+                "int8 kernel+bounds, prefetch (today)",
+                Box::new(|| {
+                    let (mut o, mut h) = (vec![0.0f32; BLOCK], vec![0.0f32; BLOCK]);
+                    for c in q8.chunks(BLOCK * stride) {
+                        let nb = c.len() / stride;
+                        let (o, h) = (&mut o[..nb], &mut h[..nb]);
+                        unsafe { quant::x86::scores_pf::<true>(&qq, c, o, Some(h)) };
+                        std::hint::black_box((&o, &h));
+                    }
+                }),
+            ),
+            (
+                "int8 kernel+bounds, no prefetch",
+                Box::new(|| {
+                    let (mut o, mut h) = (vec![0.0f32; BLOCK], vec![0.0f32; BLOCK]);
+                    for c in q8.chunks(BLOCK * stride) {
+                        let nb = c.len() / stride;
+                        let (o, h) = (&mut o[..nb], &mut h[..nb]);
+                        unsafe { quant::x86::scores_pf::<false>(&qq, c, o, Some(h)) };
+                        std::hint::black_box((&o, &h));
+                    }
+                }),
+            ),
+            (
+                "int8 VNNI kernel+bounds, prefetch",
+                Box::new(|| {
+                    let (mut o, mut h) = (vec![0.0f32; BLOCK], vec![0.0f32; BLOCK]);
+                    for c in q8.chunks(BLOCK * stride) {
+                        let nb = c.len() / stride;
+                        let (o, h) = (&mut o[..nb], &mut h[..nb]);
+                        unsafe { quant::x86::scores_vnni::<true>(&qq, c, o, Some(h)) };
+                        std::hint::black_box((&o, &h));
+                    }
+                }),
+            ),
+            (
+                "int8 VNNI kernel+bounds, no prefetch",
+                Box::new(|| {
+                    let (mut o, mut h) = (vec![0.0f32; BLOCK], vec![0.0f32; BLOCK]);
+                    for c in q8.chunks(BLOCK * stride) {
+                        let nb = c.len() / stride;
+                        let (o, h) = (&mut o[..nb], &mut h[..nb]);
+                        unsafe { quant::x86::scores_vnni::<false>(&qq, c, o, Some(h)) };
+                        std::hint::black_box((&o, &h));
+                    }
+                }),
+            ),
+            (
+                "int8 VNNI kernel, 512 records in cache x",
+                Box::new(|| {
+                    let mut o = vec![0.0f32; 512];
+                    for _ in 0..rows / 512 {
+                        unsafe {
+                            quant::x86::scores_vnni::<true>(&qq, &q8[..512 * stride], &mut o, None)
+                        };
+                        std::hint::black_box(&o);
+                    }
+                }),
+            ),
+            (
+                "int8 AVX2 kernel, 512 records in cache x",
+                Box::new(|| {
+                    let mut o = vec![0.0f32; 512];
+                    for _ in 0..rows / 512 {
+                        unsafe {
+                            quant::x86::scores_pf::<true>(&qq, &q8[..512 * stride], &mut o, None)
+                        };
+                        std::hint::black_box(&o);
+                    }
+                }),
+            ),
+            (
+                "q8 floor, prefetch 6 KiB ahead (today)",
+                Box::new(|| {
+                    std::hint::black_box(unsafe { simd::x86::read_floor_ahead::<6144>(q8) });
+                }),
+            ),
+            (
+                "q8 floor, no software prefetch",
+                Box::new(|| {
+                    std::hint::black_box(unsafe { simd::x86::read_floor_ahead::<0>(q8) });
+                }),
+            ),
+            (
+                "f16 scan kernel (blocks of 256 rows)",
+                Box::new(|| {
+                    let mut o = vec![0.0f32; BLOCK];
+                    for c in half.chunks(BLOCK * 384) {
+                        let o = &mut o[..c.len() / 384];
+                        simd::scores(isa, &q, c, o);
+                        std::hint::black_box(&o);
+                    }
+                }),
+            ),
+        ];
+        let mut t: Vec<Vec<f64>> = vec![Vec::new(); cases.len()];
+        for _ in 0..22 {
+            for (i, (_, f)) in cases.iter().enumerate() {
+                let t0 = Instant::now();
+                f();
+                t[i].push(t0.elapsed().as_secs_f64() * 1e3);
+            }
+        }
+        for (i, (name, _)) in cases.iter().enumerate() {
+            let mut v = t[i][2..].to_vec();
+            v.sort_by(f64::total_cmp);
+            eprintln!(
+                "{name:<40} median {:8.2} ms  min {:8.2} ms",
+                v[v.len() / 2],
+                v[0]
+            );
         }
     }
 
