@@ -154,6 +154,7 @@ def machine() -> dict[str, str]:
         "cpu": model,
         "cores": str(os.cpu_count()),
         "simd": _native.simd_level(),
+        "int8 kernel": getattr(_native, "int8_kernel", lambda: "avx2 (before int8_kernel)")(),
         "numpy": np.__version__,
         "faiss": getattr(faiss, "__version__", "absent") if faiss else "absent",
         "usearch": _usearch_version(),
@@ -300,11 +301,14 @@ def bench_one(args: argparse.Namespace, c: Case, rows: list[dict[str, Any]]) -> 
 
 def floors_one(
     vi: VectorIndex, threads: int, ks: list[int], queries: list[Any]
-) -> dict[str, float]:
-    """Median ms of each floor and scan on one index, alternated query by query."""
+) -> dict[str, list[float]]:
+    """Ms of each floor and scan on one index per query (the first two are warm-ups),
+    alternated query by query."""
     native = vi._index  # the read floor is a bench helper of the extension, not API
 
     def floor(part: str, prefetch: bool) -> Callable[[np.ndarray], Any]:
+        if not hasattr(_native, "int8_kernel"):  # an older extension: one floor loop
+            return lambda _q: native.read_floor(part, threads)
         return lambda _q: native.read_floor(part, threads, prefetch)
 
     def scan(k: int, quantized: bool) -> Callable[[np.ndarray], Any]:
@@ -322,7 +326,7 @@ def floors_one(
             t0 = time.perf_counter()
             fn(q)
             times[name].append((time.perf_counter() - t0) * 1e3)
-    return {name: statistics.median(v[2:]) for name, v in times.items()}
+    return {name: v[2:] for name, v in times.items()}
 
 
 def run_floors(args: argparse.Namespace) -> list[dict[str, Any]]:
@@ -337,14 +341,29 @@ def run_floors(args: argparse.Namespace) -> list[dict[str, Any]]:
             build_index(path, n, args.dim).close()
         vi = VectorIndex.open(path)
         for threads in args.threads:
-            med = floors_one(vi, threads, args.floor_k, queries)
-            # the floor: the faster bare read (the prefetch helps on some CPUs, hurts on others)
-            med["floor f16"] = min(med["floor f16, prefetch"], med["floor f16, no prefetch"])
-            med["floor q8"] = min(med["floor q8, prefetch"], med["floor q8, no prefetch"])
-            for name, v in med.items():
-                floor = med["floor q8" if name.startswith("int8") else "floor f16"]
-                ratio = None if name.startswith("floor") else v / floor
-                rows.append({"n": n, "threads": threads, "method": name, "ms": v, "x_floor": ratio})
+            per = floors_one(vi, threads, args.floor_k, queries)
+            # the floor: the faster bare read (the prefetch helps on some CPUs, hurts on
+            # others), per query; each scan's ratio to the floor read beside it (the
+            # median of those is robust to the load changing during the run)
+            for part in ("f16", "q8"):
+                per[f"floor {part}"] = [
+                    min(a, b)
+                    for a, b in zip(
+                        per[f"floor {part}, prefetch"],
+                        per[f"floor {part}, no prefetch"],
+                        strict=True,
+                    )
+                ]
+            for name, v in per.items():
+                floor = per["floor q8" if name.startswith("int8") else "floor f16"]
+                row: dict[str, Any] = {"n": n, "threads": threads, "method": name}
+                row["ms"] = statistics.median(v)
+                if not name.startswith("floor"):
+                    row["x_floor"] = row["ms"] / statistics.median(floor)
+                    row["x_floor_per_query"] = statistics.median(
+                        [a / b for a, b in zip(v, floor, strict=True)]
+                    )
+                rows.append(row)
         vi.close()
     if not args.dir and not args.keep:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -509,7 +528,9 @@ def main(argv: list[str] | None = None) -> int:
         fl = run_floors(args)
         out: dict[str, Any] = {"machine": info, "command": " ".join(sys.argv), "floors": fl}
         for r in fl:
-            x = "" if r["x_floor"] is None else f", {r['x_floor']:.2f}x its floor"
+            x = ""
+            if "x_floor" in r:
+                x = f", {r['x_floor']:.2f}x its floor ({r['x_floor_per_query']:.2f}x per query)"
             print(f"N={r['n']} threads={r['threads']} {r['method']}: {r['ms']:.2f} ms{x}")
     elif args.quality or args.real:
         out = {"machine": info, "quality": run_quality(args)}

@@ -35,6 +35,13 @@ pub fn simd_level() -> &'static str {
     Isa::detect().name()
 }
 
+/// The kernel of the single-query int8 screen on this CPU: "avx-vnni"
+/// (AVX2 with `vpdpbusd`), else [`simd_level`]'s instruction set.
+#[pyfunction]
+pub fn int8_kernel() -> &'static str {
+    crate::kernels::quant::kernel_name(Isa::detect())
+}
+
 const FIX_F32: &str = "use np.ascontiguousarray(x, dtype=np.float32)";
 
 /// Borrow a C-contiguous float32 array of `ndim` dimensions and copy it out,

@@ -227,6 +227,7 @@ def test_cortex_threads_sets_the_default(monkeypatch):
     monkeypatch.setenv("CORTEX_THREADS", "not a number")
     assert _native.default_threads() == (os.cpu_count() or 1)
     assert _native.simd_level() in ("avx2+fma+f16c", "neon", "scalar")
+    assert _native.int8_kernel() in ("avx-vnni", _native.simd_level())
 
 
 def test_a_reader_sees_appends_after_refresh(tmp_path):

@@ -18,11 +18,13 @@ __all__ = [
     "replace_file",
     "rrf",
     "simd_level",
+    "int8_kernel",
 ]
 
 __version__: str
 
 def simd_level() -> str: ...
+def int8_kernel() -> str: ...
 def replace_file(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None: ...
 def default_threads() -> int: ...
 def rrf(

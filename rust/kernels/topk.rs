@@ -1324,6 +1324,7 @@ mod probe {
     #[cfg(target_arch = "x86_64")]
     fn probe_floor_variants() {
         use crate::kernels::simd::F16;
+
         let path = std::env::var("PROBE_FILE").expect("PROBE_FILE");
         let rows: usize = std::env::var("PROBE_ROWS").unwrap().parse().unwrap();
         let file = std::fs::File::open(path).unwrap();
@@ -1377,7 +1378,14 @@ mod probe {
                     for c in q8.chunks(BLOCK * stride) {
                         let nb = c.len() / stride;
                         let (o, h) = (&mut o[..nb], &mut h[..nb]);
-                        unsafe { quant::x86::scores_pf::<true>(&qq, c, o, Some(h)) };
+                        unsafe {
+                            quant::x86::scores_pf::<8, { std::arch::x86_64::_MM_HINT_T0 }>(
+                                &qq,
+                                c,
+                                o,
+                                Some(h),
+                            )
+                        };
                         std::hint::black_box((&o, &h));
                     }
                 }),
@@ -1389,7 +1397,14 @@ mod probe {
                     for c in q8.chunks(BLOCK * stride) {
                         let nb = c.len() / stride;
                         let (o, h) = (&mut o[..nb], &mut h[..nb]);
-                        unsafe { quant::x86::scores_pf::<false>(&qq, c, o, Some(h)) };
+                        unsafe {
+                            quant::x86::scores_pf::<0, { std::arch::x86_64::_MM_HINT_T0 }>(
+                                &qq,
+                                c,
+                                o,
+                                Some(h),
+                            )
+                        };
                         std::hint::black_box((&o, &h));
                     }
                 }),
@@ -1401,7 +1416,14 @@ mod probe {
                     for c in q8.chunks(BLOCK * stride) {
                         let nb = c.len() / stride;
                         let (o, h) = (&mut o[..nb], &mut h[..nb]);
-                        unsafe { quant::x86::scores_vnni::<true>(&qq, c, o, Some(h)) };
+                        unsafe {
+                            quant::x86::scores_vnni::<8, { std::arch::x86_64::_MM_HINT_T0 }>(
+                                &qq,
+                                c,
+                                o,
+                                Some(h),
+                            )
+                        };
                         std::hint::black_box((&o, &h));
                     }
                 }),
@@ -1413,7 +1435,71 @@ mod probe {
                     for c in q8.chunks(BLOCK * stride) {
                         let nb = c.len() / stride;
                         let (o, h) = (&mut o[..nb], &mut h[..nb]);
-                        unsafe { quant::x86::scores_vnni::<false>(&qq, c, o, Some(h)) };
+                        unsafe {
+                            quant::x86::scores_vnni::<0, { std::arch::x86_64::_MM_HINT_T0 }>(
+                                &qq,
+                                c,
+                                o,
+                                Some(h),
+                            )
+                        };
+                        std::hint::black_box((&o, &h));
+                    }
+                }),
+            ),
+            (
+                "int8 VNNI, prefetch 16 ahead T0",
+                Box::new(|| {
+                    let (mut o, mut h) = (vec![0.0f32; BLOCK], vec![0.0f32; BLOCK]);
+                    for c in q8.chunks(BLOCK * stride) {
+                        let nb = c.len() / stride;
+                        let (o, h) = (&mut o[..nb], &mut h[..nb]);
+                        unsafe {
+                            quant::x86::scores_vnni::<16, { std::arch::x86_64::_MM_HINT_T0 }>(
+                                &qq,
+                                c,
+                                o,
+                                Some(h),
+                            )
+                        };
+                        std::hint::black_box((&o, &h));
+                    }
+                }),
+            ),
+            (
+                "int8 VNNI, prefetch 8 ahead T1",
+                Box::new(|| {
+                    let (mut o, mut h) = (vec![0.0f32; BLOCK], vec![0.0f32; BLOCK]);
+                    for c in q8.chunks(BLOCK * stride) {
+                        let nb = c.len() / stride;
+                        let (o, h) = (&mut o[..nb], &mut h[..nb]);
+                        unsafe {
+                            quant::x86::scores_vnni::<8, { std::arch::x86_64::_MM_HINT_T1 }>(
+                                &qq,
+                                c,
+                                o,
+                                Some(h),
+                            )
+                        };
+                        std::hint::black_box((&o, &h));
+                    }
+                }),
+            ),
+            (
+                "int8 VNNI, prefetch 24 ahead T1",
+                Box::new(|| {
+                    let (mut o, mut h) = (vec![0.0f32; BLOCK], vec![0.0f32; BLOCK]);
+                    for c in q8.chunks(BLOCK * stride) {
+                        let nb = c.len() / stride;
+                        let (o, h) = (&mut o[..nb], &mut h[..nb]);
+                        unsafe {
+                            quant::x86::scores_vnni::<24, { std::arch::x86_64::_MM_HINT_T1 }>(
+                                &qq,
+                                c,
+                                o,
+                                Some(h),
+                            )
+                        };
                         std::hint::black_box((&o, &h));
                     }
                 }),
@@ -1424,7 +1510,12 @@ mod probe {
                     let mut o = vec![0.0f32; 512];
                     for _ in 0..rows / 512 {
                         unsafe {
-                            quant::x86::scores_vnni::<true>(&qq, &q8[..512 * stride], &mut o, None)
+                            quant::x86::scores_vnni::<8, { std::arch::x86_64::_MM_HINT_T0 }>(
+                                &qq,
+                                &q8[..512 * stride],
+                                &mut o,
+                                None,
+                            )
                         };
                         std::hint::black_box(&o);
                     }
@@ -1436,7 +1527,12 @@ mod probe {
                     let mut o = vec![0.0f32; 512];
                     for _ in 0..rows / 512 {
                         unsafe {
-                            quant::x86::scores_pf::<true>(&qq, &q8[..512 * stride], &mut o, None)
+                            quant::x86::scores_pf::<8, { std::arch::x86_64::_MM_HINT_T0 }>(
+                                &qq,
+                                &q8[..512 * stride],
+                                &mut o,
+                                None,
+                            )
                         };
                         std::hint::black_box(&o);
                     }
