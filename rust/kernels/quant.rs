@@ -635,8 +635,8 @@ pub(crate) mod x86 {
                         for line in (c * 128..(c + g) * 128).step_by(128) {
                             if ahead != 0 && line + 128 <= 4 * stride {
                                 let pf = p.add(ahead + line) as *const i8;
-                                _mm_prefetch::<_MM_HINT_T0>(pf);
-                                _mm_prefetch::<_MM_HINT_T0>(pf.add(64));
+                                _mm_prefetch::<HINT>(pf);
+                                _mm_prefetch::<HINT>(pf.add(64));
                             }
                         }
                         if VNNI {
