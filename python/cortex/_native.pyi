@@ -14,11 +14,11 @@ __all__ = [
     "NativeIndex",
     "__version__",
     "default_threads",
+    "int8_kernel",
     "linear",
     "replace_file",
     "rrf",
     "simd_level",
-    "int8_kernel",
 ]
 
 __version__: str
