@@ -19,7 +19,16 @@ cortex stores rows as f16 (the values SQLite holds); the peers search the same r
 widened to f32 (their format), and numpy's answer on them is the reference. Each cortex
 scan is also timed beside its read floor, in the same run: ``NativeIndex.read_floor``, a
 bare AVX2 loop reading the same bytes (the f16 rows, or the int8 records) on the same
-number of threads and doing nothing else; the ratio lines report each scan as x its floor.
+number of threads and doing nothing else (with the scans' software prefetch and without: the
+faster is the floor); the ratio lines report each scan as x its floor.
+
+Each exact scan beside its read floor, interleaved query by query in one process (per
+query: the f16 rows' floor, the f16 scan, the int8 records' floor, the int8 screen at each
+k), medians and ratios, at every N, thread count and k (issue 16's "Exact scans ≤ 1.2×
+their read floor")::
+
+    python benches/bench_topk.py --floors --n 100000 1000000 --threads 1 2 --floor-k 10 132 \
+        --rounds 40 --dir /tmp/cortex-floors --keep
 
 Peers: numpy ``M @ q`` + ``argpartition`` (seed 001's method) and ``Q @ M.T`` for
 batches, faiss-cpu ``IndexFlatIP``, usearch exact search (``usearch.index.search``
@@ -145,6 +154,7 @@ def machine() -> dict[str, str]:
         "cpu": model,
         "cores": str(os.cpu_count()),
         "simd": _native.simd_level(),
+        "int8 kernel": getattr(_native, "int8_kernel", lambda: "avx2 (before int8_kernel)")(),
         "numpy": np.__version__,
         "faiss": getattr(faiss, "__version__", "absent") if faiss else "absent",
         "usearch": _usearch_version(),
@@ -229,9 +239,13 @@ def bench_one(args: argparse.Namespace, c: Case, rows: list[dict[str, Any]]) -> 
     floors = (("rows", "read floor: f16 rows"), ("q8", "read floor: int8 records"))
 
     def floor(again: str) -> None:
-        # timed like a query (same count, median), before and after the scans
+        # timed like a query (same count, median), before and after the scans; the
+        # faster of the loop with the scans' software prefetch and without
         for part, method in floors:
-            ms = median_ms(lambda _q, p=part: native.read_floor(p, threads), queries)
+            ms = min(
+                median_ms(lambda _q, p=part, f=pf: native.read_floor(p, threads, f), queries)
+                for pf in (True, False)
+            )
             add("single", method + again, ms, want, want)
 
     floor("")
@@ -283,6 +297,77 @@ def bench_one(args: argparse.Namespace, c: Case, rows: list[dict[str, Any]]) -> 
         lambda r: r[0],
         reps,
     )
+
+
+def floors_one(
+    vi: VectorIndex, threads: int, ks: list[int], queries: list[Any]
+) -> dict[str, list[float]]:
+    """Ms of each floor and scan on one index per query (the first two are warm-ups),
+    alternated query by query."""
+    native = vi._index  # the read floor is a bench helper of the extension, not API
+
+    def floor(part: str, prefetch: bool) -> Callable[[np.ndarray], Any]:
+        if not hasattr(_native, "int8_kernel"):  # an older extension: one floor loop
+            return lambda _q: native.read_floor(part, threads)
+        return lambda _q: native.read_floor(part, threads, prefetch)
+
+    def scan(k: int, quantized: bool) -> Callable[[np.ndarray], Any]:
+        return lambda q: vi.search(q, k, threads=threads, quantized=quantized)
+
+    methods = [("floor f16, prefetch", floor("rows", True))]
+    methods += [("floor f16, no prefetch", floor("rows", False))]
+    methods += [(f"f16 scan k={k}", scan(k, False)) for k in ks]
+    methods += [("floor q8, prefetch", floor("q8", True))]
+    methods += [("floor q8, no prefetch", floor("q8", False))]
+    methods += [(f"int8 screen k={k}", scan(k, True)) for k in ks]
+    times: dict[str, list[float]] = {name: [] for name, _ in methods}
+    for q in queries:
+        for name, fn in methods:
+            t0 = time.perf_counter()
+            fn(q)
+            times[name].append((time.perf_counter() - t0) * 1e3)
+    return {name: v[2:] for name, v in times.items()}
+
+
+def run_floors(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Each exact scan and its read floor, alternated query by query (see the doc)."""
+    rows: list[dict[str, Any]] = []
+    tmp = Path(args.dir or tempfile.mkdtemp(prefix="cortex-floors-"))
+    tmp.mkdir(parents=True, exist_ok=True)
+    queries = list(unit_rows(args.rounds + 2, args.dim, seed=7))
+    for n in args.n:
+        path = tmp / f"bench-{n}-{args.dim}.cvx"
+        if not path.exists():
+            build_index(path, n, args.dim).close()
+        vi = VectorIndex.open(path)
+        for threads in args.threads:
+            per = floors_one(vi, threads, args.floor_k, queries)
+            # the floor: the faster bare read (the prefetch helps on some CPUs, hurts on
+            # others), per query; each scan's ratio to the floor read beside it (the
+            # median of those is robust to the load changing during the run)
+            for part in ("f16", "q8"):
+                per[f"floor {part}"] = [
+                    min(a, b)
+                    for a, b in zip(
+                        per[f"floor {part}, prefetch"],
+                        per[f"floor {part}, no prefetch"],
+                        strict=True,
+                    )
+                ]
+            for name, v in per.items():
+                floor = per["floor q8" if name.startswith("int8") else "floor f16"]
+                row: dict[str, Any] = {"n": n, "threads": threads, "method": name}
+                row["ms"] = statistics.median(v)
+                if not name.startswith("floor"):
+                    row["x_floor"] = row["ms"] / statistics.median(floor)
+                    row["x_floor_per_query"] = statistics.median(
+                        [a / b for a, b in zip(v, floor, strict=True)]
+                    )
+                rows.append(row)
+        vi.close()
+    if not args.dir and not args.keep:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return rows
 
 
 def ratios(rows: list[dict[str, Any]]) -> list[str]:
@@ -433,11 +518,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quality", metavar="DIR", help="measure int8 quality on DIR/*.npy instead")
     p.add_argument("--real", metavar="NPY", help="measure int8 quality on one file of real rows")
     p.add_argument("--real-queries", type=int, default=1000, help="held-out rows used as queries")
+    p.add_argument("--floors", action="store_true", help="each exact scan beside its read floor")
+    p.add_argument("--floor-k", type=int, nargs="+", default=[10, 132], help="k of --floors")
+    p.add_argument("--rounds", type=int, default=40, help="queries of --floors (medians)")
     args = p.parse_args(argv)
     info = machine()
     print(json.dumps(info), file=sys.stderr)
-    if args.quality or args.real:
-        out: dict[str, Any] = {"machine": info, "quality": run_quality(args)}
+    if args.floors:
+        fl = run_floors(args)
+        out: dict[str, Any] = {"machine": info, "command": " ".join(sys.argv), "floors": fl}
+        for r in fl:
+            x = ""
+            if "x_floor" in r:
+                x = f", {r['x_floor']:.2f}x its floor ({r['x_floor_per_query']:.2f}x per query)"
+            print(f"N={r['n']} threads={r['threads']} {r['method']}: {r['ms']:.2f} ms{x}")
+    elif args.quality or args.real:
+        out = {"machine": info, "quality": run_quality(args)}
         print(json.dumps(out["quality"], indent=1))
     else:
         rows = run_speed(args)

@@ -3,7 +3,9 @@
 "Footprint: vectors stored once").
 
 Each scan beside its read floor (``NativeIndex.read_floor``: a bare AVX2 read of the same
-bytes), alternated query by query, one thread, medians::
+bytes, the faster with or without the software prefetch), alternated query by query, one
+thread, k = 10, medians (``bench_topk.py --floors`` does the same at more k, N and thread
+counts)::
 
     python benches/bench_vecfloor.py floors --n 100000 --rounds 40
 
@@ -47,9 +49,14 @@ def floors(args: argparse.Namespace) -> None:
     qs = unit_rows(args.rounds, 384, seed=7)
     t: dict[str, list[float]] = {"floor f16": [], "scan f16": [], "floor q8": [], "screen": []}
     for q in qs:
-        t["floor f16"].append(ms(lambda: native.read_floor("rows", 1)))
+        # the floor: the faster of the bare read with and without the software prefetch
+        t["floor f16"].append(
+            min(ms(lambda p=p: native.read_floor("rows", 1, p)) for p in (True, False))
+        )
         t["scan f16"].append(ms(lambda q=q: vi.search(q, 10, quantized=False, threads=1)))
-        t["floor q8"].append(ms(lambda: native.read_floor("q8", 1)))
+        t["floor q8"].append(
+            min(ms(lambda p=p: native.read_floor("q8", 1, p)) for p in (True, False))
+        )
         t["screen"].append(ms(lambda q=q: vi.search(q, 10, quantized=True, threads=1)))
     med = {k: statistics.median(v[2:]) for k, v in t.items()}
     print(

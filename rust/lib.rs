@@ -20,6 +20,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<py_ann::AnnIndex>()?;
     m.add_function(wrap_pyfunction!(py_files::replace_file, m)?)?;
     m.add_function(wrap_pyfunction!(py_index::simd_level, m)?)?;
+    m.add_function(wrap_pyfunction!(py_index::int8_kernel, m)?)?;
     m.add_function(wrap_pyfunction!(py_index::default_threads, m)?)?;
     m.add_function(wrap_pyfunction!(py_fusion::rrf, m)?)?;
     m.add_function(wrap_pyfunction!(py_fusion::linear, m)?)?;

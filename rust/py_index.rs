@@ -35,6 +35,13 @@ pub fn simd_level() -> &'static str {
     Isa::detect().name()
 }
 
+/// The kernel of the single-query int8 screen on this CPU: "avx-vnni"
+/// (AVX2 with `vpdpbusd`), else [`simd_level`]'s instruction set.
+#[pyfunction]
+pub fn int8_kernel() -> &'static str {
+    crate::kernels::quant::kernel_name(Isa::detect())
+}
+
 const FIX_F32: &str = "use np.ascontiguousarray(x, dtype=np.float32)";
 
 /// Borrow a C-contiguous float32 array of `ndim` dimensions and copy it out,
@@ -498,10 +505,17 @@ impl NativeIndex {
     /// Bench helper (benches/bench_topk.py), not API: a bare read of the bytes a
     /// scan reads (`part`: "rows", every f16 row; "q8", every int8 record) on
     /// `threads` threads, each folding its contiguous share with the SIMD loads
-    /// of the scan kernels and nothing else. Returns the fold (so the reads are
+    /// of the scan kernels and nothing else (`prefetch`: with their software
+    /// prefetch or without; the floor is the faster). Returns the fold (so the reads are
     /// not optimised away); time it to get the scan's read floor.
-    #[pyo3(signature = (part, threads = 1))]
-    fn read_floor(&self, py: Python<'_>, part: &str, threads: usize) -> PyResult<u64> {
+    #[pyo3(signature = (part, threads = 1, prefetch = true))]
+    fn read_floor(
+        &self,
+        py: Python<'_>,
+        part: &str,
+        threads: usize,
+        prefetch: bool,
+    ) -> PyResult<u64> {
         if part != "rows" && part != "q8" {
             return Err(
                 Error::Invalid(format!("part must be 'rows' or 'q8', got {part:?}")).into(),
@@ -518,13 +532,13 @@ impl NativeIndex {
                 let isa = Isa::detect();
                 if threads == 1 {
                     // on the calling thread, as a one-thread scan runs (par_ranges)
-                    return Ok(simd::read_floor(isa, data));
+                    return Ok(simd::read_floor(isa, data, prefetch));
                 }
                 let per = data.len().div_ceil(threads).div_ceil(128).max(1) * 128;
                 Ok(std::thread::scope(|s| {
                     let parts: Vec<_> = data
                         .chunks(per)
-                        .map(|c| s.spawn(move || simd::read_floor(isa, c)))
+                        .map(|c| s.spawn(move || simd::read_floor(isa, c, prefetch)))
                         .collect();
                     parts
                         .into_iter()

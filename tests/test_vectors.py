@@ -153,6 +153,28 @@ def test_thread_counts_and_the_quantized_path_give_the_exact_answer(tmp_path):
     np.testing.assert_array_equal(b_exact[1], b_quant[1])
 
 
+def test_the_screen_at_384_dimensions_and_the_hybrid_k_matches_the_plain_scan(tmp_path):
+    """The single-query screen (int8 scores and their bounds from one kernel, survivors
+    rescored four at a time) answers the plain f16 scan's ids, scores and order bit for
+    bit at the model's 384 dimensions, at k = 10 and at the hybrid leg's k = 132 (and
+    133: a last group of survivors short of four), on one thread or two, with masked
+    rows, duplicates and a row count that is not a multiple of four."""
+    dim, n = 384, 40_003
+    rows = unit_rows(n, dim, 21)
+    rows[5::997] = rows[3]  # duplicates: equal scores, lower row first
+    vi = VectorIndex.create(tmp_path / "v.cvx", dim, "m")
+    vi.append(np.arange(n) * 3 + 1, rows)
+    vi.mask(np.arange(0, n, 13) * 3 + 1)
+    assert vi.quantized_rows == n
+    for q in [rows[3].copy(), *unit_rows(3, dim, 22)]:
+        for k in (10, 132, 133):
+            want = vi.search(q, k, quantized=False, threads=1)
+            assert len(want[0]) == k
+            for threads in (1, 2):
+                assert_same(vi.search(q, k, quantized=False, threads=threads), want, atol=0)
+                assert_same(vi.search(q, k, quantized=True, threads=threads), want, atol=0)
+
+
 def test_subsets_scan_the_same_on_every_thread_count_and_path(tmp_path):
     """A filtered search (the calibration sample, the rescoring of the other leg's ids,
     an allowed set) answers the same ids and scores bit for bit on one thread or two,
@@ -205,6 +227,7 @@ def test_cortex_threads_sets_the_default(monkeypatch):
     monkeypatch.setenv("CORTEX_THREADS", "not a number")
     assert _native.default_threads() == (os.cpu_count() or 1)
     assert _native.simd_level() in ("avx2+fma+f16c", "neon", "scalar")
+    assert _native.int8_kernel() in ("avx-vnni", _native.simd_level())
 
 
 def test_a_reader_sees_appends_after_refresh(tmp_path):

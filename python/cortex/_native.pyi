@@ -14,6 +14,7 @@ __all__ = [
     "NativeIndex",
     "__version__",
     "default_threads",
+    "int8_kernel",
     "linear",
     "replace_file",
     "rrf",
@@ -23,6 +24,7 @@ __all__ = [
 __version__: str
 
 def simd_level() -> str: ...
+def int8_kernel() -> str: ...
 def replace_file(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None: ...
 def default_threads() -> int: ...
 def rrf(
@@ -102,7 +104,7 @@ class NativeIndex:
         threads: int | None = None,
         candidates: int | None = None,
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]: ...
-    def read_floor(self, part: str, threads: int = 1) -> int: ...
+    def read_floor(self, part: str, threads: int = 1, prefetch: bool = True) -> int: ...
 
 @final
 class AnnIndex:

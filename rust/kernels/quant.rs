@@ -301,10 +301,29 @@ impl QuantQuery {
         }
     }
 
+    /// `qnorm·||e_x|| + (err·||x|| + margin)` of `rec`: [`QuantQuery::slack`]
+    /// in the screen's order of additions, NaN where a record is damaged.
+    #[inline]
+    pub fn half_width(&self, rec: &[u8]) -> f32 {
+        let (ex, xn) = record_errs(rec, self.dim);
+        self.qnorm * ex + (self.err * xn + self.margin)
+    }
+
     /// The int8 score from the integer dot product with a record of `scale`.
     #[inline]
     fn score(&self, dot: i32, scale: f32) -> f32 {
         (dot - self.offset) as f32 * scale * self.scale
+    }
+}
+
+/// The single-query int8 kernel [`scores`] runs with `isa`: "avx-vnni" where
+/// AVX-VNNI was detected (and not ruled out by `CORTEX_SIMD=avx2`), else the
+/// instruction set's name.
+pub fn kernel_name(isa: Isa) -> &'static str {
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 if x86::vnni() => "avx-vnni",
+        _ => isa.name(),
     }
 }
 
@@ -326,11 +345,64 @@ pub fn scores(isa: Isa, qq: &QuantQuery, records: &[u8], out: &mut [f32]) {
     match isa {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `Isa::Avx2` exists only once AVX2 was detected; shapes checked above.
-        Isa::Avx2 => unsafe { x86::scores(qq, records, out) },
+        Isa::Avx2 if x86::vnni() => unsafe {
+            x86::scores_vnni::<8, { std::arch::x86_64::_MM_HINT_T0 }>(qq, records, out, None)
+        },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as above.
+        Isa::Avx2 => unsafe { x86::scores_into(qq, records, out, None) },
         _ => {
             for (o, rec) in out.iter_mut().zip(records.chunks_exact(stride)) {
                 let d = dot_u8_i8_scalar(&rec[..dim], &qq.q[..dim]);
                 *o = qq.score(d, record_scale(rec, dim));
+            }
+        }
+    }
+}
+
+/// [`scores`] and, beside each score, the half-width of the interval that holds
+/// the record's exact f32 score, `qnorm·||e_x|| + (err·||x|| + margin)` (the
+/// order the screen adds it up in; NaN for a damaged record), read while the
+/// record is still in L1 instead of in a second pass over the block. The
+/// scores are bit-identical to [`scores`]', the half-widths to that sum done
+/// in scalar f32.
+pub fn scores_bounded(
+    isa: Isa,
+    qq: &QuantQuery,
+    records: &[u8],
+    out: &mut [f32],
+    half: &mut [f32],
+) {
+    let dim = qq.dim;
+    let stride = record_len(dim);
+    assert_eq!(
+        records.len(),
+        out.len() * stride,
+        "quant::scores_bounded: shape mismatch"
+    );
+    assert_eq!(
+        out.len(),
+        half.len(),
+        "quant::scores_bounded: shape mismatch"
+    );
+    assert_eq!(
+        qq.q.len(),
+        padded(dim),
+        "quant::scores_bounded: query not padded"
+    );
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `Isa::Avx2` exists only once AVX2 was detected; shapes checked above.
+        Isa::Avx2 if x86::vnni() => unsafe {
+            x86::scores_vnni::<8, { std::arch::x86_64::_MM_HINT_T0 }>(qq, records, out, Some(half))
+        },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as above.
+        Isa::Avx2 => unsafe { x86::scores_into(qq, records, out, Some(half)) },
+        _ => {
+            scores(isa, qq, records, out);
+            for (h, rec) in half.iter_mut().zip(records.chunks_exact(stride)) {
+                *h = qq.half_width(rec);
             }
         }
     }
@@ -379,9 +451,19 @@ pub fn scores_tile(isa: Isa, qqs: &[QuantQuery], records: &[u8], out: &mut [f32]
 }
 
 #[cfg(target_arch = "x86_64")]
-mod x86 {
+pub(crate) mod x86 {
     use super::{padded, record_len, record_scale, QuantQuery, GROUP};
     use std::arch::x86_64::*;
+
+    /// Whether the single-query kernels use AVX-VNNI (detected at run time;
+    /// `CORTEX_SIMD=avx2` keeps them on plain AVX2, as on CPUs without it).
+    pub fn vnni() -> bool {
+        static VNNI: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *VNNI.get_or_init(|| {
+            is_x86_feature_detected!("avxvnni")
+                && !std::env::var("CORTEX_SIMD").is_ok_and(|v| v.eq_ignore_ascii_case("avx2"))
+        })
+    }
 
     /// # Safety
     /// The CPU must support AVX2.
@@ -458,58 +540,154 @@ mod x86 {
         hsum4(acc, acc, acc, acc)[0]
     }
 
+    /// [`super::scores`]; with `half`, also [`super::scores_bounded`]'s
+    /// half-widths, four records at a time in SSE (no FMA: the bits of the
+    /// scalar sum).
+    ///
     /// # Safety
-    /// AVX2; `records.len() == out.len() * record_len(qq.dim)`, `qq.q.len() == padded(dim)`.
+    /// AVX2; `records.len() == out.len() * record_len(qq.dim)`, `qq.q.len() == padded(dim)`,
+    /// `half.len() == out.len()`.
     #[target_feature(enable = "avx2")]
-    pub unsafe fn scores(qq: &QuantQuery, records: &[u8], out: &mut [f32]) {
-        let dim = qq.dim;
-        let stride = record_len(dim);
-        let chunks = padded(dim) / 32;
-        let n = out.len();
-        let pq = qq.q.as_ptr();
-        let mut r = 0;
-        while r + 4 <= n {
-            let p = records[r * stride..].as_ptr();
-            let mut a = [_mm256_setzero_si256(); 4];
-            // The four records are contiguous (4 * stride bytes): prefetch the
-            // group two ahead, two cache lines per chunk, so that it is in cache
-            // when its turn comes (1.9x faster than without on the AMD EPYC
-            // (Zen 1) this was tuned on: 10.7 -> 5.6 ms for 100k rows).
-            let ahead = if r + 12 <= n { 8 * stride } else { 0 };
-            let mut c = 0;
-            while c < chunks {
-                let g = (chunks - c).min(GROUP);
-                // SAFETY: rows r..r+4 exist and (c + g) * 32 <= record_len, so
-                // each load stays inside its record; `qq.q` holds `chunks * 32`
-                // bytes. Prefetches are hints (they never fault) and stay inside
-                // rows r+8..r+12 when `ahead` is non-zero.
-                unsafe {
-                    for line in (c * 128..(c + g) * 128).step_by(128) {
-                        if ahead != 0 && line + 128 <= 4 * stride {
-                            let pf = p.add(ahead + line) as *const i8;
-                            _mm_prefetch::<_MM_HINT_T0>(pf);
-                            _mm_prefetch::<_MM_HINT_T0>(pf.add(64));
+    pub unsafe fn scores_into(
+        qq: &QuantQuery,
+        records: &[u8],
+        out: &mut [f32],
+        half: Option<&mut [f32]>,
+    ) {
+        // SAFETY: the caller's guarantees.
+        unsafe { scores_pf::<8, { std::arch::x86_64::_MM_HINT_T0 }>(qq, records, out, half) }
+    }
+
+    /// [`scores_into`] with the software prefetch `AHEAD` records ahead (0:
+    /// none), hint `HINT`.
+    ///
+    /// # Safety
+    /// As [`scores_into`].
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn scores_pf<const AHEAD: usize, const HINT: i32>(
+        qq: &QuantQuery,
+        records: &[u8],
+        out: &mut [f32],
+        half: Option<&mut [f32]>,
+    ) {
+        // SAFETY: the caller's guarantees; AVX2 is enabled here.
+        unsafe { scores_body::<AHEAD, HINT, false>(qq, records, out, half) }
+    }
+
+    /// [`scores_pf`] with AVX-VNNI's `vpdpbusd` (one instruction for the
+    /// byte products of a chunk, summed into i32: no i16 stage, no widening).
+    /// The integer dot products are exact either way: same bits.
+    ///
+    /// # Safety
+    /// As [`scores_into`], and the CPU must support AVX-VNNI.
+    #[target_feature(enable = "avx2,avxvnni")]
+    pub unsafe fn scores_vnni<const AHEAD: usize, const HINT: i32>(
+        qq: &QuantQuery,
+        records: &[u8],
+        out: &mut [f32],
+        half: Option<&mut [f32]>,
+    ) {
+        // SAFETY: the caller's guarantees; AVX2 and AVX-VNNI are enabled here.
+        unsafe { scores_body::<AHEAD, HINT, true>(qq, records, out, half) }
+    }
+
+    /// The body of [`scores_pf`] and [`scores_vnni`], inlined into each (and
+    /// compiled with its target features).
+    ///
+    /// # Safety
+    /// As [`scores_into`]; with `VNNI`, called only from an `avxvnni` function.
+    #[inline(always)]
+    unsafe fn scores_body<const AHEAD: usize, const HINT: i32, const VNNI: bool>(
+        qq: &QuantQuery,
+        records: &[u8],
+        out: &mut [f32],
+        mut half: Option<&mut [f32]>,
+    ) {
+        // SAFETY: (the whole body) the intrinsics need AVX2 (and AVX-VNNI when
+        // `VNNI`), which the calling function enables; memory safety as noted.
+        unsafe {
+            let dim = qq.dim;
+            let stride = record_len(dim);
+            let chunks = padded(dim) / 32;
+            let n = out.len();
+            let pq = qq.q.as_ptr();
+            let mut r = 0;
+            while r + 4 <= n {
+                let p = records[r * stride..].as_ptr();
+                let mut a = [_mm256_setzero_si256(); 4];
+                // The four records are contiguous (4 * stride bytes): prefetch the
+                // group two ahead, two cache lines per chunk, so that it is in cache
+                // when its turn comes (1.9x faster than without on the AMD EPYC
+                // (Zen 1) this was tuned on: 10.7 -> 5.6 ms for 100k rows).
+                let ahead = if AHEAD > 0 && r + 4 + AHEAD <= n {
+                    AHEAD * stride
+                } else {
+                    0
+                };
+                let mut c = 0;
+                while c < chunks {
+                    let g = (chunks - c).min(GROUP);
+                    // SAFETY: rows r..r+4 exist and (c + g) * 32 <= record_len, so
+                    // each load stays inside its record; `qq.q` holds `chunks * 32`
+                    // bytes. Prefetches are hints (they never fault) and stay inside
+                    // rows r+8..r+12 when `ahead` is non-zero.
+                    {
+                        for line in (c * 128..(c + g) * 128).step_by(128) {
+                            if ahead != 0 && line + 128 <= 4 * stride {
+                                let pf = p.add(ahead + line) as *const i8;
+                                _mm_prefetch::<HINT>(pf);
+                                _mm_prefetch::<HINT>(pf.add(64));
+                            }
+                        }
+                        if VNNI {
+                            for cc in c..c + g {
+                                for (k, ak) in a.iter_mut().enumerate() {
+                                    let u = ld(p.add(k * stride), cc * 32);
+                                    *ak = _mm256_dpbusd_avx_epi32(*ak, u, ld(pq, cc * 32));
+                                }
+                            }
+                        } else {
+                            for (k, ak) in a.iter_mut().enumerate() {
+                                *ak = mac(*ak, p.add(k * stride), pq, c * 32, g);
+                            }
                         }
                     }
-                    for (k, ak) in a.iter_mut().enumerate() {
-                        *ak = mac(*ak, p.add(k * stride), pq, c * 32, g);
-                    }
+                    c += g;
                 }
-                c += g;
+                // Four scores at once, in the order of `QuantQuery::score`
+                // ((d - offset) as f32 * scale * qscale): the scalar bits.
+                let at = |k: usize, off: usize| {
+                    super::f32_at(&records[(r + k) * stride..(r + k + 1) * stride], dim + off)
+                };
+                let f4 = |off: usize| _mm_setr_ps(at(0, off), at(1, off), at(2, off), at(3, off));
+                let d = hsum4v(a[0], a[1], a[2], a[3]);
+                let d = _mm_cvtepi32_ps(_mm_sub_epi32(d, _mm_set1_epi32(qq.offset)));
+                let f = _mm_mul_ps(_mm_mul_ps(d, f4(0)), _mm_set1_ps(qq.scale));
+                // SAFETY: r + 4 <= n = out.len(); storeu has no alignment need.
+                _mm_storeu_ps(out[r..r + 4].as_mut_ptr(), f);
+                if let Some(h) = half.as_deref_mut() {
+                    let w = _mm_add_ps(
+                        _mm_mul_ps(_mm_set1_ps(qq.qnorm), f4(4)),
+                        _mm_add_ps(
+                            _mm_mul_ps(_mm_set1_ps(qq.err), f4(8)),
+                            _mm_set1_ps(qq.margin),
+                        ),
+                    );
+                    // SAFETY: half.len() == out.len() >= r + 4.
+                    _mm_storeu_ps(h[r..r + 4].as_mut_ptr(), w);
+                }
+                r += 4;
             }
-            let s = hsum4(a[0], a[1], a[2], a[3]);
-            for (k, d) in s.iter().enumerate() {
-                let rec = &records[(r + k) * stride..(r + k + 1) * stride];
-                out[r + k] = qq.score(*d, record_scale(rec, dim));
+            while r < n {
+                let rec = &records[r * stride..(r + 1) * stride];
+                // SAFETY: `rec` is one whole record; the query is padded.
+                let d = dot1(rec.as_ptr(), pq, chunks);
+                out[r] = qq.score(d, record_scale(rec, dim));
+                if let Some(h) = half.as_deref_mut() {
+                    h[r] = qq.half_width(rec);
+                }
+                r += 1;
             }
-            r += 4;
-        }
-        while r < n {
-            let rec = &records[r * stride..(r + 1) * stride];
-            // SAFETY: `rec` is one whole record; the query is padded.
-            let d = unsafe { dot1(rec.as_ptr(), pq, chunks) };
-            out[r] = qq.score(d, record_scale(rec, dim));
-            r += 1;
         }
     }
 
@@ -578,7 +756,14 @@ mod x86 {
             if j < m {
                 let mut s = [0.0f32; 4];
                 // SAFETY: same CPU features; records r..r+4 are whole records.
-                unsafe { scores(&qqs[j], &records[r * stride..(r + 4) * stride], &mut s) };
+                unsafe {
+                    scores_into(
+                        &qqs[j],
+                        &records[r * stride..(r + 4) * stride],
+                        &mut s,
+                        None,
+                    )
+                };
                 out[j * nr + r..j * nr + r + 4].copy_from_slice(&s);
             }
             r += 4;
@@ -788,6 +973,75 @@ mod tests {
         let mut out = [1.0f32];
         scores(Isa::detect(), &qq, &rec, &mut out);
         assert_eq!(out[0], 0.0);
+    }
+
+    #[test]
+    fn bounded_scores_are_the_scores_and_the_scalar_half_widths() {
+        for (dim, n) in [(384usize, 13usize), (384, 8), (33, 7), (5, 3), (390, 1)] {
+            let rows: Vec<Vec<f32>> = (0..n).map(|i| unit(dim, 40 + i as u64)).collect();
+            let mut recs = records(&rows);
+            // A damaged record: its half-width is NaN, never a finite number.
+            let at = (n / 2) * record_len(dim) + dim + 4;
+            recs[at..at + 4].copy_from_slice(&f32::NAN.to_le_bytes());
+            let qq = QuantQuery::new(&unit(dim, 4321));
+            for isa in Isa::available() {
+                let (mut want, mut out, mut half) = (vec![0.0; n], vec![0.0; n], vec![0.0; n]);
+                scores(isa, &qq, &recs, &mut want);
+                scores_bounded(isa, &qq, &recs, &mut out, &mut half);
+                assert_eq!(out, want, "{isa:?} dim {dim}");
+                for (r, h) in half.iter().enumerate() {
+                    let rec = &recs[r * record_len(dim)..(r + 1) * record_len(dim)];
+                    let w = qq.half_width(rec);
+                    if r == n / 2 {
+                        assert!(h.is_nan() && w.is_nan(), "{isa:?} dim {dim}: {h}");
+                    } else {
+                        assert_eq!(h.to_bits(), w.to_bits(), "{isa:?} dim {dim} row {r}");
+                        assert!(*h > 0.0 && (qq.slack(rec) - h).abs() <= 1e-6);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn the_vnni_kernel_gives_the_avx2_kernels_bits() {
+        if !is_x86_feature_detected!("avxvnni") || Isa::best() != Isa::Avx2 {
+            return; // nothing to compare on this CPU
+        }
+        for (dim, n) in [
+            (384usize, 13usize),
+            (384, 8),
+            (33, 7),
+            (5, 3),
+            (390, 1),
+            (96, 64),
+        ] {
+            let rows: Vec<Vec<f32>> = (0..n).map(|i| unit(dim, 90 + i as u64)).collect();
+            let recs = records(&rows);
+            for seed in [1u64, 2, 3] {
+                let qq = QuantQuery::new(&unit(dim, 500 + seed));
+                let (mut a, mut ha) = (vec![0.0; n], vec![0.0; n]);
+                let (mut b, mut hb) = (vec![0.0; n], vec![0.0; n]);
+                // SAFETY: AVX2 and AVX-VNNI were detected; shapes match.
+                unsafe {
+                    x86::scores_pf::<8, { std::arch::x86_64::_MM_HINT_T0 }>(
+                        &qq,
+                        &recs,
+                        &mut a,
+                        Some(&mut ha),
+                    );
+                    x86::scores_vnni::<0, { std::arch::x86_64::_MM_HINT_T0 }>(
+                        &qq,
+                        &recs,
+                        &mut b,
+                        Some(&mut hb),
+                    );
+                }
+                assert_eq!(a, b, "dim {dim}");
+                assert_eq!(ha, hb, "dim {dim}");
+            }
+        }
     }
 
     #[test]

@@ -202,6 +202,22 @@ pub fn dot_scalar<E: Elem>(a: &[f32], b: &[E]) -> f32 {
     t + s
 }
 
+/// [`dot`] of `q` with four rows anywhere (the screen's survivors): four
+/// independent FMA chains instead of one, each in [`dot`]'s order, so every
+/// score is bit-identical to [`dot`]'s.
+pub fn dot4<E: Elem>(isa: Isa, q: &[f32], rows: [&[E]; 4]) -> [f32; 4] {
+    assert!(
+        rows.iter().all(|r| r.len() == q.len()),
+        "dot4: length mismatch"
+    );
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: AVX2+FMA+F16C were detected before `Isa::Avx2` was chosen; lengths match.
+        Isa::Avx2 => unsafe { x86::dot4(q, rows) },
+        _ => rows.map(|r| dot(isa, q, r)),
+    }
+}
+
 /// Scores of `rows` (row-major, `rows.len() == n * dim`) against `q` into `out`.
 pub fn scores<E: Elem>(isa: Isa, q: &[f32], rows: &[E], out: &mut [f32]) {
     let dim = q.len();
@@ -245,11 +261,19 @@ pub fn dot<E: Elem>(isa: Isa, a: &[f32], b: &[E]) -> f32 {
 /// independent XOR accumulators, nothing else. The read floor a scan of the
 /// same bytes is measured against (benches/bench_topk.py); the result only
 /// keeps the loads from being optimised away.
-pub fn read_floor(isa: Isa, data: &[u8]) -> u64 {
+///
+/// `prefetch`: with the scan kernels' software prefetch (6 KiB ahead), or
+/// with the hardware prefetchers alone. Which is faster depends on the CPU
+/// (on the Xeon of 2026-11-26 the software prefetch made the bare read up to
+/// 1.4x slower), so a floor is the faster of the two.
+pub fn read_floor(isa: Isa, data: &[u8], prefetch: bool) -> u64 {
     match isa {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: AVX2 was detected before `Isa::Avx2` was chosen.
-        Isa::Avx2 => unsafe { x86::read_floor(data) },
+        Isa::Avx2 if prefetch => unsafe { x86::read_floor_ahead::<6144>(data) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as above.
+        Isa::Avx2 => unsafe { x86::read_floor_ahead::<0>(data) },
         _ => {
             let mut acc = [0u64; 4];
             let words = data.chunks_exact(32);
@@ -318,7 +342,7 @@ pub fn scores_tile<E: Elem>(isa: Isa, dim: usize, rows: &[E], queries: &[f32], o
 }
 
 #[cfg(target_arch = "x86_64")]
-mod x86 {
+pub(crate) mod x86 {
     use super::Elem;
     use std::arch::x86_64::*;
 
@@ -390,15 +414,47 @@ mod x86 {
         s
     }
 
-    /// [`super::read_floor`]: 128 bytes a step into four accumulators, with the
-    /// scan kernels' software prefetch (two cache lines a step, 6 KiB ahead: eight
-    /// f16 rows of 384 dimensions), so the floor is no slower than they could be.
+    /// [`super::dot4`]: [`dot`]'s chain for four rows side by side.
+    ///
+    /// # Safety
+    /// AVX2+FMA+F16C; every row has `q.len()` elements.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn dot4<E: Elem>(q: &[f32], rows: [&[E]; 4]) -> [f32; 4] {
+        let n = q.len();
+        let main = n / 8 * 8;
+        let pq = q.as_ptr();
+        let p = rows.map(|r| r.as_ptr());
+        let mut a = [_mm256_setzero_ps(); 4];
+        let mut i = 0;
+        while i < main {
+            // SAFETY: i + 8 <= n = the length of `q` and of every row.
+            unsafe {
+                let vq = _mm256_loadu_ps(pq.add(i));
+                for (acc, pr) in a.iter_mut().zip(p) {
+                    *acc = _mm256_fmadd_ps(load8(pr.add(i)), vq, *acc);
+                }
+            }
+            i += 8;
+        }
+        let mut s = [0.0f32; 4];
+        // SAFETY: `s` has room for four f32.
+        unsafe { _mm_storeu_ps(s.as_mut_ptr(), hsum4(a[0], a[1], a[2], a[3])) };
+        for (sk, row) in s.iter_mut().zip(rows) {
+            for j in main..n {
+                *sk += row[j].f32() * q[j];
+            }
+        }
+        s
+    }
+
+    /// [`super::read_floor`]: 128 bytes a step into four accumulators; with
+    /// `AHEAD` > 0 also the scan kernels' software prefetch (two cache lines a
+    /// step, `AHEAD` bytes ahead; 6 KiB is eight f16 rows of 384 dimensions).
     ///
     /// # Safety
     /// The CPU must support AVX2.
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub unsafe fn read_floor(data: &[u8]) -> u64 {
-        const AHEAD: usize = 6144;
+    pub unsafe fn read_floor_ahead<const AHEAD: usize>(data: &[u8]) -> u64 {
         let p = data.as_ptr();
         let main = data.len() / 128 * 128;
         let mut a = [_mm256_setzero_si256(); 4];
@@ -407,7 +463,7 @@ mod x86 {
             // SAFETY: i + 128 <= len; unaligned loads; prefetches are hints that
             // never fault, issued only while they stay inside `data`.
             unsafe {
-                if i + AHEAD + 128 <= data.len() {
+                if AHEAD > 0 && i + AHEAD + 128 <= data.len() {
                     _mm_prefetch::<_MM_HINT_T0>(p.add(i + AHEAD) as *const i8);
                     _mm_prefetch::<_MM_HINT_T0>(p.add(i + AHEAD + 64) as *const i8);
                 }
@@ -641,6 +697,30 @@ mod tests {
                     );
                     let d = dot(isa, &q, &rows[r * dim..(r + 1) * dim]);
                     assert!((d - want).abs() < 1e-4);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn dot4_is_bit_identical_to_dot_for_f32_and_f16_rows() {
+        for dim in [1usize, 7, 8, 9, 17, 100, 384, 385] {
+            let q = data(dim, 5 + dim as u64);
+            let rows = data(dim * 9, 77 + dim as u64);
+            let half: Vec<F16> = rows.iter().map(|v| F16::from_f32(*v)).collect();
+            let row = |r: usize| &rows[r * dim..(r + 1) * dim];
+            let hrow = |r: usize| &half[r * dim..(r + 1) * dim];
+            for isa in Isa::available() {
+                // rows in any order, one of them twice
+                for pick in [[0usize, 1, 2, 3], [8, 3, 5, 3]] {
+                    let got = dot4(isa, &q, pick.map(row));
+                    assert_eq!(got, pick.map(|r| dot(isa, &q, row(r))), "{isa:?} dim {dim}");
+                    let got = dot4(isa, &q, pick.map(hrow));
+                    assert_eq!(
+                        got,
+                        pick.map(|r| dot(isa, &q, hrow(r))),
+                        "{isa:?} dim {dim}"
+                    );
                 }
             }
         }

@@ -454,21 +454,22 @@ pub fn screened<E: Elem>(
         let mut screens: Vec<Screen> = (0..m).map(|_| Screen::new(keep, k)).collect();
         // Each screen's threshold, contiguous: most pairs stop at one compare.
         let mut ts = vec![f32::NEG_INFINITY; m];
-        let qn: Vec<f32> = qqs.iter().map(|q| q.qnorm).collect();
-        let eq: Vec<f32> = qqs.iter().map(|q| q.err).collect();
-        let mg: Vec<f32> = qqs.iter().map(|q| q.margin).collect();
         let mut buf = vec![0.0f32; QUANT_BLOCK.max(BLOCK) * m];
-        // Offer rows `first..first + nb` of a block (`row(i)` = row number of
-        // the i-th) to every screen; `scores[j * nb + i]` as `scores_tile` lays
-        // them out, `errs[i]` = the i-th record's (||e_x||, ||x||).
+        let mut halves = vec![0.0f32; QUANT_BLOCK.max(BLOCK) * m];
+        // Offer rows `0..nb` of a block (`row(i)` = row number of the i-th) to
+        // every screen: `scores[j * nb + i]` as `scores_tile` lays them out,
+        // `halves` beside them (the half-width of each score's interval).
         let offer_block = |screens: &mut [Screen],
                            ts: &mut [f32],
                            scores: &[f32],
-                           errs: &[(f32, f32)],
+                           halves: &[f32],
                            row: &dyn Fn(usize) -> u32| {
-            let nb = errs.len();
-            for (j, s) in scores.chunks_exact(nb).enumerate() {
-                let (qn, eq, mg) = (qn[j], eq[j], mg[j]);
+            let nb = scores.len() / m;
+            for (j, (s, h)) in scores
+                .chunks_exact(nb)
+                .zip(halves.chunks_exact(nb))
+                .enumerate()
+            {
                 // Which rows may enter, 32 at a time, without branches (the
                 // compiler vectorises this loop); then only those are offered.
                 for i0 in (0..nb).step_by(32) {
@@ -476,8 +477,7 @@ pub fn screened<E: Elem>(
                     let t = ts[j];
                     let mut mask = 0u32;
                     for i in i0..i1 {
-                        let (ex, xn) = errs[i];
-                        let u = s[i] + (qn * ex + (eq * xn + mg));
+                        let u = s[i] + h[i];
                         // Set for NaN too: a damaged record goes to the screen
                         // (and is rescored).
                         mask |= ((u >= t || u.is_nan()) as u32) << (i - i0);
@@ -485,16 +485,26 @@ pub fn screened<E: Elem>(
                     while mask != 0 {
                         let i = i0 + mask.trailing_zeros() as usize;
                         mask &= mask - 1;
-                        let (ex, xn) = errs[i];
-                        let slack = qn * ex + (eq * xn + mg);
-                        let slack = if slack >= 0.0 { slack } else { f32::INFINITY };
+                        let slack = if h[i] >= 0.0 { h[i] } else { f32::INFINITY };
                         screens[j].offer(row(i), s[i], slack, live);
                         ts[j] = screens[j].threshold();
                     }
                 }
             }
         };
-        let mut errs: Vec<(f32, f32)> = Vec::with_capacity(BLOCK.max(QUANT_BLOCK));
+        // Every query's half-widths of records `recs` (the tile and the
+        // filtered paths; one query's come from its kernel).
+        let halves_of = |recs: &[u8], halves: &mut [f32]| {
+            let nb = recs.len() / stride;
+            for (j, qq) in qqs.iter().enumerate() {
+                for (h, rec) in halves[j * nb..(j + 1) * nb]
+                    .iter_mut()
+                    .zip(recs.chunks_exact(stride))
+                {
+                    *h = qq.half_width(rec);
+                }
+            }
+        };
         match covered {
             None => {
                 let block = if m == 1 { BLOCK } else { QUANT_BLOCK };
@@ -503,17 +513,14 @@ pub fn screened<E: Elem>(
                     let end = (start + block).min(b);
                     let recs = &q8[start * stride..end * stride];
                     let out = &mut buf[..(end - start) * m];
+                    let half = &mut halves[..(end - start) * m];
                     if m == 1 {
-                        quant::scores(isa, &qqs[0], recs, out);
+                        quant::scores_bounded(isa, &qqs[0], recs, out, half);
                     } else {
                         quant::scores_tile(isa, &qqs, recs, out);
+                        halves_of(recs, half);
                     }
-                    errs.clear();
-                    errs.extend(
-                        recs.chunks_exact(stride)
-                            .map(|r| quant::record_errs(r, dim)),
-                    );
-                    offer_block(&mut screens, &mut ts, out, &errs, &|i| (start + i) as u32);
+                    offer_block(&mut screens, &mut ts, out, half, &|i| (start + i) as u32);
                     start = end;
                 }
             }
@@ -527,13 +534,14 @@ pub fn screened<E: Elem>(
                     }
                     let rec = &q8[r as usize * stride..(r as usize + 1) * stride];
                     let out = &mut buf[..m];
+                    let half = &mut halves[..m];
                     if m == 1 {
-                        quant::scores(isa, &qqs[0], rec, out);
+                        quant::scores_bounded(isa, &qqs[0], rec, out, half);
                     } else {
                         quant::scores_tile(isa, &qqs, rec, out);
+                        halves_of(rec, half);
                     }
-                    let e = [quant::record_errs(rec, dim)];
-                    offer_block(&mut screens, &mut ts, out, &e, &|_| r);
+                    offer_block(&mut screens, &mut ts, out, half, &|_| r);
                 }
             }
         }
@@ -589,25 +597,31 @@ pub fn screened<E: Elem>(
                 let q = &queries[j * dim..(j + 1) * dim];
                 let cand = &cands[j];
                 let mut top = TopK::new(k);
-                for (i, &(u, r)) in cand.iter().enumerate() {
+                let row = |r: u32| &rows[r as usize * dim..(r as usize + 1) * dim];
+                // Four rows at a time (four FMA chains: a lone row's chain is
+                // latency-bound), the next four prefetched meanwhile.
+                for (g, four) in cand.chunks(4).enumerate() {
                     // Highest upper bound first: once k rows are kept, a row whose
                     // bound is below the k-th exact score cannot enter (its exact
-                    // score is at most its bound), and neither can any after it.
-                    if top.floor().is_some_and(|f| u < f) {
+                    // score is at most its bound), and neither can any after it
+                    // (nor the rest of this group, which is offered anyway).
+                    if top.floor().is_some_and(|f| four[0].0 < f) {
                         break;
                     }
-                    if let Some(&(_, next)) = cand.get(i + 4) {
-                        let n0 = next as usize * dim;
-                        simd::prefetch(&rows[n0..n0 + dim]);
+                    for &(_, next) in cand.iter().skip(4 * g + 4).take(4) {
+                        simd::prefetch(row(next));
                     }
-                    let r0 = r as usize * dim;
-                    top.offer(
-                        Hit {
-                            score: simd::dot(isa, q, &rows[r0..r0 + dim]),
-                            row: r,
-                        },
-                        live,
-                    );
+                    if let [a, b, c, d] = four {
+                        let s = simd::dot4(isa, q, [row(a.1), row(b.1), row(c.1), row(d.1)]);
+                        for (&(_, r), score) in four.iter().zip(s) {
+                            top.offer(Hit { score, row: r }, live);
+                        }
+                    } else {
+                        for &(_, r) in four {
+                            let score = simd::dot(isa, q, row(r));
+                            top.offer(Hit { score, row: r }, live);
+                        }
+                    }
                 }
                 top.into_sorted()
             })
@@ -1113,6 +1127,458 @@ mod probe {
         });
         out[0] = 1.0;
         std::hint::black_box(&out);
+    }
+
+    /// Where the exact int8 screen's time goes, beside its read floor: the
+    /// pieces of the pass timed alone, interleaved round by round, medians.
+    /// `PROBE_N` rows (default 1M), one thread.
+    /// `cargo test --release --lib probe_screen_split -- --ignored --nocapture`
+    #[test]
+    #[ignore]
+    fn probe_screen_split() {
+        let n: usize = std::env::var("PROBE_N")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1_000_000);
+        let dim = 384usize;
+        let rows = super::tests::unit_rows(n, dim, 11);
+        let stride = record_len(dim);
+        let q8 = quantize_all(&rows, dim);
+        let isa = Isa::detect();
+        let qs = super::tests::unit_rows(32, dim, 99);
+        type Case<'a> = (&'a str, Box<dyn Fn(&[f32]) + 'a>);
+        let cases: Vec<Case> = vec![
+            (
+                "read floor q8",
+                Box::new(|_q: &[f32]| {
+                    std::hint::black_box(simd::read_floor(isa, &q8, false));
+                }),
+            ),
+            (
+                "int8 kernel only (blocks of 256)",
+                Box::new(|q: &[f32]| {
+                    let qq = QuantQuery::new(q);
+                    let mut o = vec![0.0f32; BLOCK];
+                    for c in q8.chunks(BLOCK * stride) {
+                        let o = &mut o[..c.len() / stride];
+                        quant::scores(isa, &qq, c, o);
+                        std::hint::black_box(&o);
+                    }
+                }),
+            ),
+            (
+                "int8 kernel, 512 records in cache",
+                Box::new(|q: &[f32]| {
+                    let qq = QuantQuery::new(q);
+                    let mut o = vec![0.0f32; 512];
+                    for _ in 0..n / 512 {
+                        quant::scores(isa, &qq, &q8[..512 * stride], &mut o);
+                        std::hint::black_box(&o);
+                    }
+                }),
+            ),
+            (
+                "kernel + errs",
+                Box::new(|q: &[f32]| {
+                    let qq = QuantQuery::new(q);
+                    let mut o = vec![0.0f32; BLOCK];
+                    let mut e = Vec::with_capacity(BLOCK);
+                    let mut acc = 0.0f32;
+                    for c in q8.chunks(BLOCK * stride) {
+                        let o = &mut o[..c.len() / stride];
+                        quant::scores(isa, &qq, c, o);
+                        e.clear();
+                        e.extend(c.chunks_exact(stride).map(|r| quant::record_errs(r, dim)));
+                        acc += e[0].0 + o[0];
+                    }
+                    std::hint::black_box(acc);
+                }),
+            ),
+            (
+                "kernel with half-widths (fused)",
+                Box::new(|q: &[f32]| {
+                    let qq = QuantQuery::new(q);
+                    let mut o = vec![0.0f32; BLOCK];
+                    let mut h = vec![0.0f32; BLOCK];
+                    for c in q8.chunks(BLOCK * stride) {
+                        let nb = c.len() / stride;
+                        quant::scores_bounded(isa, &qq, c, &mut o[..nb], &mut h[..nb]);
+                        std::hint::black_box((&o, &h));
+                    }
+                }),
+            ),
+            (
+                "screen k=10",
+                Box::new(|q: &[f32]| {
+                    std::hint::black_box(screened(
+                        isa,
+                        &rows,
+                        &q8,
+                        q,
+                        dim,
+                        10,
+                        None,
+                        Keep::Bound,
+                        &|_| true,
+                        1,
+                    ));
+                }),
+            ),
+            (
+                "screen k=132",
+                Box::new(|q: &[f32]| {
+                    std::hint::black_box(screened(
+                        isa,
+                        &rows,
+                        &q8,
+                        q,
+                        dim,
+                        132,
+                        None,
+                        Keep::Bound,
+                        &|_| true,
+                        1,
+                    ));
+                }),
+            ),
+            (
+                "screen k=10, 2 threads",
+                Box::new(|q: &[f32]| {
+                    std::hint::black_box(screened(
+                        isa,
+                        &rows,
+                        &q8,
+                        q,
+                        dim,
+                        10,
+                        None,
+                        Keep::Bound,
+                        &|_| true,
+                        2,
+                    ));
+                }),
+            ),
+        ];
+        let mut t: Vec<Vec<f64>> = vec![Vec::new(); cases.len()];
+        for q in qs.chunks_exact(dim) {
+            for (i, (_, f)) in cases.iter().enumerate() {
+                let t0 = Instant::now();
+                f(q);
+                t[i].push(t0.elapsed().as_secs_f64() * 1e3);
+            }
+        }
+        let floor = {
+            let mut v = t[0][2..].to_vec();
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        for (i, (name, _)) in cases.iter().enumerate() {
+            let mut v = t[i][2..].to_vec();
+            v.sort_by(f64::total_cmp);
+            let med = v[v.len() / 2];
+            eprintln!(
+                "{name:<36} {med:8.2} ms  {:.2}x floor (min {:.2} ms)",
+                med / floor,
+                v[0]
+            );
+        }
+        // How many rows the pass offers (upper bound >= running threshold) and
+        // how many survive the final one, k = 10 and 132.
+        let q = &qs[..dim];
+        let qq = QuantQuery::new(q);
+        let mut a = vec![0.0f32; n];
+        quant::scores(isa, &qq, &q8, &mut a);
+        for k in [10usize, 132] {
+            let mut lows = std::collections::BinaryHeap::new();
+            let (mut t, mut offered) = (f32::NEG_INFINITY, 0usize);
+            let mut us = Vec::with_capacity(n);
+            for (r, rec) in q8.chunks_exact(stride).enumerate() {
+                let s = qq.slack(rec);
+                let (u, l) = (a[r] + s, a[r] - s);
+                us.push(u);
+                if u < t {
+                    continue;
+                }
+                offered += 1;
+                if lows.len() < k {
+                    lows.push(Low(l));
+                } else if l > t {
+                    lows.pop();
+                    lows.push(Low(l));
+                }
+                if lows.len() == k {
+                    t = lows.peek().unwrap().0;
+                }
+            }
+            let left = us.iter().filter(|u| **u >= t).count();
+            eprintln!("k={k}: offered {offered}, survive the final threshold {left}");
+        }
+    }
+
+    /// Read floors of a real vector file (`PROBE_FILE`, its rows from byte 4096,
+    /// `PROBE_ROWS` f16 rows of 384) beside the f16 scan kernel alone: which
+    /// bare read is the floor. `cargo test --release --lib probe_floor_variants
+    /// -- --ignored --nocapture`
+    #[test]
+    #[ignore]
+    #[cfg(target_arch = "x86_64")]
+    fn probe_floor_variants() {
+        use crate::kernels::simd::F16;
+
+        let path = std::env::var("PROBE_FILE").expect("PROBE_FILE");
+        let rows: usize = std::env::var("PROBE_ROWS").unwrap().parse().unwrap();
+        let file = std::fs::File::open(path).unwrap();
+        // SAFETY: a bench file nobody writes while the probe runs.
+        let map = unsafe { memmap2::Mmap::map(&file) }.unwrap();
+        let data = &map[4096..4096 + rows * 384 * 2];
+        // SAFETY: the mapping is page-aligned + 4096 and F16 is a u16.
+        let half: &[F16] =
+            unsafe { std::slice::from_raw_parts(data.as_ptr() as *const F16, rows * 384) };
+        let q = super::tests::unit_rows(1, 384, 5);
+        let isa = Isa::detect();
+        assert_eq!(isa, Isa::Avx2);
+        let qfile =
+            std::fs::File::open(format!("{}.q8", std::env::var("PROBE_FILE").unwrap())).unwrap();
+        // SAFETY: as above.
+        let qmap = unsafe { memmap2::Mmap::map(&qfile) }.unwrap();
+        let stride = record_len(384);
+        let q8 = &qmap[64..64 + rows * stride];
+        let qq = QuantQuery::new(&q);
+        type Case<'a> = (&'a str, Box<dyn Fn() + 'a>);
+        // SAFETY (every case): AVX2 was detected above.
+        let cases: Vec<Case> = vec![
+            (
+                "floor, prefetch 6 KiB ahead (today)",
+                Box::new(|| {
+                    std::hint::black_box(unsafe { simd::x86::read_floor_ahead::<6144>(data) });
+                }),
+            ),
+            (
+                "floor, no software prefetch",
+                Box::new(|| {
+                    std::hint::black_box(unsafe { simd::x86::read_floor_ahead::<0>(data) });
+                }),
+            ),
+            (
+                "floor, prefetch 1 KiB ahead",
+                Box::new(|| {
+                    std::hint::black_box(unsafe { simd::x86::read_floor_ahead::<1024>(data) });
+                }),
+            ),
+            (
+                "floor, prefetch 24 KiB ahead",
+                Box::new(|| {
+                    std::hint::black_box(unsafe { simd::x86::read_floor_ahead::<24576>(data) });
+                }),
+            ),
+            (
+                "int8 kernel+bounds, prefetch (today)",
+                Box::new(|| {
+                    let (mut o, mut h) = (vec![0.0f32; BLOCK], vec![0.0f32; BLOCK]);
+                    for c in q8.chunks(BLOCK * stride) {
+                        let nb = c.len() / stride;
+                        let (o, h) = (&mut o[..nb], &mut h[..nb]);
+                        unsafe {
+                            quant::x86::scores_pf::<8, { std::arch::x86_64::_MM_HINT_T0 }>(
+                                &qq,
+                                c,
+                                o,
+                                Some(h),
+                            )
+                        };
+                        std::hint::black_box((&o, &h));
+                    }
+                }),
+            ),
+            (
+                "int8 kernel+bounds, no prefetch",
+                Box::new(|| {
+                    let (mut o, mut h) = (vec![0.0f32; BLOCK], vec![0.0f32; BLOCK]);
+                    for c in q8.chunks(BLOCK * stride) {
+                        let nb = c.len() / stride;
+                        let (o, h) = (&mut o[..nb], &mut h[..nb]);
+                        unsafe {
+                            quant::x86::scores_pf::<0, { std::arch::x86_64::_MM_HINT_T0 }>(
+                                &qq,
+                                c,
+                                o,
+                                Some(h),
+                            )
+                        };
+                        std::hint::black_box((&o, &h));
+                    }
+                }),
+            ),
+            (
+                "int8 VNNI kernel+bounds, prefetch",
+                Box::new(|| {
+                    let (mut o, mut h) = (vec![0.0f32; BLOCK], vec![0.0f32; BLOCK]);
+                    for c in q8.chunks(BLOCK * stride) {
+                        let nb = c.len() / stride;
+                        let (o, h) = (&mut o[..nb], &mut h[..nb]);
+                        unsafe {
+                            quant::x86::scores_vnni::<8, { std::arch::x86_64::_MM_HINT_T0 }>(
+                                &qq,
+                                c,
+                                o,
+                                Some(h),
+                            )
+                        };
+                        std::hint::black_box((&o, &h));
+                    }
+                }),
+            ),
+            (
+                "int8 VNNI kernel+bounds, no prefetch",
+                Box::new(|| {
+                    let (mut o, mut h) = (vec![0.0f32; BLOCK], vec![0.0f32; BLOCK]);
+                    for c in q8.chunks(BLOCK * stride) {
+                        let nb = c.len() / stride;
+                        let (o, h) = (&mut o[..nb], &mut h[..nb]);
+                        unsafe {
+                            quant::x86::scores_vnni::<0, { std::arch::x86_64::_MM_HINT_T0 }>(
+                                &qq,
+                                c,
+                                o,
+                                Some(h),
+                            )
+                        };
+                        std::hint::black_box((&o, &h));
+                    }
+                }),
+            ),
+            (
+                "int8 VNNI, prefetch 16 ahead T0",
+                Box::new(|| {
+                    let (mut o, mut h) = (vec![0.0f32; BLOCK], vec![0.0f32; BLOCK]);
+                    for c in q8.chunks(BLOCK * stride) {
+                        let nb = c.len() / stride;
+                        let (o, h) = (&mut o[..nb], &mut h[..nb]);
+                        unsafe {
+                            quant::x86::scores_vnni::<16, { std::arch::x86_64::_MM_HINT_T0 }>(
+                                &qq,
+                                c,
+                                o,
+                                Some(h),
+                            )
+                        };
+                        std::hint::black_box((&o, &h));
+                    }
+                }),
+            ),
+            (
+                "int8 VNNI, prefetch 8 ahead T1",
+                Box::new(|| {
+                    let (mut o, mut h) = (vec![0.0f32; BLOCK], vec![0.0f32; BLOCK]);
+                    for c in q8.chunks(BLOCK * stride) {
+                        let nb = c.len() / stride;
+                        let (o, h) = (&mut o[..nb], &mut h[..nb]);
+                        unsafe {
+                            quant::x86::scores_vnni::<8, { std::arch::x86_64::_MM_HINT_T1 }>(
+                                &qq,
+                                c,
+                                o,
+                                Some(h),
+                            )
+                        };
+                        std::hint::black_box((&o, &h));
+                    }
+                }),
+            ),
+            (
+                "int8 VNNI, prefetch 24 ahead T1",
+                Box::new(|| {
+                    let (mut o, mut h) = (vec![0.0f32; BLOCK], vec![0.0f32; BLOCK]);
+                    for c in q8.chunks(BLOCK * stride) {
+                        let nb = c.len() / stride;
+                        let (o, h) = (&mut o[..nb], &mut h[..nb]);
+                        unsafe {
+                            quant::x86::scores_vnni::<24, { std::arch::x86_64::_MM_HINT_T1 }>(
+                                &qq,
+                                c,
+                                o,
+                                Some(h),
+                            )
+                        };
+                        std::hint::black_box((&o, &h));
+                    }
+                }),
+            ),
+            (
+                "int8 VNNI kernel, 512 records in cache x",
+                Box::new(|| {
+                    let mut o = vec![0.0f32; 512];
+                    for _ in 0..rows / 512 {
+                        unsafe {
+                            quant::x86::scores_vnni::<8, { std::arch::x86_64::_MM_HINT_T0 }>(
+                                &qq,
+                                &q8[..512 * stride],
+                                &mut o,
+                                None,
+                            )
+                        };
+                        std::hint::black_box(&o);
+                    }
+                }),
+            ),
+            (
+                "int8 AVX2 kernel, 512 records in cache x",
+                Box::new(|| {
+                    let mut o = vec![0.0f32; 512];
+                    for _ in 0..rows / 512 {
+                        unsafe {
+                            quant::x86::scores_pf::<8, { std::arch::x86_64::_MM_HINT_T0 }>(
+                                &qq,
+                                &q8[..512 * stride],
+                                &mut o,
+                                None,
+                            )
+                        };
+                        std::hint::black_box(&o);
+                    }
+                }),
+            ),
+            (
+                "q8 floor, prefetch 6 KiB ahead (today)",
+                Box::new(|| {
+                    std::hint::black_box(unsafe { simd::x86::read_floor_ahead::<6144>(q8) });
+                }),
+            ),
+            (
+                "q8 floor, no software prefetch",
+                Box::new(|| {
+                    std::hint::black_box(unsafe { simd::x86::read_floor_ahead::<0>(q8) });
+                }),
+            ),
+            (
+                "f16 scan kernel (blocks of 256 rows)",
+                Box::new(|| {
+                    let mut o = vec![0.0f32; BLOCK];
+                    for c in half.chunks(BLOCK * 384) {
+                        let o = &mut o[..c.len() / 384];
+                        simd::scores(isa, &q, c, o);
+                        std::hint::black_box(&o);
+                    }
+                }),
+            ),
+        ];
+        let mut t: Vec<Vec<f64>> = vec![Vec::new(); cases.len()];
+        for _ in 0..22 {
+            for (i, (_, f)) in cases.iter().enumerate() {
+                let t0 = Instant::now();
+                f();
+                t[i].push(t0.elapsed().as_secs_f64() * 1e3);
+            }
+        }
+        for (i, (name, _)) in cases.iter().enumerate() {
+            let mut v = t[i][2..].to_vec();
+            v.sort_by(f64::total_cmp);
+            eprintln!(
+                "{name:<40} median {:8.2} ms  min {:8.2} ms",
+                v[v.len() / 2],
+                v[0]
+            );
+        }
     }
 
     #[test]
