@@ -370,17 +370,18 @@ def test_a_name_no_memory_holds_lowers_every_match_and_says_so(clusters: cortex.
 
 
 def test_an_unknown_name_counts_by_its_share_of_the_query_s_weight(
-    sqlite_engine: cortex.Engine,
+    any_engine: cortex.Engine,
 ) -> None:
     # The relevance counts sqrt(1 - share): `share` is the unknown names' part of the sum of
     # the query's IDFs. Over the four notes, "owns" and "RabbitMQ" are in none (IDF ln 9
-    # each), "cluster" in three (FTS5's clamp: 1e-6): RabbitMQ is half the query.
+    # each), "cluster" in three (FTS5's clamp: 1e-6): RabbitMQ is half the query. The same
+    # on PostgreSQL (its keyword retriever's share(); it counted a flat 0.8 before).
     from cortex.search import pipeline
 
-    sqlite_engine.add_many({"content": c, "project": p, "category": k} for c, p, k in CLUSTERS)
+    any_engine.add_many({"content": c, "project": p, "category": k} for c, p, k in CLUSTERS)
 
     def factor(query: str) -> float:
-        found = sqlite_engine.search(query, min_score=0.0, explain=True, record=False)
+        found = any_engine.search(query, min_score=0.0, explain=True, record=False)
         assert found and found[0].explain is not None
         return float(found[0].explain["unknown_name"])
 

@@ -293,3 +293,65 @@ def test_holds_by_exists_agrees_with_the_scored_tiers(stores) -> None:
             assert keyword.holds(pg, word, opts) is scored, (word, opts.project)
     assert keyword.holds(pg, "authen", Options(record=False))  # a prefix of a word
     assert not keyword.holds(pg, "deploy", Options(record=False, project="other"))
+
+
+@pytest.mark.parametrize(
+    ("query", "words"),
+    [
+        ("deploy fridays Heroku", ["Heroku"]),  # an unknown name among matched words
+        ("deploy fridays", ["fridays"]),  # a known word's part of the weight
+        ("billing Zuora Stripe", ["Zuora", "Stripe"]),
+        ("Zuora Stripe", ["Zuora"]),  # nothing matched: the weight of the query's terms
+        ("auth* OR fox", ["fox"]),  # FTS5 syntax: the unstemmed index
+    ],
+)
+@pytest.mark.parametrize("project", [None, "p"])
+def test_share_equals_sqlite(stores, query: str, words: list[str], project: str | None) -> None:
+    """The PostgreSQL keyword retriever weighs a query's unknown names as the SQLite one
+    does (one ranking serves both backends: the unknown-name discount)."""
+    pg, lite = stores
+    opts = Options(mode=Mode.HYBRID, record=False, project=project)
+    p = plan(query, opts)
+    ours = PgKeywordRetriever(pg)
+    theirs = KeywordRetriever(lite, None)
+    got = ours.share(ours.retrieve(p, opts), words)
+    want = theirs.share(theirs.retrieve(p, opts), words)
+    assert want is not None and 0.0 < want <= 1.0
+    assert got == pytest.approx(want, rel=1e-9)
+
+
+def test_share_of_an_unknown_name_discounts_as_on_sqlite(stores) -> None:
+    """The pipeline's relevance factor on PostgreSQL is sqrt(1 - share), not the flat
+    UNKNOWN_NAME_BASE kept for a retriever that cannot weigh the names."""
+    from cortex.search.pipeline import UNKNOWN_NAME_BASE, unknown_name_factor
+
+    pg, _ = stores
+    opts = Options(record=False)
+    ours = PgKeywordRetriever(pg)
+    share = ours.share(ours.retrieve(plan("deploy Heroku", opts), opts), ["Heroku"])
+    assert share is not None and 0.3 < share < 1.0
+    assert unknown_name_factor(share) != UNKNOWN_NAME_BASE
+    assert unknown_name_factor(share) == pytest.approx((1 - share) ** 0.5)
+
+
+def test_share_of_the_weighted_cjk_tier_equals_sqlite(pg_url: str, tmp_path: Path) -> None:
+    """A mixed-script query runs the weighted substring tier: its terms' own IDFs."""
+    texts = [*TEXTS, "デプロイ 手順 は nimbus の runbook", "数据库 索引 设计"]
+    items = [MemoryInput(t, project="p") for t in texts]
+    pg = PgStore.open(pg_url)
+    pg.add_many(items)
+    lite = Store.open(tmp_path / "cjk.db")
+    lite.add_many(items)
+    try:
+        for query in ("deploy 手順 Zorg", "数据库 Zorg"):
+            opts = Options(record=False)
+            p = plan(query, opts)
+            ours, theirs = PgKeywordRetriever(pg), KeywordRetriever(lite, None)
+            mine, want_leg = ours.retrieve(p, opts), theirs.retrieve(p, opts)
+            assert mine.state is not None and mine.state.weights is not None
+            want = theirs.share(want_leg, ["Zorg"])
+            assert want is not None and 0.0 < want < 1.0
+            assert ours.share(mine, ["Zorg"]) == pytest.approx(want, rel=1e-9)
+    finally:
+        pg.close()
+        lite.close()

@@ -58,7 +58,7 @@ from cortex.ranking import RANK_COLUMNS, RankInfo
 from cortex.search.plan import DROPPED
 from cortex.store import has_cjk
 
-__all__ = ["K1", "B", "ParseError", "parse", "search"]
+__all__ = ["K1", "B", "ParseError", "parse", "search", "share"]
 
 K1 = 1.2
 B = 0.75
@@ -559,6 +559,8 @@ def search(
                             "idf": ran.idf,
                             "avgdl": ran.avgdl,
                             **({"words": ran.words} if ran.words is not None else {}),
+                            # the wall the statistics are of (share() counts in it)
+                            "projects": _wall_projects(opts),
                         }
                     )
             if not result.hits and not result.final:
@@ -1034,6 +1036,81 @@ def _rescore_weighted(
             [*score_params, wanted, *(_like_param(t) for t in phrases), *wall_params],
         ).fetchall()
     return {int(i): float(r) for i, r in rows if r is not None and r > 0}
+
+
+def _wall_projects(opts: Options) -> list[str] | None:
+    """The searched projects as the database names them (None: every project)."""
+    projects = project_ids(opts)
+    return None if projects is None else [db_project(p) for p in projects]
+
+
+def share(store: PgStore, found: KeywordResult, words: Sequence[str]) -> float | None:
+    """The share of the query's keyword weight (the sum of its scored terms' IDFs: the
+    bound; when nothing matched, the same sum over the query's terms) that the terms of
+    `words` carry, under the statistics the search used: its index (stemmed or exact),
+    its IDFs, of its projects (:func:`cortex.keyword.share`, the same number on the same
+    memories). The weighted substring tiers (CJK) weigh their own terms. None when the
+    query has no weight to share."""
+    if found.weights is not None:
+        terms, idfs, _ = found.weights
+        total = sum(idfs)
+        named = {
+            t.lower()
+            for w in words
+            for t in (
+                [*_cjk_terms(w, bigrams=False), *_cjk_terms(w, bigrams=True)]
+                if has_cjk(w)
+                else _terms(w)
+            )
+        }
+        weight = sum(i for t, i in zip(terms, idfs, strict=True) if t.lower() in named)
+        return min(1.0, weight / total) if total > 0 else None
+    if not found.rescore_table or not found.rescore_expression:
+        return None
+    spec = json.loads(found.rescore_expression)
+    column = str(found.rescore_table)
+    tokens = stemmed_tokens if column == STEMMED[0] else exact_tokens
+    scored = spec.get("idf") or []
+    known = {str(t[0]): float(i) for t, i in zip(spec["terms"], scored, strict=False)}
+    mine = list(dict.fromkeys(lex for w in words for lex in tokens(w)))
+    query = list(dict.fromkeys(str(t[0]) for t in spec["terms"]))
+    wanted = [lex for lex in dict.fromkeys(mine + query) if lex not in known]
+    if wanted:
+        import psycopg
+
+        try:
+            with store.db.reads() as conn:
+                known.update(_idfs(conn, column, wanted, spec.get("projects")))
+        except psycopg.Error as exc:
+            raise StorageError(store.db.explain(exc)) from None
+    bound = found.bound if found.bound > 0 else sum(known.get(t, 0.0) for t in query)
+    if bound <= 0:
+        return None
+    return min(1.0, sum(known.get(t, 0.0) for t in mine) / bound)
+
+
+def _idfs(
+    conn: Any, column: str, lexemes: Sequence[str], projects: Sequence[str] | None
+) -> dict[str, float]:
+    """Each lexeme's IDF in `column` over the live memories of `projects` (None: all), as
+    a search computes it: N from keyword_stats, the document frequency counted."""
+    wall = " AND m.project_id = ANY(%s)" if projects is not None else ""
+    stats_wall = " WHERE project_id = ANY(%s)" if projects is not None else ""
+    wall_params = [list(projects)] if projects is not None else []
+    n = float(
+        conn.execute(
+            f"SELECT COALESCE(SUM(docs), 0) FROM keyword_stats{stats_wall}", wall_params
+        ).fetchone()[0]
+    )
+    out = {}
+    for lexeme in lexemes:
+        df = conn.execute(
+            f"SELECT count(*) FROM memories m WHERE m.{column} @@ %s::tsquery"
+            f" AND m.deleted_at IS NULL{wall}",
+            [_lit(lexeme), *wall_params],
+        ).fetchone()[0]
+        out[lexeme] = _idf(int(n), int(df))
+    return out
 
 
 def rescore(

@@ -68,6 +68,15 @@ class PgKeywordRetriever:
         prefix (keyword.holds: the index tiers, not the substring scan)."""
         return [w for w in words if not keyword.holds(self._store, w, opts)]
 
+    def share(self, leg: Leg, words: Sequence[str]) -> float | None:
+        """The share of the query's keyword weight (the sum of its terms' IDFs) that
+        `words` carry in `leg`, this retriever's answer to it (None: no weight): the
+        statistic the SQLite retriever gives, so that one ranking serves both backends
+        (the unknown-name discount, cortex.search.pipeline.unknown_name_factor)."""
+        if leg.state is None:
+            return None
+        return keyword.share(self._store, leg.state, words)
+
     def rescore(
         self, plan: Plan, opts: Options, leg: Leg, ids: Sequence[int]
     ) -> dict[int, tuple[float, float]]:
