@@ -1,5 +1,6 @@
 //! Thin pyo3 wrapper of the in-memory keyword index (`crate::keyword`): validate and
 //! copy arguments with the GIL held, tokenize and search with it released.
+use std::collections::HashMap;
 use std::sync::RwLock;
 
 use numpy::{PyArray1, PyArrayMethods};
@@ -7,7 +8,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString};
 
 use crate::errors::{Error, Result};
-use crate::keyword::{tokenize, Index, Scope};
+use crate::keyword::rank::{self, Admit, Params, RankRow};
+use crate::keyword::{tokenize, Hit, Index, Scope};
 
 /// Threads that tokenize one `add` (when it holds enough text to pay for a second).
 const ADD_THREADS: usize = 2;
@@ -92,6 +94,40 @@ type Pair<'py> = (Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<f64>>);
 #[pyclass(module = "cortex._native", frozen)]
 pub struct KeywordIndex {
     inner: RwLock<Index>,
+    /// The ranking columns kept for memories searches returned (None: deleted or
+    /// missing), in step with cortex.keyword_index.KeywordIndexer's own copy; not saved.
+    ranks: RwLock<HashMap<i64, Option<RankRow>>>,
+}
+
+/// The columns of one kept row as Python passes them: (created, confidence, salience,
+/// sector, dated, superseded, project, ok), or None for a deleted memory.
+type RowArg = Option<(
+    f64,
+    f64,
+    f64,
+    Option<String>,
+    bool,
+    bool,
+    Option<String>,
+    bool,
+)>;
+
+/// What rank_page answers: (memories whose columns are not kept, the admitted hits'
+/// ids in BM25 order, ranked ids, their scores, their BM25, hidden, damaged).
+type PageOut<'py> = (
+    Vec<i64>,
+    Bound<'py, PyArray1<i64>>,
+    Bound<'py, PyArray1<i64>>,
+    Bound<'py, PyArray1<f64>>,
+    Bound<'py, PyArray1<f64>>,
+    usize,
+    bool,
+);
+
+/// The admitted hits of one search, or the ids whose columns must be read first.
+enum Admitted {
+    Missing(Vec<i64>),
+    Hits(Vec<Hit>, Vec<RankRow>),
 }
 
 impl KeywordIndex {
@@ -101,6 +137,46 @@ impl KeywordIndex {
             .read()
             .map_err(|_| Error::State("keyword index lock poisoned".into()))?;
         Ok(f(&g))
+    }
+    fn new_with(ix: Index) -> Self {
+        KeywordIndex {
+            inner: RwLock::new(ix),
+            ranks: RwLock::new(HashMap::new()),
+        }
+    }
+    fn ranks_write<T>(&self, f: impl FnOnce(&mut HashMap<i64, Option<RankRow>>) -> T) -> Result<T> {
+        let mut g = self
+            .ranks
+            .write()
+            .map_err(|_| Error::State("keyword index lock poisoned".into()))?;
+        Ok(f(&mut g))
+    }
+    /// Of `hits` (best first), those whose kept columns `admit` passes, with the columns;
+    /// or the hits whose columns are not kept.
+    fn admitted(&self, hits: Vec<Hit>, admit: &Admit<'_>) -> Result<Admitted> {
+        let g = self
+            .ranks
+            .read()
+            .map_err(|_| Error::State("keyword index lock poisoned".into()))?;
+        let missing: Vec<i64> = hits
+            .iter()
+            .filter(|h| !g.contains_key(&h.id))
+            .map(|h| h.id)
+            .collect();
+        if !missing.is_empty() {
+            return Ok(Admitted::Missing(missing));
+        }
+        let mut kept = Vec::with_capacity(hits.len());
+        let mut rows = Vec::with_capacity(hits.len());
+        for h in hits {
+            if let Some(Some(row)) = g.get(&h.id) {
+                if admit.admits(row) {
+                    rows.push(row.clone());
+                    kept.push(h);
+                }
+            }
+        }
+        Ok(Admitted::Hits(kept, rows))
     }
     fn write<T>(&self, f: impl FnOnce(&mut Index) -> T) -> Result<T> {
         let mut g = self
@@ -115,9 +191,7 @@ impl KeywordIndex {
 impl KeywordIndex {
     #[new]
     fn new() -> Self {
-        KeywordIndex {
-            inner: RwLock::new(Index::new()),
-        }
+        KeywordIndex::new_with(Index::new())
     }
 
     /// Insert documents: `ids` int64 (n,), `texts` a list of n str, `projects` a list
@@ -245,12 +319,7 @@ impl KeywordIndex {
         let (ix, tag) = py
             .detach(|| Index::from_bytes(data))
             .map_err(|e| Error::Format(format!("keyword index: {e}")))?;
-        Ok((
-            KeywordIndex {
-                inner: RwLock::new(ix),
-            },
-            tag,
-        ))
+        Ok((KeywordIndex::new_with(ix), tag))
     }
 
     /// (index, tag) from a file `to_bytes` wrote, read through a memory map (no copy of
@@ -268,12 +337,7 @@ impl KeywordIndex {
                 unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io("map", &path, e))?;
             Index::from_bytes(&map).map_err(|e| Error::Format(format!("keyword index: {e}")))
         })?;
-        Ok((
-            KeywordIndex {
-                inner: RwLock::new(ix),
-            },
-            tag,
-        ))
+        Ok((KeywordIndex::new_with(ix), tag))
     }
 
     /// The index terms of `text`, in order, exactly as FTS5 `porter unicode61
@@ -352,6 +416,197 @@ impl KeywordIndex {
         let ids: Vec<i64> = hits.iter().map(|h| h.id).collect();
         let scores: Vec<f64> = hits.iter().map(|h| h.score).collect();
         Ok((PyArray1::from_vec(py, ids), PyArray1::from_vec(py, scores)))
+    }
+
+    /// Keep the ranking columns of memories: `rows` a list of (memory id, columns or
+    /// None for a deleted or missing memory); see `RowArg` for the columns' order.
+    fn keep_ranks(&self, rows: Vec<(i64, RowArg)>) -> PyResult<()> {
+        Ok(self.ranks_write(|g| {
+            for (id, cols) in rows {
+                let row = cols.map(
+                    |(created, confidence, salience, sector, dated, superseded, project, ok)| {
+                        RankRow {
+                            created,
+                            confidence,
+                            salience,
+                            sector,
+                            dated,
+                            superseded,
+                            project,
+                            ok,
+                        }
+                    },
+                );
+                g.insert(id, row);
+            }
+        })?)
+    }
+
+    /// Forget the kept columns of `ids` (they changed), or of every memory (None).
+    #[pyo3(signature = (ids = None))]
+    fn drop_ranks(&self, ids: Option<Vec<i64>>) -> PyResult<()> {
+        Ok(self.ranks_write(|g| match ids {
+            Some(ids) => {
+                for i in ids {
+                    g.remove(&i);
+                }
+            }
+            None => g.clear(),
+        })?)
+    }
+
+    /// The ranked page of a keyword-only search (pipeline._rank over the keyword leg's
+    /// hits, in Rust): the top `pool` memories holding all (`require_all`) or any of
+    /// `terms` that the kept columns admit (not superseded unless `include_superseded`,
+    /// in `wall` when given), restricted to `allowed` (sorted ids) when given, else
+    /// fetched `prefilter` times deeper while filters leave the pool short; calibrated
+    /// against `bound`, boosted, held to `threshold` and `min_confidence`, ordered by
+    /// score then id (reversed when `ascending`).
+    ///
+    /// Returns (missing, hits, ids, scores, raw, hidden, damaged): `missing` the hits
+    /// whose columns are not kept (keep them and ask again; the rest is empty then),
+    /// `hits` the admitted hits' ids in BM25 order, `ids`/`scores`/`raw` the ranked
+    /// memories, `hidden` how many missed a floor, `damaged` whether an admitted hit's
+    /// columns failed validation (rank in Python, which names it). None when the filters
+    /// reject so many hits that FTS5 should answer (deeper than `max_fetch`).
+    #[pyo3(signature = (terms, pool, *, require_all, allowed = None, projects = None,
+        wall = None, include_superseded = false, bound, now, day, ln2, slope,
+        recency_weight, half_life_days, decay_floor, salience_weight, superseded_factor,
+        min_confidence, threshold, sectors, ascending = false, prefilter = 4,
+        max_fetch = 8192))]
+    #[allow(clippy::too_many_arguments)]
+    fn rank_page<'py>(
+        &self,
+        py: Python<'py>,
+        terms: &Bound<'py, PyAny>,
+        pool: usize,
+        require_all: bool,
+        allowed: Option<&Bound<'py, PyAny>>,
+        projects: Option<&Bound<'py, PyAny>>,
+        wall: Option<Vec<String>>,
+        include_superseded: bool,
+        bound: f64,
+        now: f64,
+        day: f64,
+        ln2: f64,
+        slope: f64,
+        recency_weight: f64,
+        half_life_days: f64,
+        decay_floor: f64,
+        salience_weight: f64,
+        superseded_factor: f64,
+        min_confidence: f64,
+        threshold: f64,
+        sectors: HashMap<String, f64>,
+        ascending: bool,
+        prefilter: usize,
+        max_fetch: usize,
+    ) -> PyResult<Option<PageOut<'py>>> {
+        if pool == 0 || prefilter < 2 {
+            return Err(Error::Invalid(format!(
+                "pool must be >= 1 and prefilter >= 2, got {pool} and {prefilter}"
+            ))
+            .into());
+        }
+        let words = str_list(terms, "terms")?;
+        let phrases = query_terms_of(&words).map_err(|(i, n)| {
+            Error::Invalid(format!(
+                "query word {:?} gives {n} index terms, not one: run this query on FTS5",
+                words[i]
+            ))
+        })?;
+        let allowed = allowed.map(|a| i64_array(a, "allowed")).transpose()?;
+        let names = projects.map(|p| str_list(p, "projects")).transpose()?;
+        let params = Params {
+            now,
+            day,
+            ln2,
+            slope,
+            bound,
+            recency_weight,
+            half_life_days,
+            decay_floor,
+            salience_weight,
+            superseded_factor,
+            min_confidence,
+            threshold,
+            sectors,
+            ascending,
+        };
+        let admit = Admit {
+            include_superseded,
+            projects: wall.as_deref(),
+        };
+        let out = py.detach(|| -> Result<Option<Admitted>> {
+            let refs: Vec<&[u8]> = phrases.iter().map(Vec::as_slice).collect();
+            let search = |k: usize, allowed: Option<&[i64]>| {
+                self.read(|ix| {
+                    let scope = scope_of(ix, names.as_deref());
+                    ix.search(&refs, k, require_all, allowed, scope.as_ref())
+                })
+            };
+            if let Some(a) = allowed.as_deref() {
+                if a.is_empty() {
+                    return Ok(Some(Admitted::Hits(Vec::new(), Vec::new())));
+                }
+                return self.admitted(search(pool, Some(a))?, &admit).map(Some);
+            }
+            // keyword._native: the pool, then deeper while the filters leave it short
+            let mut fetch = pool;
+            while fetch <= max_fetch {
+                let hits = search(fetch, None)?;
+                let fetched = hits.len();
+                match self.admitted(hits, &admit)? {
+                    Admitted::Hits(mut kept, mut rows) => {
+                        if kept.len() >= pool || fetched < fetch {
+                            kept.truncate(pool);
+                            rows.truncate(pool);
+                            return Ok(Some(Admitted::Hits(kept, rows)));
+                        }
+                    }
+                    missing => return Ok(Some(missing)),
+                }
+                fetch = fetch.saturating_mul(prefilter);
+            }
+            Ok(None)
+        })?;
+        let empty_i = || PyArray1::from_vec(py, Vec::<i64>::new());
+        let empty_f = || PyArray1::from_vec(py, Vec::<f64>::new());
+        Ok(match out {
+            None => None,
+            Some(Admitted::Missing(ids)) => {
+                Some((ids, empty_i(), empty_i(), empty_f(), empty_f(), 0, false))
+            }
+            Some(Admitted::Hits(hits, rows)) => {
+                let ids: Vec<i64> = hits.iter().map(|h| h.id).collect();
+                if rows.iter().any(|r| !r.ok) {
+                    let hits = PyArray1::from_vec(py, ids);
+                    return Ok(Some((
+                        Vec::new(),
+                        hits,
+                        empty_i(),
+                        empty_f(),
+                        empty_f(),
+                        0,
+                        true,
+                    )));
+                }
+                let refs: Vec<&RankRow> = rows.iter().collect();
+                let page = rank::rank(&hits, &refs, &params);
+                let r_ids = page.ranked.iter().map(|r| r.id).collect();
+                let r_scores = page.ranked.iter().map(|r| r.score).collect();
+                let r_raw = page.ranked.iter().map(|r| r.raw).collect();
+                Some((
+                    Vec::new(),
+                    PyArray1::from_vec(py, ids),
+                    PyArray1::from_vec(py, r_ids),
+                    PyArray1::from_vec(py, r_scores),
+                    PyArray1::from_vec(py, r_raw),
+                    page.hidden,
+                    false,
+                ))
+            }
+        })
     }
 
     fn __repr__(&self) -> String {

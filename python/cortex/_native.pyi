@@ -154,6 +154,54 @@ class KeywordIndex:
     def total_tokens(self) -> int: ...
     def df(self, term: str, projects: list[str] | None = None) -> int: ...
     def holding(self, words: list[str], ids: list[int]) -> list[bool | None]: ...
+    def keep_ranks(
+        self,
+        rows: list[
+            tuple[
+                int,
+                tuple[float, float, float, str | None, bool, bool, str | None, bool] | None,
+            ]
+        ],
+    ) -> None: ...
+    def drop_ranks(self, ids: list[int] | None = None) -> None: ...
+    def rank_page(
+        self,
+        terms: list[str],
+        pool: int,
+        *,
+        require_all: bool,
+        allowed: npt.NDArray[np.int64] | None = None,
+        projects: list[str] | None = None,
+        wall: list[str] | None = None,
+        include_superseded: bool = False,
+        bound: float,
+        now: float,
+        day: float,
+        ln2: float,
+        slope: float,
+        recency_weight: float,
+        half_life_days: float,
+        decay_floor: float,
+        salience_weight: float,
+        superseded_factor: float,
+        min_confidence: float,
+        threshold: float,
+        sectors: dict[str, float],
+        ascending: bool = False,
+        prefilter: int = 4,
+        max_fetch: int = 8192,
+    ) -> (
+        tuple[
+            list[int],
+            npt.NDArray[np.int64],
+            npt.NDArray[np.int64],
+            npt.NDArray[np.float64],
+            npt.NDArray[np.float64],
+            int,
+            bool,
+        ]
+        | None
+    ): ...
     def memory_bytes(self) -> int: ...
     def to_bytes(self, tag: int) -> bytes: ...
     @staticmethod

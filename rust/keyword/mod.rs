@@ -4,6 +4,7 @@
 //! Pure Rust, no pyo3; `py_keyword.rs` wraps it.
 pub mod index;
 pub mod porter;
+pub mod rank;
 pub mod tokenize;
 mod unicode61_tables;
 
