@@ -21,13 +21,14 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from cortex import validate
 from cortex.code import CodeRef, refs_of, write_refs
 from cortex.errors import DamagedRowError, InvalidOptionError, NotFoundError, StorageError
-from cortex.result import Memory, from_epoch
+from cortex.result import Memory, from_epoch, memory_of
 
 __all__ = ["SCHEMA_VERSION", "MemoryInput", "Store", "SyncCounts", "content_hash", "has_cjk"]
 
@@ -716,6 +717,36 @@ def row_to_memory(row: Sequence[Any]) -> Memory:
     not a JSON object: written by an older cortex or another tool) raises DamagedRowError
     naming the memory, never a raw exception: readers skip it or report it.
     """
+    (i, project, content, path, chunk, sector, tier, scope, category, salience, confidence,
+     created, updated, valid, by, deleted, accessed, count, raw) = row  # fmt: skip
+    if (  # what cortex writes, checked without a call per column (a page reads 20 rows)
+        type(content) is str
+        and (project is None or type(project) is str)
+        and type(salience) is float
+        and type(confidence) is float
+        and type(created) is float
+        and type(updated) is float
+        and valid is None
+        and deleted is None
+        and (accessed is None or type(accessed) is float)
+        and (not raw or raw == "{}")
+    ):
+        try:
+            return memory_of((
+                i, content, project, path, chunk, sector, tier, scope, category, salience,
+                confidence, _utc(created, UTC), _utc(updated, UTC), None, by, None,
+                None if accessed is None else _utc(accessed, UTC), count, {},
+            ))  # fmt: skip
+        except (ValueError, OverflowError, OSError):
+            pass  # a date out of range: the checked path names the damage
+    return _checked_row_to_memory(row)
+
+
+_utc = datetime.fromtimestamp
+
+
+def _checked_row_to_memory(row: Sequence[Any]) -> Memory:
+    """row_to_memory, each column checked and converted on its own."""
     try:
         raw = row[18]
         metadata = {} if not raw or raw == "{}" else json.loads(raw)  # most hold none

@@ -325,13 +325,13 @@ class Pipeline:
             or filters.narrows_beyond_project(opts)
         ):
             return None
-        p = plan(text, opts, pool=pool)
-        if p.mode is not Mode.KEYWORD or p.use_semantic or p.constrained or p.cjk:
-            return None
-        if CODE_WEIGHT and opts.fusion is not Fusion.RRF and code.named_in_query(p.text):
-            return None
-        terms = keyword.plain_terms(p.text)
+        # plan() of a keyword-mode search of plain text (no FTS5 syntax, no CJK: else
+        # plain_terms is None): the keyword leg alone, unconstrained, no notices
+        text = clean(text)
+        terms = keyword.plain_terms(text)
         if terms is None:
+            return None
+        if CODE_WEIGHT and opts.fusion is not Fusion.RRF and code.named_in_query(text):
             return None
         weights = {
             "now": now,
@@ -349,7 +349,7 @@ class Pipeline:
             "ascending": opts.order is Order.ASC,
         }
         allowed = self._store.allowed_ids(opts)
-        found = page_of(terms, p.pool, opts, allowed, weights)
+        found = page_of(terms, pool, opts, allowed, weights)
         if found is None:
             return None
         damaged: list[str] = []
@@ -357,7 +357,7 @@ class Pipeline:
             return None  # effective confidence from facts: the general path
         # (`_narrow` never applies here: its filters are beyond the project)
         results, damaged = self._page(found, opts)
-        notices = list(p.notices)
+        notices: list[str] = []
         _damage_notice(damaged, notices)
         results.query, results.mode, results.hidden = shown, str(Mode.KEYWORD), found.hidden
         results.rewritten = found.expression
@@ -404,25 +404,14 @@ class Pipeline:
             # hits.keyword_score(raw / bound), as the keyword leg computes it
             bm25 = 1.0 - exp(slope * max(0.0, raw[i] / bound)) if bound > 0 else 0.0
             out.append(
-                Result(
-                    memory=memory,
-                    score=scores[i],
-                    bm25_score=bm25,
-                    semantic_score=0.0,
-                    effective_confidence=infos[i].confidence,
-                    snippet=partial(keyword.text_snippet, memory.content, marker),
-                    match_type=MatchType.BM25,
-                    facts=(),
-                    source_session=extra.source_session.get(i),
-                    is_superseded=memory.superseded_by is not None,
-                    superseded_by=extra.superseded_by.get(i),
-                    related_memory_count=extra.related.get(i, 0),
-                    explain=None,
-                    context=None,
-                    related={"code": [r.to_dict() for r in refs.get(i, ())]},
-                    thread=None,
+                Result.of(
+                    memory, scores[i], bm25, 0.0, infos[i].confidence,
+                    partial(keyword.text_snippet, memory.content, marker), MatchType.BM25, (),
+                    extra.source_session.get(i), memory.superseded_by is not None,
+                    extra.superseded_by.get(i), extra.related.get(i, 0), None, None,
+                    {"code": [r.to_dict() for r in refs.get(i, ())]}, None,
                 )
-            )
+            )  # fmt: skip
         results = Results(out, total=len(ranked), has_more=len(ranked) > end)
 
         def aggregations() -> dict[str, Any]:
