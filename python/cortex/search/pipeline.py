@@ -345,7 +345,7 @@ class Pipeline:
             "superseded_factor": SUPERSEDED_FACTOR,
             "min_confidence": opts.min_confidence,
             "threshold": opts.threshold(Mode.KEYWORD),
-            "sectors": opts.sector_weights if opts.sector_weights is not None else SECTOR_WEIGHTS,
+            "sectors": SECTOR_WEIGHTS if opts.sector_weights is None else dict(opts.sector_weights),
             "ascending": opts.order is Order.ASC,
         }
         allowed = self._store.allowed_ids(opts)
