@@ -112,14 +112,16 @@ type RowArg = Option<(
     bool,
 )>;
 
-/// What rank_page answers: (memories whose columns are not kept, the admitted hits'
-/// ids in BM25 order, ranked ids, their scores, their BM25, hidden, damaged).
-type PageOut<'py> = (
+/// What rank_page answers: (memories whose columns are not kept, whether the AND of
+/// the terms answered, the admitted hits' ids in BM25 order, ranked ids, their scores,
+/// their BM25, hidden, damaged).
+type PageOut = (
     Vec<i64>,
-    Bound<'py, PyArray1<i64>>,
-    Bound<'py, PyArray1<i64>>,
-    Bound<'py, PyArray1<f64>>,
-    Bound<'py, PyArray1<f64>>,
+    bool,
+    Vec<i64>,
+    Vec<i64>,
+    Vec<f64>,
+    Vec<f64>,
     usize,
     bool,
 );
@@ -455,34 +457,36 @@ impl KeywordIndex {
         })?)
     }
 
-    /// The ranked page of a keyword-only search (pipeline._rank over the keyword leg's
-    /// hits, in Rust): the top `pool` memories holding all (`require_all`) or any of
-    /// `terms` that the kept columns admit (not superseded unless `include_superseded`,
-    /// in `wall` when given), restricted to `allowed` (sorted ids) when given, else
-    /// fetched `prefilter` times deeper while filters leave the pool short; calibrated
-    /// against `bound`, boosted, held to `threshold` and `min_confidence`, ordered by
-    /// score then id (reversed when `ascending`).
+    /// The ranked page of a keyword-only search (keyword._latin's plain tiers and
+    /// pipeline._rank, in Rust): the top `pool` memories holding every one of `terms`
+    /// (then, with `then_any`, when none is admitted, any of them) that the kept columns
+    /// admit (not superseded unless `include_superseded`, in `wall` when given),
+    /// restricted to `allowed` (sorted ids) when given, else fetched `prefilter` times
+    /// deeper while filters leave the pool short; calibrated against `bound`, boosted,
+    /// held to `threshold` and `min_confidence`, ordered by score then id (reversed
+    /// when `ascending`).
     ///
-    /// Returns (missing, hits, ids, scores, raw, hidden, damaged): `missing` the hits
-    /// whose columns are not kept (keep them and ask again; the rest is empty then),
-    /// `hits` the admitted hits' ids in BM25 order, `ids`/`scores`/`raw` the ranked
-    /// memories, `hidden` how many missed a floor, `damaged` whether an admitted hit's
-    /// columns failed validation (rank in Python, which names it). None when the filters
-    /// reject so many hits that FTS5 should answer (deeper than `max_fetch`).
-    #[pyo3(signature = (terms, pool, *, require_all, allowed = None, projects = None,
+    /// Returns (missing, all_terms, hits, ids, scores, raw, hidden, damaged): `missing`
+    /// the hits whose columns are not kept (keep them and ask again; the rest is empty
+    /// then), `all_terms` whether the AND answered, `hits` the admitted hits' ids in
+    /// BM25 order, `ids`/`scores`/`raw` the ranked memories, `hidden` how many missed a
+    /// floor, `damaged` whether an admitted hit's columns failed validation (rank in
+    /// Python, which names it). None when the filters reject so many hits that FTS5
+    /// should answer (deeper than `max_fetch`).
+    #[pyo3(signature = (terms, pool, *, then_any, allowed = None, projects = None,
         wall = None, include_superseded = false, bound, now, day, ln2, slope,
         recency_weight, half_life_days, decay_floor, salience_weight, superseded_factor,
         min_confidence, threshold, sectors, ascending = false, prefilter = 4,
         max_fetch = 8192))]
     #[allow(clippy::too_many_arguments)]
-    fn rank_page<'py>(
+    fn rank_page(
         &self,
-        py: Python<'py>,
-        terms: &Bound<'py, PyAny>,
+        py: Python<'_>,
+        terms: &Bound<'_, PyAny>,
         pool: usize,
-        require_all: bool,
-        allowed: Option<&Bound<'py, PyAny>>,
-        projects: Option<&Bound<'py, PyAny>>,
+        then_any: bool,
+        allowed: Option<&Bound<'_, PyAny>>,
+        projects: Option<&Bound<'_, PyAny>>,
         wall: Option<Vec<String>>,
         include_superseded: bool,
         bound: f64,
@@ -501,7 +505,7 @@ impl KeywordIndex {
         ascending: bool,
         prefilter: usize,
         max_fetch: usize,
-    ) -> PyResult<Option<PageOut<'py>>> {
+    ) -> PyResult<Option<PageOut>> {
         if pool == 0 || prefilter < 2 {
             return Err(Error::Invalid(format!(
                 "pool must be >= 1 and prefilter >= 2, got {pool} and {prefilter}"
@@ -537,76 +541,86 @@ impl KeywordIndex {
             include_superseded,
             projects: wall.as_deref(),
         };
-        let out = py.detach(|| -> Result<Option<Admitted>> {
+        let out = py.detach(|| -> Result<Option<(bool, Admitted)>> {
             let refs: Vec<&[u8]> = phrases.iter().map(Vec::as_slice).collect();
-            let search = |k: usize, allowed: Option<&[i64]>| {
-                self.read(|ix| {
-                    let scope = scope_of(ix, names.as_deref());
-                    ix.search(&refs, k, require_all, allowed, scope.as_ref())
-                })
-            };
-            if let Some(a) = allowed.as_deref() {
-                if a.is_empty() {
-                    return Ok(Some(Admitted::Hits(Vec::new(), Vec::new())));
-                }
-                return self.admitted(search(pool, Some(a))?, &admit).map(Some);
-            }
-            // keyword._native: the pool, then deeper while the filters leave it short
-            let mut fetch = pool;
-            while fetch <= max_fetch {
-                let hits = search(fetch, None)?;
-                let fetched = hits.len();
-                match self.admitted(hits, &admit)? {
-                    Admitted::Hits(mut kept, mut rows) => {
-                        if kept.len() >= pool || fetched < fetch {
-                            kept.truncate(pool);
-                            rows.truncate(pool);
-                            return Ok(Some(Admitted::Hits(kept, rows)));
-                        }
+            let tier = |require_all: bool| -> Result<Option<Admitted>> {
+                let search = |k: usize, allowed: Option<&[i64]>| {
+                    self.read(|ix| {
+                        let scope = scope_of(ix, names.as_deref());
+                        ix.search(&refs, k, require_all, allowed, scope.as_ref())
+                    })
+                };
+                if let Some(a) = allowed.as_deref() {
+                    if a.is_empty() {
+                        return Ok(Some(Admitted::Hits(Vec::new(), Vec::new())));
                     }
-                    missing => return Ok(Some(missing)),
+                    return self.admitted(search(pool, Some(a))?, &admit).map(Some);
                 }
-                fetch = fetch.saturating_mul(prefilter);
+                // keyword._native: the pool, then deeper while the filters leave it short
+                let mut fetch = pool;
+                while fetch <= max_fetch {
+                    let hits = search(fetch, None)?;
+                    let fetched = hits.len();
+                    match self.admitted(hits, &admit)? {
+                        Admitted::Hits(mut kept, mut rows) => {
+                            if kept.len() >= pool || fetched < fetch {
+                                kept.truncate(pool);
+                                rows.truncate(pool);
+                                return Ok(Some(Admitted::Hits(kept, rows)));
+                            }
+                        }
+                        missing => return Ok(Some(missing)),
+                    }
+                    fetch = fetch.saturating_mul(prefilter);
+                }
+                Ok(None)
+            };
+            match tier(true)? {
+                Some(Admitted::Hits(h, _)) if h.is_empty() && then_any => {
+                    Ok(tier(false)?.map(|a| (false, a)))
+                }
+                other => Ok(other.map(|a| (true, a))),
             }
-            Ok(None)
         })?;
-        let empty_i = || PyArray1::from_vec(py, Vec::<i64>::new());
-        let empty_f = || PyArray1::from_vec(py, Vec::<f64>::new());
-        Ok(match out {
-            None => None,
-            Some(Admitted::Missing(ids)) => {
-                Some((ids, empty_i(), empty_i(), empty_f(), empty_f(), 0, false))
-            }
-            Some(Admitted::Hits(hits, rows)) => {
+        Ok(out.map(|(all_terms, admitted)| match admitted {
+            Admitted::Missing(ids) => (
+                ids,
+                all_terms,
+                Vec::new(),
+                Vec::new(),
+                Vec::new(),
+                Vec::new(),
+                0,
+                false,
+            ),
+            Admitted::Hits(hits, rows) => {
                 let ids: Vec<i64> = hits.iter().map(|h| h.id).collect();
                 if rows.iter().any(|r| !r.ok) {
-                    let hits = PyArray1::from_vec(py, ids);
-                    return Ok(Some((
+                    return (
                         Vec::new(),
-                        hits,
-                        empty_i(),
-                        empty_f(),
-                        empty_f(),
+                        all_terms,
+                        ids,
+                        Vec::new(),
+                        Vec::new(),
+                        Vec::new(),
                         0,
                         true,
-                    )));
+                    );
                 }
                 let refs: Vec<&RankRow> = rows.iter().collect();
                 let page = rank::rank(&hits, &refs, &params);
-                let r_ids = page.ranked.iter().map(|r| r.id).collect();
-                let r_scores = page.ranked.iter().map(|r| r.score).collect();
-                let r_raw = page.ranked.iter().map(|r| r.raw).collect();
-                Some((
+                (
                     Vec::new(),
-                    PyArray1::from_vec(py, ids),
-                    PyArray1::from_vec(py, r_ids),
-                    PyArray1::from_vec(py, r_scores),
-                    PyArray1::from_vec(py, r_raw),
+                    all_terms,
+                    ids,
+                    page.ranked.iter().map(|r| r.id).collect(),
+                    page.ranked.iter().map(|r| r.score).collect(),
+                    page.ranked.iter().map(|r| r.raw).collect(),
                     page.hidden,
                     false,
-                ))
+                )
             }
-        })
+        }))
     }
 
     fn __repr__(&self) -> String {

@@ -231,3 +231,27 @@ def test_memory_of_and_result_of_make_what_the_constructors_make() -> None:
     lazy = Result.of(m, 0.5, 0.4, 0.0, 1.0, lambda: "made", MatchType.BM25, (), None, False,
                      None, 0, None, None, None, None)  # fmt: skip
     assert lazy.snippet == "made"
+
+
+def test_damaged_rows_are_named_and_skipped_alike(tmp_path: Path, paths: _Paths) -> None:
+    """A page row that cannot be read (metadata not JSON) is skipped and named, the next
+    taking its place; a candidate whose ranking columns are damaged (a salience stored
+    as text) sends the search to the general path, which names it."""
+    import sqlite3
+
+    with _store(tmp_path / "kw.db", 17) as engine:
+        opts = cortex.Options(mode="keyword", record=False, now=NOW, limit=5)
+        top = [r.memory.id for r in engine.search("deploy cluster", opts)]
+        assert len(top) == 5
+        conn = sqlite3.connect(tmp_path / "kw.db")
+        with conn:
+            conn.execute("UPDATE memories SET metadata = '[1' WHERE id = ?", (top[1],))
+            conn.execute("UPDATE memories SET salience = 'high' WHERE id = ?", (top[3],))
+        conn.close()
+        engine.add("an unrelated write, so that the index reads the log", created_at=NOW)
+        for q in ("deploy cluster", "deploy", "cluster kafka billing", "penny"):
+            fast, slow = paths.both(engine, q, opts)
+            assert fast == slow
+        got = engine.search("deploy cluster", opts)
+        assert top[1] not in [r.memory.id for r in got] and len(got) == 5
+        assert any("damaged" in n for n in got.notices)

@@ -169,7 +169,7 @@ class KeywordIndex:
         terms: list[str],
         pool: int,
         *,
-        require_all: bool,
+        then_any: bool,
         allowed: npt.NDArray[np.int64] | None = None,
         projects: list[str] | None = None,
         wall: list[str] | None = None,
@@ -191,16 +191,7 @@ class KeywordIndex:
         prefilter: int = 4,
         max_fetch: int = 8192,
     ) -> (
-        tuple[
-            list[int],
-            npt.NDArray[np.int64],
-            npt.NDArray[np.int64],
-            npt.NDArray[np.float64],
-            npt.NDArray[np.float64],
-            int,
-            bool,
-        ]
-        | None
+        tuple[list[int], bool, list[int], list[int], list[float], list[float], int, bool] | None
     ): ...
     def memory_bytes(self) -> int: ...
     def to_bytes(self, tag: int) -> bytes: ...

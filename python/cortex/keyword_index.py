@@ -391,7 +391,8 @@ class KeywordIndexer:
         if stems is None:
             return None
         projects = projects_of(opts)
-        wall = project_ids(opts)
+        walled = project_ids(opts)
+        wall = list(walled) if walled is not None else None
         scoped = projects if projects is not None and Scope.supported(self._store) else None
         scope = list(projects) if projects is not None else None
         if allowed is not None:
@@ -410,42 +411,35 @@ class KeywordIndexer:
                 rows = int(index.stats(names)[0])
                 dfs = [index.df(t, names) for t in stems]
             bound = sum(_idf(rows, n) for n in dfs)
-            tiers = (True, False) if len(terms) > 1 else (True,)
-            for require_all in tiers:
-                for _ in range(3):
-                    out = index.rank_page(
-                        terms, pool, require_all=require_all, allowed=allowed,
-                        projects=scope, wall=list(wall) if wall is not None else None,
-                        include_superseded=bool(opts.include_superseded), bound=bound,
-                        prefilter=PREFILTER, max_fetch=NATIVE_MAX_FETCH, **weights,
-                    )  # fmt: skip
-                    if out is None or not out[0]:
-                        break
-                    missing = out[0]
-                    if len(self._ranks) + len(missing) > RANKS_KEPT:
-                        self._forget_ranks(None)
-                    self._read_ranks(missing)
-                else:
-                    return None
-                if out is None or out[6]:  # FTS5 answers, or a damaged row to name
-                    return None
-                hits, ids, scores, raw, hidden = out[1], out[2], out[3], out[4], out[5]
-                if len(hits) == 0:
-                    continue
-                quoted = [quote(t) for t in terms]
-                if require_all:
-                    expression, held = " ".join(quoted), list(terms)
-                else:
-                    expression = " OR ".join(quoted)
-                    found = index.holding(terms, hits.tolist())
-                    held = [t for t, h in zip(terms, found, strict=True) if h]
-                ranked = ids.tolist()
-                ranks = cast(dict[int, RankInfo], self._ranks)  # admitted: all kept, live
-                return KeywordPage(
-                    expression, list(terms), held, hits.tolist(), bound, ranked, scores.tolist(),
-                    raw.tolist(), [ranks[i] for i in ranked], int(hidden),
+            for _ in range(3):
+                out = index.rank_page(
+                    terms, pool, then_any=len(terms) > 1, allowed=allowed, projects=scope,
+                    wall=wall, include_superseded=bool(opts.include_superseded), bound=bound,
+                    prefilter=PREFILTER, max_fetch=NATIVE_MAX_FETCH, **weights,
                 )  # fmt: skip
-            return None
+                if out is None or not out[0]:
+                    break
+                missing = out[0]
+                if len(self._ranks) + len(missing) > RANKS_KEPT:
+                    self._forget_ranks(None)
+                self._read_ranks(missing)
+            else:
+                return None
+            if out is None or out[7] or not out[2]:
+                return None  # FTS5 answers, a damaged row to name, or no plain-tier hit
+            _, all_terms, hits, ids, scores, raw, hidden, _ = out
+            quoted = [quote(t) for t in terms]
+            if all_terms:
+                expression, held = " ".join(quoted), list(terms)
+            else:
+                expression = " OR ".join(quoted)
+                found = index.holding(terms, hits)
+                held = [t for t, h in zip(terms, found, strict=True) if h]
+            ranks = cast(dict[int, RankInfo], self._ranks)  # admitted: all kept, live
+            return KeywordPage(
+                expression, list(terms), held, hits, bound, ids, scores, raw,
+                [ranks[i] for i in ids], hidden,
+            )  # fmt: skip
 
     def rescore(
         self, words: list[str], ids: list[int], projects: tuple[str, ...] | None = None

@@ -382,30 +382,30 @@ class Pipeline:
         next takes its place, as `_finish` does), enriched; aggregations when read."""
         ranked, end = found.ids, opts.offset + opts.limit
         sessions = self._store.sessions_of(ranked)
-        infos = dict(zip(ranked, found.infos, strict=True))
-        scores = dict(zip(ranked, found.scores, strict=True))
-        raw = dict(zip(ranked, found.raw, strict=True))
-        top: list[int] = []
+        top: list[int] = []  # positions in `ranked` of the page's readable rows
         memories: dict[int, Any] = {}
         bad: list[int] = []
         start = opts.offset
         while len(top) < opts.limit and start < len(ranked):
-            part = ranked[start : start + opts.limit - len(top)]
-            start += len(part)
-            memories.update(self._store.get_many(part, damaged=bad))
-            top.extend(i for i in part if i in memories)
+            stop = start + opts.limit - len(top)
+            memories.update(self._store.get_many(ranked[start:stop], damaged=bad))
+            top.extend(k for k in range(start, min(stop, len(ranked))) if ranked[k] in memories)
+            start = stop
         marker = keyword.highlighter(found.terms) if found.terms else None
-        extra = recall.enrichment(self._store, [memories[i] for i in top])
-        refs = self._store.code_refs(top)
+        ids = [ranked[k] for k in top]
+        extra = recall.enrichment(self._store, [memories[i] for i in ids])
+        refs = self._store.code_refs(ids)
         bound, exp, slope = found.bound, math.exp, -KEYWORD_SLOPE
+        scores, raw, infos = found.scores, found.raw, found.infos
         out = []
-        for i in top:
+        for k in top:
+            i = ranked[k]
             memory = memories[i]
             # hits.keyword_score(raw / bound), as the keyword leg computes it
-            bm25 = 1.0 - exp(slope * max(0.0, raw[i] / bound)) if bound > 0 else 0.0
+            bm25 = 1.0 - exp(slope * max(0.0, raw[k] / bound)) if bound > 0 else 0.0
             out.append(
                 Result.of(
-                    memory, scores[i], bm25, 0.0, infos[i].confidence,
+                    memory, scores[k], bm25, 0.0, infos[k].confidence,
                     partial(keyword.text_snippet, memory.content, marker), MatchType.BM25, (),
                     extra.source_session.get(i), memory.superseded_by is not None,
                     extra.superseded_by.get(i), extra.related.get(i, 0), None, None,
@@ -415,7 +415,8 @@ class Pipeline:
         results = Results(out, total=len(ranked), has_more=len(ranked) > end)
 
         def aggregations() -> dict[str, Any]:
-            return pages.aggregations([Candidate(i, infos[i]) for i in ranked], sessions)
+            kept = [Candidate(i, info) for i, info in zip(ranked, infos, strict=True)]
+            return pages.aggregations(kept, sessions)
 
         results._aggregations_of = aggregations
         return results, [f"memory {i}" for i in bad]
