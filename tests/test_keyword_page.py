@@ -255,3 +255,25 @@ def test_damaged_rows_are_named_and_skipped_alike(tmp_path: Path, paths: _Paths)
         got = engine.search("deploy cluster", opts)
         assert top[1] not in [r.memory.id for r in got] and len(got) == 5
         assert any("damaged" in n for n in got.notices)
+
+
+def test_page_rows_are_get_many_and_code_refs(tmp_path: Path, paths: _Paths) -> None:
+    """The page's one statement (Store.page_rows) reads what get_many and code_refs read,
+    and searches of memories with code references agree on both paths."""
+    with cortex.open(tmp_path / "kw.db", embedder=None, keyword_index="on") as engine:
+        ids = engine.add_many(
+            {"content": f"deploy {n}: see auth/middleware.ts and `cache.get` in src/x.py:{n}"}
+            if n % 3 == 0
+            else {"content": f"deploy note {n} without references"}
+            for n in range(60)
+        )
+        store = engine._store
+        memories, refs = store.page_rows(ids[:25])
+        assert memories == store.get_many(ids[:25])
+        assert refs == store.code_refs(ids[:25]) and len(refs) == 9
+        assert [r.kind for r in refs[ids[0]]] == [r.kind for r in store.code_refs([ids[0]])[ids[0]]]
+        opts = cortex.Options(mode="keyword", record=False, now=NOW, limit=30)
+        for q in ("deploy", "deploy references", "middleware note"):
+            fast, slow = paths.both(engine, q, opts)
+            assert fast == slow
+        assert paths.native == 3

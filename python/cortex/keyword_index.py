@@ -70,6 +70,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from cortex._lazy import LazyModule
 from cortex.errors import CortexError, IndexFormatError, InvalidOptionError, StorageError
+from cortex.filters import narrows_beyond_project, project_ids, projects_of
+from cortex.keyword import NATIVE_MAX_FETCH, PREFILTER, Scope, _idf, quote
 from cortex.ranking import RANK_COLUMNS, RankInfo, is_dated
 from cortex.store import Store
 from cortex.validate import checked, rank_info_ok
@@ -376,9 +378,6 @@ class KeywordIndexer:
         weights. One check of the log position for the whole search. None when this
         path cannot answer (no index, filters the kept columns do not judge, a term FTS5
         reads as a phrase, no plain-tier hit, a damaged row): the general path does."""
-        from cortex.filters import narrows_beyond_project, project_ids, projects_of
-        from cortex.keyword import NATIVE_MAX_FETCH, PREFILTER, Scope, _idf, quote
-
         if self._policy == "off" or self._closed or not self._keeps_ranks:
             return None
         if narrows_beyond_project(opts):

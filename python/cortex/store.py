@@ -710,6 +710,10 @@ _MEMORY_COLUMNS = (
 )
 
 
+#: _MEMORY_COLUMNS of the alias m (Store.page_rows joins another table).
+_PAGE_COLUMNS = ", ".join("m." + c.strip() for c in _MEMORY_COLUMNS.split(","))
+
+
 def row_to_memory(row: Sequence[Any]) -> Memory:
     """A Memory from a row selected with `_MEMORY_COLUMNS` (in that order).
 
@@ -1676,6 +1680,38 @@ class Store:
                     if damaged is not None:
                         damaged.append(row[0])
         return out
+
+    def page_rows(
+        self, ids: Sequence[int], *, damaged: list[int] | None = None
+    ) -> tuple[dict[int, Memory], dict[int, list[CodeRef]]]:
+        """get_many and code_refs of a search's page in one statement: the memories of
+        `ids` (a damaged row left out and named in `damaged`) and their code references
+        (in the order code_refs gives)."""
+        if not ids or self.empty("memory_code"):
+            return self.get_many(ids, damaged=damaged), {}
+        memories: dict[int, Memory] = {}
+        refs: dict[int, list[CodeRef]] = {}
+        for start in range(0, len(ids), 500):
+            part = list(ids[start : start + 500])
+            marks = ",".join("?" * len(part))
+            last = None
+            for row in self.query(
+                f"SELECT {_PAGE_COLUMNS}, c.ref, c.kind, c.line FROM memories m"
+                f" LEFT JOIN memory_code c ON c.memory_id = m.id WHERE m.id IN ({marks})"
+                " ORDER BY m.id, c.rowid",
+                part,
+            ):
+                i = row[0]
+                if i != last:
+                    last = i
+                    try:
+                        memories[i] = row_to_memory(row[:19])
+                    except DamagedRowError:
+                        if damaged is not None:
+                            damaged.append(i)
+                if row[19] is not None:
+                    refs.setdefault(int(i), []).append(CodeRef(row[19], row[20], row[21]))
+        return memories, refs
 
     # ---------------------------------------------------------------- search reads
     # The statements the search pipeline runs outside the keyword tiers (which are FTS5's

@@ -384,17 +384,19 @@ class Pipeline:
         sessions = self._store.sessions_of(ranked)
         top: list[int] = []  # positions in `ranked` of the page's readable rows
         memories: dict[int, Any] = {}
+        refs: dict[int, Any] = {}
         bad: list[int] = []
         start = opts.offset
         while len(top) < opts.limit and start < len(ranked):
             stop = start + opts.limit - len(top)
-            memories.update(self._store.get_many(ranked[start:stop], damaged=bad))
+            rows, found_refs = self._store.page_rows(ranked[start:stop], damaged=bad)
+            memories.update(rows)
+            refs.update(found_refs)
             top.extend(k for k in range(start, min(stop, len(ranked))) if ranked[k] in memories)
             start = stop
         marker = keyword.highlighter(found.terms) if found.terms else None
         ids = [ranked[k] for k in top]
         extra = recall.enrichment(self._store, [memories[i] for i in ids])
-        refs = self._store.code_refs(ids)
         bound, exp, slope = found.bound, math.exp, -KEYWORD_SLOPE
         scores, raw, infos = found.scores, found.raw, found.infos
         out = []
