@@ -353,10 +353,11 @@ class Pipeline:
         if found is None:
             return None
         damaged: list[str] = []
-        if self._store.facts_for(found.hits, damaged) or damaged:
-            return None  # effective confidence from facts: the general path
-        # (`_narrow` never applies here: its filters are beyond the project)
-        results, damaged = self._page(found, opts)
+        with self._store.steady():
+            if self._store.facts_for(found.hits, damaged) or damaged:
+                return None  # effective confidence from facts: the general path
+            # (`_narrow` never applies here: its filters are beyond the project)
+            results, damaged = self._page(found, opts)
         notices: list[str] = []
         _damage_notice(damaged, notices)
         results.query, results.mode, results.hidden = shown, str(Mode.KEYWORD), found.hidden
