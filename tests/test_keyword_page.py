@@ -277,3 +277,25 @@ def test_page_rows_are_get_many_and_code_refs(tmp_path: Path, paths: _Paths) -> 
             fast, slow = paths.both(engine, q, opts)
             assert fast == slow
         assert paths.native == 3
+
+
+def test_steady_probes_the_sparse_tables_once(tmp_path: Path) -> None:
+    """Within Store.steady, empty() answers as its first probe saw the tables (another
+    connection's write is seen after it, as before)."""
+    import sqlite3
+
+    with cortex.open(tmp_path / "kw.db", embedder=None, keyword_index="off") as engine:
+        (first,) = engine.add_many([{"content": "a note"}])
+        store = engine._store
+        other = sqlite3.connect(tmp_path / "kw.db")
+        with store.steady():
+            assert store.empty("facts")
+            with other:
+                other.execute(
+                    "INSERT INTO facts (memory_id, type, content, confidence, decay_rate,"
+                    " last_reinforced, created_at) VALUES (?, 'kv', 'x', 1.0, 0.0, 0.0, 0.0)",
+                    (first,),
+                )
+            assert store.empty("facts")
+        assert not store.empty("facts")
+        other.close()
