@@ -9,7 +9,7 @@ use pyo3::types::{PyBytes, PyList, PyString};
 
 use crate::errors::{Error, Result};
 use crate::keyword::rank::{self, Admit, Params, RankRow};
-use crate::keyword::{tokenize, Hit, Index, Scope};
+use crate::keyword::{tokenize, FxMap, Hit, Index, Scope};
 
 /// Threads that tokenize one `add` (when it holds enough text to pay for a second).
 const ADD_THREADS: usize = 2;
@@ -96,7 +96,7 @@ pub struct KeywordIndex {
     inner: RwLock<Index>,
     /// The ranking columns kept for memories searches returned (None: deleted or
     /// missing), in step with cortex.keyword_index.KeywordIndexer's own copy; not saved.
-    ranks: RwLock<HashMap<i64, Option<RankRow>>>,
+    ranks: RwLock<FxMap<i64, Option<RankRow>>>,
 }
 
 /// The columns of one kept row as Python passes them: (created, confidence, salience,
@@ -129,7 +129,7 @@ type PageOut = (
 /// The admitted hits of one search, or the ids whose columns must be read first.
 enum Admitted {
     Missing(Vec<i64>),
-    Hits(Vec<Hit>, Vec<RankRow>),
+    Hits(Vec<Hit>),
 }
 
 impl KeywordIndex {
@@ -143,18 +143,18 @@ impl KeywordIndex {
     fn new_with(ix: Index) -> Self {
         KeywordIndex {
             inner: RwLock::new(ix),
-            ranks: RwLock::new(HashMap::new()),
+            ranks: RwLock::new(FxMap::default()),
         }
     }
-    fn ranks_write<T>(&self, f: impl FnOnce(&mut HashMap<i64, Option<RankRow>>) -> T) -> Result<T> {
+    fn ranks_write<T>(&self, f: impl FnOnce(&mut FxMap<i64, Option<RankRow>>) -> T) -> Result<T> {
         let mut g = self
             .ranks
             .write()
             .map_err(|_| Error::State("keyword index lock poisoned".into()))?;
         Ok(f(&mut g))
     }
-    /// Of `hits` (best first), those whose kept columns `admit` passes, with the columns;
-    /// or the hits whose columns are not kept.
+    /// Of `hits` (best first), those whose kept columns `admit` passes; or the hits
+    /// whose columns are not kept.
     fn admitted(&self, hits: Vec<Hit>, admit: &Admit<'_>) -> Result<Admitted> {
         let g = self
             .ranks
@@ -168,17 +168,27 @@ impl KeywordIndex {
         if !missing.is_empty() {
             return Ok(Admitted::Missing(missing));
         }
-        let mut kept = Vec::with_capacity(hits.len());
+        Ok(Admitted::Hits(
+            hits.into_iter()
+                .filter(|h| matches!(g.get(&h.id), Some(Some(row)) if admit.admits(row)))
+                .collect(),
+        ))
+    }
+    /// `rank::rank` of admitted `hits` over their kept columns (None: a row is damaged
+    /// or no longer kept; rank in Python).
+    fn ranked(&self, hits: &[Hit], params: &Params) -> Result<Option<rank::Page>> {
+        let g = self
+            .ranks
+            .read()
+            .map_err(|_| Error::State("keyword index lock poisoned".into()))?;
         let mut rows = Vec::with_capacity(hits.len());
         for h in hits {
-            if let Some(Some(row)) = g.get(&h.id) {
-                if admit.admits(row) {
-                    rows.push(row.clone());
-                    kept.push(h);
-                }
+            match g.get(&h.id) {
+                Some(Some(row)) if row.ok => rows.push(row),
+                _ => return Ok(None),
             }
         }
-        Ok(Admitted::Hits(kept, rows))
+        Ok(Some(rank::rank(hits, &rows, params)))
     }
     fn write<T>(&self, f: impl FnOnce(&mut Index) -> T) -> Result<T> {
         let mut g = self
@@ -541,7 +551,7 @@ impl KeywordIndex {
             include_superseded,
             projects: wall.as_deref(),
         };
-        let out = py.detach(|| -> Result<Option<(bool, Admitted)>> {
+        let out = py.detach(|| -> Result<Option<(bool, Admitted, Option<rank::Page>)>> {
             let refs: Vec<&[u8]> = phrases.iter().map(Vec::as_slice).collect();
             let tier = |require_all: bool| -> Result<Option<Admitted>> {
                 let search = |k: usize, allowed: Option<&[i64]>| {
@@ -552,7 +562,7 @@ impl KeywordIndex {
                 };
                 if let Some(a) = allowed.as_deref() {
                     if a.is_empty() {
-                        return Ok(Some(Admitted::Hits(Vec::new(), Vec::new())));
+                        return Ok(Some(Admitted::Hits(Vec::new())));
                     }
                     return self.admitted(search(pool, Some(a))?, &admit).map(Some);
                 }
@@ -562,11 +572,10 @@ impl KeywordIndex {
                     let hits = search(fetch, None)?;
                     let fetched = hits.len();
                     match self.admitted(hits, &admit)? {
-                        Admitted::Hits(mut kept, mut rows) => {
+                        Admitted::Hits(mut kept) => {
                             if kept.len() >= pool || fetched < fetch {
                                 kept.truncate(pool);
-                                rows.truncate(pool);
-                                return Ok(Some(Admitted::Hits(kept, rows)));
+                                return Ok(Some(Admitted::Hits(kept)));
                             }
                         }
                         missing => return Ok(Some(missing)),
@@ -575,14 +584,22 @@ impl KeywordIndex {
                 }
                 Ok(None)
             };
-            match tier(true)? {
-                Some(Admitted::Hits(h, _)) if h.is_empty() && then_any => {
-                    Ok(tier(false)?.map(|a| (false, a)))
+            let found = match tier(true)? {
+                Some(Admitted::Hits(h)) if h.is_empty() && then_any => {
+                    tier(false)?.map(|a| (false, a))
                 }
-                other => Ok(other.map(|a| (true, a))),
-            }
+                other => other.map(|a| (true, a)),
+            };
+            Ok(match found {
+                Some((all, Admitted::Hits(hits))) => {
+                    let page = self.ranked(&hits, &params)?;
+                    Some((all, Admitted::Hits(hits), page))
+                }
+                Some((all, missing)) => Some((all, missing, None)),
+                None => None,
+            })
         })?;
-        Ok(out.map(|(all_terms, admitted)| match admitted {
+        Ok(out.map(|(all_terms, admitted, page)| match admitted {
             Admitted::Missing(ids) => (
                 ids,
                 all_terms,
@@ -593,10 +610,10 @@ impl KeywordIndex {
                 0,
                 false,
             ),
-            Admitted::Hits(hits, rows) => {
+            Admitted::Hits(hits) => {
                 let ids: Vec<i64> = hits.iter().map(|h| h.id).collect();
-                if rows.iter().any(|r| !r.ok) {
-                    return (
+                match page {
+                    None => (
                         Vec::new(),
                         all_terms,
                         ids,
@@ -605,20 +622,18 @@ impl KeywordIndex {
                         Vec::new(),
                         0,
                         true,
-                    );
+                    ),
+                    Some(page) => (
+                        Vec::new(),
+                        all_terms,
+                        ids,
+                        page.ranked.iter().map(|r| r.id).collect(),
+                        page.ranked.iter().map(|r| r.score).collect(),
+                        page.ranked.iter().map(|r| r.raw).collect(),
+                        page.hidden,
+                        false,
+                    ),
                 }
-                let refs: Vec<&RankRow> = rows.iter().collect();
-                let page = rank::rank(&hits, &refs, &params);
-                (
-                    Vec::new(),
-                    all_terms,
-                    ids,
-                    page.ranked.iter().map(|r| r.id).collect(),
-                    page.ranked.iter().map(|r| r.score).collect(),
-                    page.ranked.iter().map(|r| r.raw).collect(),
-                    page.hidden,
-                    false,
-                )
             }
         }))
     }

@@ -8,5 +8,6 @@ pub mod rank;
 pub mod tokenize;
 mod unicode61_tables;
 
+pub(crate) use index::FxMap;
 pub use index::{Hit, Index, Scope, NO_PROJECT};
 pub use tokenize::Tokenizer;
