@@ -55,6 +55,14 @@ candidates back from SQLite, the largest single part of its time. The change log
 every change of those columns too (schema: ``memories_log_rank``), and replaying it drops
 the memories it names, so the kept columns are SQLite's as of the log position the
 postings reflect.
+
+The native index keeps a copy of those columns too (``KeywordIndex.keep_ranks``, dropped
+with the Python copy), and ranks a keyword-only search beside them
+(:meth:`KeywordIndexer.page`, ``KeywordIndex.rank_page``): the plain AND/OR tiers, the
+filters the columns judge, the calibration, boosts, floors and order of
+``cortex.search.pipeline.Pipeline._rank``, with its constants passed in from Python, in
+one call after one check of the log position; only the page's rows are then read
+(tests/test_keyword_page.py holds it to the Python path).
 """
 
 from __future__ import annotations
