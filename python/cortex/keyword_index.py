@@ -377,15 +377,22 @@ class KeywordIndexer:
             drop(ids)
 
     def page(
-        self, terms: list[str], pool: int, opts: Any, allowed: Any, weights: dict[str, Any]
+        self,
+        terms: list[str],
+        pool: int,
+        opts: Any,
+        allowed: Any,
+        weights: tuple[Any, ...],
+        sectors: dict[str, float],
     ) -> KeywordPage | None:
         """The ranked candidates of a keyword-only search of the plain `terms` (stop words
         already dropped), ranked natively beside the kept columns (`KeywordIndex.
         rank_page`: what keyword.search's plain tiers and pipeline._rank give, the AND of
         the terms, else their OR); `weights` the ranking's constants and the options'
-        weights. One check of the log position for the whole search. None when this
-        path cannot answer (no index, filters the kept columns do not judge, a term FTS5
-        reads as a phrase, no plain-tier hit, a damaged row): the general path does."""
+        weights (rank_page's tuple), `sectors` the sector weights. One check of the log
+        position for the whole search. None when this path cannot answer (no index,
+        filters the kept columns do not judge, a term FTS5 reads as a phrase, no
+        plain-tier hit, a damaged row): the general path does."""
         if self._policy == "off" or self._closed or not self._keeps_ranks:
             return None
         if narrows_beyond_project(opts):
@@ -420,9 +427,8 @@ class KeywordIndexer:
             bound = sum(_idf(rows, n) for n in dfs)
             for _ in range(3):
                 out = index.rank_page(
-                    terms, pool, then_any=len(terms) > 1, allowed=allowed, projects=scope,
-                    wall=wall, include_superseded=bool(opts.include_superseded), bound=bound,
-                    prefilter=PREFILTER, max_fetch=NATIVE_MAX_FETCH, **weights,
+                    terms, pool, len(terms) > 1, bound, weights, sectors, allowed, scope, wall,
+                    bool(opts.include_superseded), PREFILTER, NATIVE_MAX_FETCH,
                 )  # fmt: skip
                 if out is None or not out[0]:
                     break

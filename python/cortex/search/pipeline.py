@@ -333,23 +333,15 @@ class Pipeline:
             return None
         if CODE_WEIGHT and opts.fusion is not Fusion.RRF and code.named_in_query(text):
             return None
-        weights = {
-            "now": now,
-            "day": DAY,
-            "ln2": LN2,
-            "slope": KEYWORD_SLOPE,
-            "recency_weight": opts.recency_weight,
-            "half_life_days": opts.half_life_days,
-            "decay_floor": DECAY_FLOOR,
-            "salience_weight": opts.salience_weight,
-            "superseded_factor": SUPERSEDED_FACTOR,
-            "min_confidence": opts.min_confidence,
-            "threshold": opts.threshold(Mode.KEYWORD),
-            "sectors": SECTOR_WEIGHTS if opts.sector_weights is None else dict(opts.sector_weights),
-            "ascending": opts.order is Order.ASC,
-        }
+        # KeywordIndex.rank_page's weights, in its order
+        weights = (
+            now, DAY, LN2, KEYWORD_SLOPE, opts.recency_weight, opts.half_life_days,
+            DECAY_FLOOR, opts.salience_weight, SUPERSEDED_FACTOR, opts.min_confidence,
+            opts.threshold(Mode.KEYWORD), opts.order is Order.ASC,
+        )  # fmt: skip
+        sectors = SECTOR_WEIGHTS if opts.sector_weights is None else dict(opts.sector_weights)
         allowed = self._store.allowed_ids(opts)
-        found = page_of(terms, pool, opts, allowed, weights)
+        found = page_of(terms, pool, opts, allowed, weights, sectors)
         if found is None:
             return None
         damaged: list[str] = []

@@ -78,13 +78,19 @@ class KeywordRetriever:
         return Leg(hits, list(found.notices), found.rewritten, list(found.terms), found.tier, found)
 
     def page(
-        self, terms: list[str], pool: int, opts: Options, allowed: Any, weights: dict[str, Any]
+        self,
+        terms: list[str],
+        pool: int,
+        opts: Options,
+        allowed: Any,
+        weights: tuple[Any, ...],
+        sectors: dict[str, float],
     ) -> KeywordPage | None:
         """A keyword-only search ranked beside the in-memory index (KeywordIndexer.page);
         None when the index cannot answer it (the general path does)."""
         if self._native is None:
             return None
-        return self._native.page(terms, pool, opts, allowed, weights)
+        return self._native.page(terms, pool, opts, allowed, weights, sectors)
 
     def absent(self, words: Sequence[str], opts: Options, allowed: Any = None) -> list[str]:
         """The `words` that no memory under `opts`'s filters holds as a word or a word's
