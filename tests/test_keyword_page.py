@@ -273,6 +273,7 @@ def test_page_rows_are_get_many_and_code_refs(tmp_path: Path, paths: _Paths) -> 
         assert refs == store.code_refs(ids[:25]) and len(refs) == 9
         assert [r.kind for r in refs[ids[0]]] == [r.kind for r in store.code_refs([ids[0]])[ids[0]]]
         opts = cortex.Options(mode="keyword", record=False, now=NOW, limit=30)
+        engine.search("warm", opts)  # builds the in-memory index (the first search waits)
         for q in ("deploy", "deploy references", "middleware note"):
             fast, slow = paths.both(engine, q, opts)
             assert fast == slow

@@ -317,6 +317,7 @@ class Pipeline:
         page_of = getattr(self._keyword, "page", None)
         if (
             page_of is None
+            or not getattr(self._keyword, "in_memory", False)  # FTS5 answers (one-shot CLI)
             or opts.order_by is not OrderBy.RELEVANCE
             or opts.explain
             or opts.token_budget is not None
