@@ -487,6 +487,11 @@ class KeywordIndexer:
                 self._start_background()
             if self._index is None:
                 return False
+        # the log's end alone first (one b-tree edge, ~2.5 us less): most searches find
+        # the index at it
+        top = self._store.query("SELECT COALESCE(MAX(seq), 0) FROM memory_changes")[0][0]
+        if top == self._seq:
+            return True
         top, oldest = self._log_bounds()
         if top == self._seq:
             return True
