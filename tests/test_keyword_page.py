@@ -222,6 +222,8 @@ def test_memory_of_and_result_of_make_what_the_constructors_make() -> None:
     values = (7, "text", "alpha", "a.md", 2, "semantic", "core", "s", "c", 0.4, 0.9,
               NOW, NOW, None, 3, None, NOW, 5, {"k": 1})  # fmt: skip
     assert memory_of(values) == Memory(*values)
+    with pytest.raises(ValueError, match="19 fields"):
+        memory_of(values[:-1])
     m = Memory(1, "x")
     made = Result.of(m, 0.5, 0.4, 0.0, 1.0, "snip", MatchType.BM25, (), None, False, None, 0,
                      None, None, {"code": []}, None)  # fmt: skip
