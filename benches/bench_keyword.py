@@ -125,7 +125,11 @@ def serve(db: Path, index: str, now: float) -> None:
 
     def one(q: str) -> list[Any]:
         found = engine.search(q, opts)
-        return [[(r.memory.id, round(r.score, 9)) for r in found], list(found.suggestions)]
+        return [
+            [(r.memory.id, round(r.score, 9)) for r in found],
+            list(found.suggestions),
+            [found.total, found.hidden],
+        ]
 
     for line in sys.stdin:
         print(json.dumps(timed_round(one, json.loads(line))), flush=True)

@@ -1,5 +1,6 @@
 //! Thin pyo3 wrapper of the in-memory keyword index (`crate::keyword`): validate and
 //! copy arguments with the GIL held, tokenize and search with it released.
+use std::collections::HashMap;
 use std::sync::RwLock;
 
 use numpy::{PyArray1, PyArrayMethods};
@@ -7,7 +8,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString};
 
 use crate::errors::{Error, Result};
-use crate::keyword::{tokenize, Index, Scope};
+use crate::keyword::rank::{self, Admit, Params, RankRow};
+use crate::keyword::{tokenize, FxMap, Hit, Index, Scope};
 
 /// Threads that tokenize one `add` (when it holds enough text to pay for a second).
 const ADD_THREADS: usize = 2;
@@ -92,6 +94,47 @@ type Pair<'py> = (Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<f64>>);
 #[pyclass(module = "cortex._native", frozen)]
 pub struct KeywordIndex {
     inner: RwLock<Index>,
+    /// The ranking columns kept for memories searches returned (None: deleted or
+    /// missing), in step with cortex.keyword_index.KeywordIndexer's own copy; not saved.
+    ranks: RwLock<FxMap<i64, Option<RankRow>>>,
+}
+
+/// The columns of one kept row as Python passes them: (created, confidence, salience,
+/// sector, dated, superseded, project, ok), or None for a deleted memory.
+type RowArg = Option<(
+    f64,
+    f64,
+    f64,
+    Option<String>,
+    bool,
+    bool,
+    Option<String>,
+    bool,
+)>;
+
+/// What rank_page ranks with, positionally (one tuple: keyword arguments cost ~0.3 us
+/// each to match): (now, day, ln2, keyword slope, recency weight, half-life in days,
+/// decay floor, salience weight, superseded factor, min confidence, threshold, ascending).
+type Weights = (f64, f64, f64, f64, f64, f64, f64, f64, f64, f64, f64, bool);
+
+/// What rank_page answers: (memories whose columns are not kept, whether the AND of
+/// the terms answered, the admitted hits' ids in BM25 order, ranked ids, their scores,
+/// their BM25, hidden, damaged).
+type PageOut = (
+    Vec<i64>,
+    bool,
+    Vec<i64>,
+    Vec<i64>,
+    Vec<f64>,
+    Vec<f64>,
+    usize,
+    bool,
+);
+
+/// The admitted hits of one search, or the ids whose columns must be read first.
+enum Admitted {
+    Missing(Vec<i64>),
+    Hits(Vec<Hit>),
 }
 
 impl KeywordIndex {
@@ -101,6 +144,56 @@ impl KeywordIndex {
             .read()
             .map_err(|_| Error::State("keyword index lock poisoned".into()))?;
         Ok(f(&g))
+    }
+    fn new_with(ix: Index) -> Self {
+        KeywordIndex {
+            inner: RwLock::new(ix),
+            ranks: RwLock::new(FxMap::default()),
+        }
+    }
+    fn ranks_write<T>(&self, f: impl FnOnce(&mut FxMap<i64, Option<RankRow>>) -> T) -> Result<T> {
+        let mut g = self
+            .ranks
+            .write()
+            .map_err(|_| Error::State("keyword index lock poisoned".into()))?;
+        Ok(f(&mut g))
+    }
+    /// Of `hits` (best first), those whose kept columns `admit` passes; or the hits
+    /// whose columns are not kept.
+    fn admitted(&self, hits: Vec<Hit>, admit: &Admit<'_>) -> Result<Admitted> {
+        let g = self
+            .ranks
+            .read()
+            .map_err(|_| Error::State("keyword index lock poisoned".into()))?;
+        let missing: Vec<i64> = hits
+            .iter()
+            .filter(|h| !g.contains_key(&h.id))
+            .map(|h| h.id)
+            .collect();
+        if !missing.is_empty() {
+            return Ok(Admitted::Missing(missing));
+        }
+        Ok(Admitted::Hits(
+            hits.into_iter()
+                .filter(|h| matches!(g.get(&h.id), Some(Some(row)) if admit.admits(row)))
+                .collect(),
+        ))
+    }
+    /// `rank::rank` of admitted `hits` over their kept columns (None: a row is damaged
+    /// or no longer kept; rank in Python).
+    fn ranked(&self, hits: &[Hit], params: &Params) -> Result<Option<rank::Page>> {
+        let g = self
+            .ranks
+            .read()
+            .map_err(|_| Error::State("keyword index lock poisoned".into()))?;
+        let mut rows = Vec::with_capacity(hits.len());
+        for h in hits {
+            match g.get(&h.id) {
+                Some(Some(row)) if row.ok => rows.push(row),
+                _ => return Ok(None),
+            }
+        }
+        Ok(Some(rank::rank(hits, &rows, params)))
     }
     fn write<T>(&self, f: impl FnOnce(&mut Index) -> T) -> Result<T> {
         let mut g = self
@@ -115,9 +208,7 @@ impl KeywordIndex {
 impl KeywordIndex {
     #[new]
     fn new() -> Self {
-        KeywordIndex {
-            inner: RwLock::new(Index::new()),
-        }
+        KeywordIndex::new_with(Index::new())
     }
 
     /// Insert documents: `ids` int64 (n,), `texts` a list of n str, `projects` a list
@@ -245,12 +336,7 @@ impl KeywordIndex {
         let (ix, tag) = py
             .detach(|| Index::from_bytes(data))
             .map_err(|e| Error::Format(format!("keyword index: {e}")))?;
-        Ok((
-            KeywordIndex {
-                inner: RwLock::new(ix),
-            },
-            tag,
-        ))
+        Ok((KeywordIndex::new_with(ix), tag))
     }
 
     /// (index, tag) from a file `to_bytes` wrote, read through a memory map (no copy of
@@ -268,12 +354,7 @@ impl KeywordIndex {
                 unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io("map", &path, e))?;
             Index::from_bytes(&map).map_err(|e| Error::Format(format!("keyword index: {e}")))
         })?;
-        Ok((
-            KeywordIndex {
-                inner: RwLock::new(ix),
-            },
-            tag,
-        ))
+        Ok((KeywordIndex::new_with(ix), tag))
     }
 
     /// The index terms of `text`, in order, exactly as FTS5 `porter unicode61
@@ -352,6 +433,215 @@ impl KeywordIndex {
         let ids: Vec<i64> = hits.iter().map(|h| h.id).collect();
         let scores: Vec<f64> = hits.iter().map(|h| h.score).collect();
         Ok((PyArray1::from_vec(py, ids), PyArray1::from_vec(py, scores)))
+    }
+
+    /// Keep the ranking columns of memories: `rows` a list of (memory id, columns or
+    /// None for a deleted or missing memory); see `RowArg` for the columns' order.
+    fn keep_ranks(&self, rows: Vec<(i64, RowArg)>) -> PyResult<()> {
+        Ok(self.ranks_write(|g| {
+            for (id, cols) in rows {
+                let row = cols.map(
+                    |(created, confidence, salience, sector, dated, superseded, project, ok)| {
+                        RankRow {
+                            created,
+                            confidence,
+                            salience,
+                            sector,
+                            dated,
+                            superseded,
+                            project,
+                            ok,
+                        }
+                    },
+                );
+                g.insert(id, row);
+            }
+        })?)
+    }
+
+    /// Forget the kept columns of `ids` (they changed), or of every memory (None).
+    #[pyo3(signature = (ids = None))]
+    fn drop_ranks(&self, ids: Option<Vec<i64>>) -> PyResult<()> {
+        Ok(self.ranks_write(|g| match ids {
+            Some(ids) => {
+                for i in ids {
+                    g.remove(&i);
+                }
+            }
+            None => g.clear(),
+        })?)
+    }
+
+    /// The ranked page of a keyword-only search (keyword._latin's plain tiers and
+    /// pipeline._rank, in Rust): the top `pool` memories holding every one of `terms`
+    /// (then, with `then_any`, when none is admitted, any of them) that the kept columns
+    /// admit (not superseded unless `include_superseded`, in `wall` when given),
+    /// restricted to `allowed` (sorted ids) when given, else fetched `prefilter` times
+    /// deeper while filters leave the pool short; calibrated against `bound`, boosted
+    /// with `weights` (see `Weights`) and the `sectors`' weights, held to the threshold
+    /// and the minimum confidence, ordered by score then id (reversed when ascending).
+    ///
+    /// Returns (missing, all_terms, hits, ids, scores, raw, hidden, damaged): `missing`
+    /// the hits whose columns are not kept (keep them and ask again; the rest is empty
+    /// then), `all_terms` whether the AND answered, `hits` the admitted hits' ids in
+    /// BM25 order, `ids`/`scores`/`raw` the ranked memories, `hidden` how many missed a
+    /// floor, `damaged` whether an admitted hit's columns failed validation (rank in
+    /// Python, which names it). None when the filters reject so many hits that FTS5
+    /// should answer (deeper than `max_fetch`).
+    #[pyo3(signature = (terms, pool, then_any, bound, weights, sectors, allowed = None,
+        projects = None, wall = None, include_superseded = false, prefilter = 4,
+        max_fetch = 8192))]
+    #[allow(clippy::too_many_arguments)]
+    fn rank_page(
+        &self,
+        py: Python<'_>,
+        terms: &Bound<'_, PyAny>,
+        pool: usize,
+        then_any: bool,
+        bound: f64,
+        weights: Weights,
+        sectors: HashMap<String, f64>,
+        allowed: Option<&Bound<'_, PyAny>>,
+        projects: Option<&Bound<'_, PyAny>>,
+        wall: Option<Vec<String>>,
+        include_superseded: bool,
+        prefilter: usize,
+        max_fetch: usize,
+    ) -> PyResult<Option<PageOut>> {
+        if pool == 0 || prefilter < 2 {
+            return Err(Error::Invalid(format!(
+                "pool must be >= 1 and prefilter >= 2, got {pool} and {prefilter}"
+            ))
+            .into());
+        }
+        let words = str_list(terms, "terms")?;
+        let phrases = query_terms_of(&words).map_err(|(i, n)| {
+            Error::Invalid(format!(
+                "query word {:?} gives {n} index terms, not one: run this query on FTS5",
+                words[i]
+            ))
+        })?;
+        let allowed = allowed.map(|a| i64_array(a, "allowed")).transpose()?;
+        let names = projects.map(|p| str_list(p, "projects")).transpose()?;
+        let (
+            now,
+            day,
+            ln2,
+            slope,
+            recency_weight,
+            half_life_days,
+            decay_floor,
+            salience_weight,
+            superseded_factor,
+            min_confidence,
+            threshold,
+            ascending,
+        ) = weights;
+        let params = Params {
+            now,
+            day,
+            ln2,
+            slope,
+            bound,
+            recency_weight,
+            half_life_days,
+            decay_floor,
+            salience_weight,
+            superseded_factor,
+            min_confidence,
+            threshold,
+            sectors,
+            ascending,
+        };
+        let admit = Admit {
+            include_superseded,
+            projects: wall.as_deref(),
+        };
+        let out = py.detach(|| -> Result<Option<(bool, Admitted, Option<rank::Page>)>> {
+            let refs: Vec<&[u8]> = phrases.iter().map(Vec::as_slice).collect();
+            let tier = |require_all: bool| -> Result<Option<Admitted>> {
+                let search = |k: usize, allowed: Option<&[i64]>| {
+                    self.read(|ix| {
+                        let scope = scope_of(ix, names.as_deref());
+                        ix.search(&refs, k, require_all, allowed, scope.as_ref())
+                    })
+                };
+                if let Some(a) = allowed.as_deref() {
+                    if a.is_empty() {
+                        return Ok(Some(Admitted::Hits(Vec::new())));
+                    }
+                    return self.admitted(search(pool, Some(a))?, &admit).map(Some);
+                }
+                // keyword._native: the pool, then deeper while the filters leave it short
+                let mut fetch = pool;
+                while fetch <= max_fetch {
+                    let hits = search(fetch, None)?;
+                    let fetched = hits.len();
+                    match self.admitted(hits, &admit)? {
+                        Admitted::Hits(mut kept) => {
+                            if kept.len() >= pool || fetched < fetch {
+                                kept.truncate(pool);
+                                return Ok(Some(Admitted::Hits(kept)));
+                            }
+                        }
+                        missing => return Ok(Some(missing)),
+                    }
+                    fetch = fetch.saturating_mul(prefilter);
+                }
+                Ok(None)
+            };
+            let found = match tier(true)? {
+                Some(Admitted::Hits(h)) if h.is_empty() && then_any => {
+                    tier(false)?.map(|a| (false, a))
+                }
+                other => other.map(|a| (true, a)),
+            };
+            Ok(match found {
+                Some((all, Admitted::Hits(hits))) => {
+                    let page = self.ranked(&hits, &params)?;
+                    Some((all, Admitted::Hits(hits), page))
+                }
+                Some((all, missing)) => Some((all, missing, None)),
+                None => None,
+            })
+        })?;
+        Ok(out.map(|(all_terms, admitted, page)| match admitted {
+            Admitted::Missing(ids) => (
+                ids,
+                all_terms,
+                Vec::new(),
+                Vec::new(),
+                Vec::new(),
+                Vec::new(),
+                0,
+                false,
+            ),
+            Admitted::Hits(hits) => {
+                let ids: Vec<i64> = hits.iter().map(|h| h.id).collect();
+                match page {
+                    None => (
+                        Vec::new(),
+                        all_terms,
+                        ids,
+                        Vec::new(),
+                        Vec::new(),
+                        Vec::new(),
+                        0,
+                        true,
+                    ),
+                    Some(page) => (
+                        Vec::new(),
+                        all_terms,
+                        ids,
+                        page.ranked.iter().map(|r| r.id).collect(),
+                        page.ranked.iter().map(|r| r.score).collect(),
+                        page.ranked.iter().map(|r| r.raw).collect(),
+                        page.hidden,
+                        false,
+                    ),
+                }
+            }
+        }))
     }
 
     fn __repr__(&self) -> String {

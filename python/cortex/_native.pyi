@@ -156,6 +156,35 @@ class KeywordIndex:
     def total_tokens(self) -> int: ...
     def df(self, term: str, projects: list[str] | None = None) -> int: ...
     def holding(self, words: list[str], ids: list[int]) -> list[bool | None]: ...
+    def keep_ranks(
+        self,
+        rows: list[
+            tuple[
+                int,
+                tuple[float, float, float, str | None, bool, bool, str | None, bool] | None,
+            ]
+        ],
+    ) -> None: ...
+    def drop_ranks(self, ids: list[int] | None = None) -> None: ...
+    def rank_page(
+        self,
+        terms: list[str],
+        pool: int,
+        then_any: bool,
+        bound: float,
+        weights: tuple[
+            float, float, float, float, float, float, float, float, float, float, float, bool
+        ],
+        sectors: dict[str, float],
+        allowed: npt.NDArray[np.int64] | None = None,
+        projects: list[str] | None = None,
+        wall: list[str] | None = None,
+        include_superseded: bool = False,
+        prefilter: int = 4,
+        max_fetch: int = 8192,
+    ) -> (
+        tuple[list[int], bool, list[int], list[int], list[float], list[float], int, bool] | None
+    ): ...
     def memory_bytes(self) -> int: ...
     def to_bytes(self, tag: int) -> bytes: ...
     @staticmethod

@@ -658,6 +658,20 @@ def positive_phrases(expression: str, *, initial: bool = False) -> list[str]:
     return out
 
 
+def plain_terms(text: str) -> list[str] | None:
+    """The terms `_latin`'s plain tiers (AND, then OR) search for `text` (stop words and
+    question words dropped unless nothing else is left); None when `text` is FTS5 syntax,
+    CJK or holds no words (another tier answers it)."""
+    if _SYNTAX.search(text) or has_cjk(text):
+        return None
+    terms = _terms(text)
+    if not terms:
+        return None
+    return (
+        [t for t in terms if t not in DROPPED] or [t for t in terms if t not in STOPWORDS] or terms
+    )
+
+
 def _latin(
     store: Store,
     text: str,

@@ -55,6 +55,14 @@ candidates back from SQLite, the largest single part of its time. The change log
 every change of those columns too (schema: ``memories_log_rank``), and replaying it drops
 the memories it names, so the kept columns are SQLite's as of the log position the
 postings reflect.
+
+The native index keeps a copy of those columns too (``KeywordIndex.keep_ranks``, dropped
+with the Python copy), and ranks a keyword-only search beside them
+(:meth:`KeywordIndexer.page`, ``KeywordIndex.rank_page``): the plain AND/OR tiers, the
+filters the columns judge, the calibration, boosts, floors and order of
+``cortex.search.pipeline.Pipeline._rank``, with its constants passed in from Python, in
+one call after one check of the log position; only the page's rows are then read
+(tests/test_keyword_page.py holds it to the Python path).
 """
 
 from __future__ import annotations
@@ -66,13 +74,15 @@ import threading
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from cortex._lazy import LazyModule
 from cortex.errors import CortexError, IndexFormatError, InvalidOptionError, StorageError
-from cortex.ranking import RANK_COLUMNS, RankInfo
+from cortex.filters import narrows_beyond_project, project_ids, projects_of
+from cortex.keyword import NATIVE_MAX_FETCH, PREFILTER, Scope, _idf, quote
+from cortex.ranking import RANK_COLUMNS, RankInfo, is_dated
 from cortex.store import Store
-from cortex.validate import checked
+from cortex.validate import checked, rank_info_ok
 
 if TYPE_CHECKING:
     import numpy as np
@@ -98,6 +108,39 @@ SAVED_MIN = 1_000_000
 #: Memories whose ranking columns are kept (~0.3 kB each); past this many they are
 #: dropped and read again as searches need them.
 RANKS_KEPT = 65_536
+
+
+class KeywordPage(NamedTuple):
+    """The ranked candidates of a keyword-only search (KeywordIndexer.page): the plain
+    tier's expression and terms, the terms a hit holds, the admitted hits (BM25 order),
+    the BM25 bound, and every memory
+    that cleared the floors in order (ids, final scores, BM25, kept ranking columns),
+    with the number that did not (`hidden`)."""
+
+    expression: str
+    terms: list[str]
+    held: list[str]
+    hits: list[int]
+    bound: float
+    ids: list[int]
+    scores: list[float]
+    raw: list[float]
+    infos: list[RankInfo]
+    hidden: int
+
+
+def _row_of(info: RankInfo | None) -> tuple[Any, ...] | None:
+    """A kept row as KeywordIndex.keep_ranks takes it: (created, confidence, salience,
+    sector, dated, superseded, project, passes rank_info_ok)."""
+    if info is None:
+        return None
+    ok = rank_info_ok(info)
+    if not ok:  # only `ok` is read of a damaged row: any numbers stand in for the rest
+        return (0.0, 0.0, 0.0, None, False, False, None, False)
+    return (
+        info.created_at, info.confidence, info.salience, info.sector,
+        is_dated(info.source_path), bool(info.superseded), info.project, True,
+    )  # fmt: skip
 
 
 class KeywordIndexer:
@@ -289,7 +332,7 @@ class KeywordIndexer:
             missing = [i for i in ids if i not in ranks]
             if missing:
                 if len(ranks) + len(missing) > RANKS_KEPT:
-                    ranks.clear()
+                    self._forget_ranks(None)
                     missing = list(ids)
                 self._read_ranks(missing)
             out: dict[int, RankInfo] = {}
@@ -304,7 +347,8 @@ class KeywordIndexer:
             return out
 
     def _read_ranks(self, ids: list[int]) -> None:
-        """Keep the ranking columns of `ids` (None for those deleted or missing)."""
+        """Keep the ranking columns of `ids` (None for those deleted or missing), here
+        and in the native index (which ranks keyword-only searches with them, `page`)."""
         ranks = self._ranks
         for start in range(0, len(ids), 500):
             part = ids[start : start + 500]
@@ -317,6 +361,98 @@ class KeywordIndexer:
                 part,
             ):
                 ranks[int(i)] = checked(RankInfo(*rest))  # checked once, not every search
+        keep = getattr(self._index, "keep_ranks", None)
+        if keep is not None:
+            keep([(i, _row_of(ranks[i])) for i in ids])
+
+    def _forget_ranks(self, ids: list[int] | None) -> None:
+        """Drop the kept columns of `ids` (None: of every memory), here and natively."""
+        if ids is None:
+            self._ranks.clear()
+        else:
+            for i in ids:
+                self._ranks.pop(i, None)
+        drop = getattr(self._index, "drop_ranks", None)
+        if drop is not None:
+            drop(ids)
+
+    def page(
+        self,
+        terms: list[str],
+        pool: int,
+        opts: Any,
+        allowed: Any,
+        weights: tuple[Any, ...],
+        sectors: dict[str, float],
+    ) -> KeywordPage | None:
+        """The ranked candidates of a keyword-only search of the plain `terms` (stop words
+        already dropped), ranked natively beside the kept columns (`KeywordIndex.
+        rank_page`: what keyword.search's plain tiers and pipeline._rank give, the AND of
+        the terms, else their OR); `weights` the ranking's constants and the options'
+        weights (rank_page's tuple), `sectors` the sector weights. One check of the log
+        position for the whole search. None when this path cannot answer (no index,
+        filters the kept columns do not judge, a term FTS5 reads as a phrase, no
+        plain-tier hit, a damaged row): the general path does."""
+        if self._policy == "off" or self._closed or not self._keeps_ranks:
+            return None
+        if narrows_beyond_project(opts):
+            return None
+        try:
+            from cortex._native import KeywordIndex
+        except ImportError:
+            return None
+        stems = KeywordIndex.query_terms(terms)
+        if stems is None:
+            return None
+        projects = projects_of(opts)
+        walled = project_ids(opts)
+        wall = list(walled) if walled is not None else None
+        scoped = projects if projects is not None and Scope.supported(self._store) else None
+        scope = list(projects) if projects is not None else None
+        if allowed is not None:
+            allowed = np.asarray(allowed, dtype=np.int64)
+        with self._lock:
+            if not self._current():
+                return None
+            index = self._index
+            if not hasattr(index, "rank_page"):  # an older extension
+                return None
+            # keyword._bound over the index's counts: the sum of the terms' IDFs
+            if scoped is None:
+                rows, dfs = len(index), [index.df(t) for t in stems]
+            else:
+                names = list(scoped)
+                rows = int(index.stats(names)[0])
+                dfs = [index.df(t, names) for t in stems]
+            bound = sum(_idf(rows, n) for n in dfs)
+            for _ in range(3):
+                out = index.rank_page(
+                    terms, pool, len(terms) > 1, bound, weights, sectors, allowed, scope, wall,
+                    bool(opts.include_superseded), PREFILTER, NATIVE_MAX_FETCH,
+                )  # fmt: skip
+                if out is None or not out[0]:
+                    break
+                missing = out[0]
+                if len(self._ranks) + len(missing) > RANKS_KEPT:
+                    self._forget_ranks(None)
+                self._read_ranks(missing)
+            else:
+                return None
+            if out is None or out[7] or not out[2]:
+                return None  # FTS5 answers, a damaged row to name, or no plain-tier hit
+            _, all_terms, hits, ids, scores, raw, hidden, _ = out
+            quoted = [quote(t) for t in terms]
+            if all_terms:
+                expression, held = " ".join(quoted), list(terms)
+            else:
+                expression = " OR ".join(quoted)
+                found = index.holding(terms, hits)
+                held = [t for t, h in zip(terms, found, strict=True) if h]
+            ranks = cast(dict[int, RankInfo], self._ranks)  # admitted: all kept, live
+            return KeywordPage(
+                expression, list(terms), held, hits, bound, ids, scores, raw,
+                [ranks[i] for i in ids], hidden,
+            )  # fmt: skip
 
     def rescore(
         self, words: list[str], ids: list[int], projects: tuple[str, ...] | None = None
@@ -351,6 +487,11 @@ class KeywordIndexer:
                 self._start_background()
             if self._index is None:
                 return False
+        # the log's end alone first (one b-tree edge, ~2.5 us less): most searches find
+        # the index at it
+        top = self._store.query("SELECT COALESCE(MAX(seq), 0) FROM memory_changes")[0][0]
+        if top == self._seq:
+            return True
         top, oldest = self._log_bounds()
         if top == self._seq:
             return True
@@ -363,8 +504,8 @@ class KeywordIndexer:
             if self._policy == "auto":
                 self._start_background()
             return False
-        for i in self._replay(self._index, self._seq, top):
-            self._ranks.pop(i, None)  # its ranking columns may have changed too
+        # their ranking columns may have changed too
+        self._forget_ranks(self._replay(self._index, self._seq, top))
         self._seq = top
         return True
 

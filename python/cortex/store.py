@@ -21,13 +21,14 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from cortex import validate
 from cortex.code import CodeRef, refs_of, write_refs
 from cortex.errors import DamagedRowError, InvalidOptionError, NotFoundError, StorageError
-from cortex.result import Memory, from_epoch
+from cortex.result import Memory, from_epoch, memory_of
 
 __all__ = ["SCHEMA_VERSION", "MemoryInput", "Store", "SyncCounts", "content_hash", "has_cjk"]
 
@@ -709,6 +710,10 @@ _MEMORY_COLUMNS = (
 )
 
 
+#: _MEMORY_COLUMNS of the alias m (Store.page_rows joins another table).
+_PAGE_COLUMNS = ", ".join("m." + c.strip() for c in _MEMORY_COLUMNS.split(","))
+
+
 def row_to_memory(row: Sequence[Any]) -> Memory:
     """A Memory from a row selected with `_MEMORY_COLUMNS` (in that order).
 
@@ -716,6 +721,36 @@ def row_to_memory(row: Sequence[Any]) -> Memory:
     not a JSON object: written by an older cortex or another tool) raises DamagedRowError
     naming the memory, never a raw exception: readers skip it or report it.
     """
+    (i, project, content, path, chunk, sector, tier, scope, category, salience, confidence,
+     created, updated, valid, by, deleted, accessed, count, raw) = row  # fmt: skip
+    if (  # what cortex writes, checked without a call per column (a page reads 20 rows)
+        type(content) is str
+        and (project is None or type(project) is str)
+        and type(salience) is float
+        and type(confidence) is float
+        and type(created) is float
+        and type(updated) is float
+        and valid is None
+        and deleted is None
+        and (accessed is None or type(accessed) is float)
+        and (not raw or raw == "{}")
+    ):
+        try:
+            return memory_of((
+                i, content, project, path, chunk, sector, tier, scope, category, salience,
+                confidence, _utc(created, UTC), _utc(updated, UTC), None, by, None,
+                None if accessed is None else _utc(accessed, UTC), count, {},
+            ))  # fmt: skip
+        except (ValueError, OverflowError, OSError):
+            pass  # a date out of range: the checked path names the damage
+    return _checked_row_to_memory(row)
+
+
+_utc = datetime.fromtimestamp
+
+
+def _checked_row_to_memory(row: Sequence[Any]) -> Memory:
+    """row_to_memory, each column checked and converted on its own."""
     try:
         raw = row[18]
         metadata = {} if not raw or raw == "{}" else json.loads(raw)  # most hold none
@@ -1030,6 +1065,9 @@ class Store:
         ``PRAGMA data_version``): a search then skips the statements that read them for
         its page (most stores have no facts or relations, many no sessions)."""
         conn = self.conn
+        steady = getattr(self._local, "steady", None)
+        if steady and steady[0] is conn:
+            return table in steady[1]
         try:
             key = (conn.total_changes, conn.execute("PRAGMA data_version").fetchone()[0])
             known = getattr(self._local, "empty", None)
@@ -1040,7 +1078,23 @@ class Store:
                 self._local.empty = known
         except sqlite3.DatabaseError:  # an old file read-only lacks one: read them as before
             return False
+        if steady is not None:
+            self._local.steady = (conn, known[2])
         return table in known[2]
+
+    @contextmanager
+    def steady(self) -> Iterator[None]:
+        """Within, `empty` probes once for the calling thread (a search's reads of its
+        page ask it four to five times, ~3 us a probe): the tables' emptiness as the
+        first read saw it."""
+        outer = getattr(self._local, "steady", None)
+        if outer is None:
+            self._local.steady = ()
+        try:
+            yield
+        finally:
+            if outer is None:
+                self._local.steady = None
 
     def close_thread_connection(self) -> None:
         """Close the calling thread's connection, if it has one (a worker thread that is
@@ -1645,6 +1699,38 @@ class Store:
                     if damaged is not None:
                         damaged.append(row[0])
         return out
+
+    def page_rows(
+        self, ids: Sequence[int], *, damaged: list[int] | None = None
+    ) -> tuple[dict[int, Memory], dict[int, list[CodeRef]]]:
+        """get_many and code_refs of a search's page in one statement: the memories of
+        `ids` (a damaged row left out and named in `damaged`) and their code references
+        (in the order code_refs gives)."""
+        if not ids or self.empty("memory_code"):
+            return self.get_many(ids, damaged=damaged), {}
+        memories: dict[int, Memory] = {}
+        refs: dict[int, list[CodeRef]] = {}
+        for start in range(0, len(ids), 500):
+            part = list(ids[start : start + 500])
+            marks = ",".join("?" * len(part))
+            last = None
+            for row in self.query(
+                f"SELECT {_PAGE_COLUMNS}, c.ref, c.kind, c.line FROM memories m"
+                f" LEFT JOIN memory_code c ON c.memory_id = m.id WHERE m.id IN ({marks})"
+                " ORDER BY m.id, c.rowid",
+                part,
+            ):
+                i = row[0]
+                if i != last:
+                    last = i
+                    try:
+                        memories[i] = row_to_memory(row[:19])
+                    except DamagedRowError:
+                        if damaged is not None:
+                            damaged.append(i)
+                if row[19] is not None:
+                    refs.setdefault(int(i), []).append(CodeRef(row[19], row[20], row[21]))
+        return memories, refs
 
     # ---------------------------------------------------------------- search reads
     # The statements the search pipeline runs outside the keyword tiers (which are FTS5's

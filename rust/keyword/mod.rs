@@ -4,8 +4,10 @@
 //! Pure Rust, no pyo3; `py_keyword.rs` wraps it.
 pub mod index;
 pub mod porter;
+pub mod rank;
 pub mod tokenize;
 mod unicode61_tables;
 
+pub(crate) use index::FxMap;
 pub use index::{Hit, Index, Scope, NO_PROJECT};
 pub use tokenize::Tokenizer;

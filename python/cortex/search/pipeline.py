@@ -24,6 +24,8 @@ from cortex.interpret import interpret
 from cortex.log import get_logger
 from cortex.options import Fusion, Mode, Options, Order, OrderBy, TimeFilter
 from cortex.ranking import (
+    DAY,
+    LN2,
     SECTOR_WEIGHTS,
     Candidate,
     effective_confidence,
@@ -37,6 +39,7 @@ from cortex.ranking import (
 from cortex.result import Fact, MatchType, Result, Results, from_epoch, iso
 from cortex.search import pages
 from cortex.search.hits import (
+    KEYWORD_SLOPE,
     SEMANTIC_MID,
     SEMANTIC_SLOPE,
     KeywordRetriever,
@@ -254,6 +257,10 @@ class Pipeline:
         shown = query if query is not None else text
         if not text.strip():  # nothing but time words: the window's memories, newest first
             return self._browse(shown, opts, now, pool)
+        if window is None and opts.mode is Mode.KEYWORD:
+            fast = self._keyword_page(text, shown, opts, now, pool)
+            if fast is not None:
+                return fast
         t0 = time.perf_counter()
         p, kw, sem, mode, candidates, notices, allowed = self._candidates(text, opts, pool)
         t1 = time.perf_counter()
@@ -297,6 +304,118 @@ class Pipeline:
                 (t1 - t0) * 1e3, (time.perf_counter() - t0) * 1e3,
             )  # fmt: skip
         return results
+
+    def _keyword_page(
+        self, text: str, shown: str, opts: Options, now: float, pool: int
+    ) -> Results | None:
+        """A keyword-only search ranked beside the in-memory index (KeywordIndexer.page:
+        the keyword tiers' plain AND/OR and `_rank`, natively), its page read in one
+        statement: the same answer as the general path, without a Candidate per
+        candidate. None when the search needs the general path: filters beyond the
+        project, FTS5 syntax, CJK, a file named, facts, explain, a token budget, context
+        or threads, an order other than relevance, no plain-tier hit."""
+        page_of = getattr(self._keyword, "page", None)
+        if (
+            page_of is None
+            or not getattr(self._keyword, "in_memory", False)  # FTS5 answers (one-shot CLI)
+            or opts.order_by is not OrderBy.RELEVANCE
+            or opts.explain
+            or opts.token_budget is not None
+            or opts.context
+            or opts.thread
+            or filters.narrows_beyond_project(opts)
+        ):
+            return None
+        # plan() of a keyword-mode search of plain text (no FTS5 syntax, no CJK: else
+        # plain_terms is None): the keyword leg alone, unconstrained, no notices
+        text = clean(text)
+        terms = keyword.plain_terms(text)
+        if terms is None:
+            return None
+        if CODE_WEIGHT and opts.fusion is not Fusion.RRF and code.named_in_query(text):
+            return None
+        # KeywordIndex.rank_page's weights, in its order
+        weights = (
+            now, DAY, LN2, KEYWORD_SLOPE, opts.recency_weight, opts.half_life_days,
+            DECAY_FLOOR, opts.salience_weight, SUPERSEDED_FACTOR, opts.min_confidence,
+            opts.threshold(Mode.KEYWORD), opts.order is Order.ASC,
+        )  # fmt: skip
+        sectors = SECTOR_WEIGHTS if opts.sector_weights is None else dict(opts.sector_weights)
+        allowed = self._store.allowed_ids(opts)
+        found = page_of(terms, pool, opts, allowed, weights, sectors)
+        if found is None:
+            return None
+        damaged: list[str] = []
+        with self._store.steady():
+            if self._store.facts_for(found.hits, damaged) or damaged:
+                return None  # effective confidence from facts: the general path
+            # (`_narrow` never applies here: its filters are beyond the project)
+            results, damaged = self._page(found, opts)
+        notices: list[str] = []
+        _damage_notice(damaged, notices)
+        results.query, results.mode, results.hidden = shown, str(Mode.KEYWORD), found.hidden
+        results.rewritten = found.expression
+        if opts.approximate:
+            results.approximate = _approximate(None, notices)
+        results._held = tuple(found.held)
+        if not results and found.hidden:
+            notices.append(
+                f"nothing passed the thresholds: {found.hidden} match(es) scored below"
+                f" min_score {opts.threshold(Mode.KEYWORD)} or min_confidence"
+                f" {opts.min_confidence}"
+            )
+        if self._store.notice is not None:
+            notices.append(self._store.notice)
+        self._record(results, opts, notices)
+        results.notices = tuple(notices)
+        return results
+
+    def _page(self, found: Any, opts: Options) -> tuple[Results, list[str]]:
+        """The Results of a natively ranked keyword search (`found`, a KeywordPage): the
+        page's rows read in one statement (a row that cannot be read is skipped and the
+        next takes its place, as `_finish` does), enriched; aggregations when read."""
+        ranked, end = found.ids, opts.offset + opts.limit
+        sessions = self._store.sessions_of(ranked)
+        top: list[int] = []  # positions in `ranked` of the page's readable rows
+        memories: dict[int, Any] = {}
+        refs: dict[int, Any] = {}
+        bad: list[int] = []
+        start = opts.offset
+        while len(top) < opts.limit and start < len(ranked):
+            stop = start + opts.limit - len(top)
+            rows, found_refs = self._store.page_rows(ranked[start:stop], damaged=bad)
+            memories.update(rows)
+            refs.update(found_refs)
+            top.extend(k for k in range(start, min(stop, len(ranked))) if ranked[k] in memories)
+            start = stop
+        marker = keyword.highlighter(found.terms) if found.terms else None
+        ids = [ranked[k] for k in top]
+        extra = recall.enrichment(self._store, [memories[i] for i in ids])
+        bound, exp, slope = found.bound, math.exp, -KEYWORD_SLOPE
+        scores, raw, infos = found.scores, found.raw, found.infos
+        out = []
+        for k in top:
+            i = ranked[k]
+            memory = memories[i]
+            # hits.keyword_score(raw / bound), as the keyword leg computes it
+            bm25 = 1.0 - exp(slope * max(0.0, raw[k] / bound)) if bound > 0 else 0.0
+            out.append(
+                Result.of(
+                    memory, scores[k], bm25, 0.0, infos[k].confidence,
+                    partial(keyword.text_snippet, memory.content, marker), MatchType.BM25, (),
+                    extra.source_session.get(i), memory.superseded_by is not None,
+                    extra.superseded_by.get(i), extra.related.get(i, 0), None, None,
+                    {"code": [r.to_dict() for r in refs.get(i, ())]}, None,
+                )
+            )  # fmt: skip
+        results = Results(out, total=len(ranked), has_more=len(ranked) > end)
+
+        def aggregations() -> dict[str, Any]:
+            kept = [Candidate(i, info) for i, info in zip(ranked, infos, strict=True)]
+            return pages.aggregations(kept, sessions)
+
+        results._aggregations_of = aggregations
+        return results, [f"memory {i}" for i in bad]
 
     def _page_check(
         self, sem: Leg | None, rebuilt: bool

@@ -18,7 +18,7 @@ from cortex import keyword
 from cortex._lazy import LazyModule
 from cortex.errors import EmbeddingError, StorageError
 from cortex.filters import projects_of
-from cortex.keyword_index import KeywordIndexer
+from cortex.keyword_index import KeywordIndexer, KeywordPage
 from cortex.options import Options
 from cortex.search.hits import (
     KEYWORD_SLOPE,
@@ -76,6 +76,21 @@ class KeywordRetriever:
             zero = keyword_score(0.0)
             hits = [Hit(h.memory_id, zero, h.raw, h.info) for h in found.hits]
         return Leg(hits, list(found.notices), found.rewritten, list(found.terms), found.tier, found)
+
+    def page(
+        self,
+        terms: list[str],
+        pool: int,
+        opts: Options,
+        allowed: Any,
+        weights: tuple[Any, ...],
+        sectors: dict[str, float],
+    ) -> KeywordPage | None:
+        """A keyword-only search ranked beside the in-memory index (KeywordIndexer.page);
+        None when the index cannot answer it (the general path does)."""
+        if self._native is None:
+            return None
+        return self._native.page(terms, pool, opts, allowed, weights, sectors)
 
     def absent(self, words: Sequence[str], opts: Options, allowed: Any = None) -> list[str]:
         """The `words` that no memory under `opts`'s filters holds as a word or a word's
