@@ -1212,15 +1212,24 @@ class Semantic:
         )
 
     def search_unchecked(
-        self, query: np.ndarray, k: int, allowed: np.ndarray | None = None
+        self,
+        query: np.ndarray,
+        k: int,
+        allowed: np.ndarray | None = None,
+        held: tuple[Any, Any] | None = None,
     ) -> tuple[np.ndarray, np.ndarray, Any]:
         """`index().search(query, k, allowed=allowed)` without verified_search's check of
         every row, and the SQLite position the index was in step with: for a caller that
         checks the rows it keeps with `check` (the search pipeline checks the rows of the
         page it answers, not the ~230 candidates it ranks). Rows the index returns twice
-        are refused here already: they cannot all reach a page."""
-        index = self.index()
-        seen = self._index_state
+        are refused here already: they cannot all reach a page. `held`: (the index, its
+        position) as `index()` and `state` gave them to the caller in this search, which
+        spares a second look at SQLite's position (`_wanted`)."""
+        if held is not None:
+            index, seen = held
+        else:
+            index = self.index()
+            seen = self._index_state
         ids, scores = index.search(query, k, allowed=allowed)
         if len(np.unique(ids)) != len(ids):  # damage: verified_search repairs or refuses
             ids, scores = self.verified_search(query, k, allowed=allowed)

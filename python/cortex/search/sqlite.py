@@ -22,6 +22,9 @@ from cortex.keyword_index import KeywordIndexer, KeywordPage
 from cortex.options import Options
 from cortex.search.hits import (
     KEYWORD_SLOPE,
+    MIN_SD,
+    SEMANTIC_MID,
+    SEMANTIC_SLOPE,
     Hit,
     Leg,
     keyword_score,
@@ -239,7 +242,11 @@ class SemanticRetriever:
         # The rows that reach the answer are checked against their embeddings in SQLite
         # (`verify`, called by the pipeline on the page: a damaged index is rebuilt once,
         # or refused read-only), so no wrong id or score reaches the answer.
-        search = self._semantic.search_unchecked
+        held = (index, seen)  # this search's index and position: no second `_wanted`
+
+        def search(q: Any, k: int, allowed: Any = None) -> Any:
+            return self._semantic.search_unchecked(q, k, allowed=allowed, held=held)
+
         approx: dict[str, Any] | None = None
         if opts.approximate:  # opt-in only (cortex.ann); the answer says how it ran
             from cortex import ann
@@ -269,8 +276,11 @@ class SemanticRetriever:
         info = self._semantic.store.rank_info(found[: plan.pool], opts)
         if len(info) < len(found[: plan.pool]):
             info.update(self._semantic.store.rank_info(found[plan.pool :], opts))
+        # semantic_score(s, mean, sd) inline, the same arithmetic without a call per hit
+        exp, spread = math.exp, max(sd, MIN_SD)
+        mid, slope = SEMANTIC_MID, -SEMANTIC_SLOPE
         hits = [
-            Hit(i, semantic_score(s, mean, sd), s, info[i])
+            Hit(i, 1.0 / (1.0 + exp(slope * ((s - mean) / spread - mid))), s, info[i])
             for i, s in zip(found, scores.tolist(), strict=True)
             if i in info
         ]
