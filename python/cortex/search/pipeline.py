@@ -44,6 +44,7 @@ from cortex.search.hits import (
     SEMANTIC_SLOPE,
     KeywordRetriever,
     Leg,
+    QueryVector,
     Retriever,
     combine,
 )
@@ -573,12 +574,36 @@ class Pipeline:
         mode = p.mode
         run_kw = p.use_keyword or (p.constrained and p.use_semantic)
         pending: Future[Leg] | None = None
+        # The embedded backend's semantic leg hands its query vector over once embedded:
+        # this thread, done with the keyword leg, scores the keyword hits' cosines while
+        # that leg scans (what _fuse's rescore would do after both legs).
+        ahead = getattr(self._semantic, "known", None)
+        vector: QueryVector | None = None
+        early: dict[int, float | None] | None = None
         if p.use_semantic and run_kw:
-            pending = self._worker().submit(self._semantic.retrieve, p, opts, allowed)
+            if ahead is not None:
+                vector = QueryVector()
+                retrieve: Any = self._semantic.retrieve
+                pending = self._worker().submit(partial(retrieve, vector=vector), p, opts, allowed)
+            else:
+                pending = self._worker().submit(self._semantic.retrieve, p, opts, allowed)
         try:
             kw = self._keyword.retrieve(p, opts, allowed) if run_kw else None
             if meanwhile is not None:
                 meanwhile()
+            if (
+                ahead is not None
+                and vector is not None
+                and kw is not None
+                and kw.hits
+                and mode is Mode.HYBRID
+            ):
+                query = vector.wait(pending.done if pending is not None else None)
+                if query is not None:
+                    try:
+                        early = ahead(query, [h.memory_id for h in kw.hits])
+                    except (IndexFormatError, StorageError):
+                        early = None  # the leg (or the rescore after it) says what went wrong
         except BaseException:
             if pending is not None and not pending.cancel():
                 wait([pending])  # do not leave it running against a store being closed
@@ -593,6 +618,8 @@ class Pipeline:
                     if pending is not None
                     else self._semantic.retrieve(p, opts, allowed)
                 )
+                if early is not None:
+                    sem.known = early
             except (IndexFormatError, EmbeddingError) as exc:
                 if mode is Mode.SEMANTIC or kw is None:
                     raise

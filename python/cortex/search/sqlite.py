@@ -27,8 +27,8 @@ from cortex.search.hits import (
     SEMANTIC_SLOPE,
     Hit,
     Leg,
+    QueryVector,
     keyword_score,
-    semantic_score,
     shrunk_stats,
 )
 from cortex.search.plan import Plan
@@ -231,8 +231,17 @@ class SemanticRetriever:
                 self._known_stats.popitem(last=False)
         return stats
 
-    def retrieve(self, plan: Plan, opts: Options, allowed: Any = None) -> Leg:
-        query = self._query(plan.semantic_text)
+    def retrieve(
+        self, plan: Plan, opts: Options, allowed: Any = None, vector: QueryVector | None = None
+    ) -> Leg:
+        """The leg's hits; `vector` is given the query vector as soon as it is embedded
+        (None if that fails), for the caller's `cosines` while this leg scans."""
+        query: np.ndarray | None = None
+        try:
+            query = self._query(plan.semantic_text)
+        finally:
+            if vector is not None:
+                vector.set(query)
         index = self._semantic.index()
         seen = self._semantic.state
         live = self._live(index, seen)
@@ -299,18 +308,50 @@ class SemanticRetriever:
             self._live_count = (key, live)
         return live
 
+    def cosines(self, query: np.ndarray, ids: Sequence[int]) -> dict[int, float]:
+        """The cosine of `query` to each memory among `ids` that the index holds (exact,
+        as the search scores it; unchecked: a row that reaches the page is checked by
+        `verify` against the leg's position)."""
+        if not ids:
+            return {}
+        wanted = np.unique(np.asarray(ids, dtype=np.int64))
+        found, scores, _ = self._semantic.search_unchecked(query, len(wanted), allowed=wanted)
+        finite = math.isfinite
+        return {
+            i: s
+            for i, s in zip(found.tolist(), scores.tolist(), strict=True)
+            if finite(s) and abs(s) <= 1.001
+        }
+
+    def known(self, query: np.ndarray, ids: Sequence[int]) -> dict[int, float | None]:
+        """`cosines` of `ids` as Leg.known holds them: None for an id it has none of."""
+        found = self.cosines(query, ids)
+        return {i: found.get(i) for i in ids}
+
     def rescore(
         self, plan: Plan, opts: Options, leg: Leg, ids: Sequence[int]
     ) -> dict[int, tuple[float, float]]:
         if leg.state is None or not ids:
             return {}
         query, mean, sd, _ = leg.state  # checked with the leg's position (`verify`)
-        wanted = np.unique(np.asarray(ids, dtype=np.int64))
-        found, scores, _ = self._semantic.search_unchecked(query, len(wanted), allowed=wanted)
+        known = leg.known
+        if known is not None:  # scored ahead (`cosines` while the leg ran): the rest now
+            cos: dict[int, float] = {}
+            rest: list[int] = []
+            for i in ids:
+                if i not in known:
+                    rest.append(i)
+                elif (c := known[i]) is not None:
+                    cos[i] = c
+            if rest:
+                cos.update(self.cosines(query, rest))
+        else:
+            cos = self.cosines(query, ids)
+        # semantic_score inline (as in retrieve), the same arithmetic without a call per id
+        exp, spread = math.exp, max(sd, MIN_SD)
+        mid, slope = SEMANTIC_MID, -SEMANTIC_SLOPE
         return {
-            int(i): (semantic_score(float(s), mean, sd), float(s))
-            for i, s in zip(found.tolist(), scores.tolist(), strict=True)
-            if np.isfinite(s) and abs(s) <= 1.001
+            i: (1.0 / (1.0 + exp(slope * ((s - mean) / spread - mid))), s) for i, s in cos.items()
         }
 
     def verify(
