@@ -298,6 +298,20 @@ class KeywordIndexer:
             docs = int(self._index.stats(scope)[0])
             return docs, [self._index.df(t, scope) for t in terms]
 
+    def words_starting(self, first: str) -> list[tuple[str, int]] | None:
+        """The surface words (unstemmed, as ``memories_exact`` holds them) that start with
+        `first`, with how many live memories hold each: exact until a memory is removed
+        or replaced, an upper bound after (for ordering candidates, never for reporting);
+        None when the index cannot answer now (FTS5's vocabulary is read instead)."""
+        if self._policy == "off" or self._closed or self._index is None:
+            return None
+        with self._lock:
+            if self._index is None or not hasattr(self._index, "words_starting"):
+                return None  # an older extension
+            if not self._current():
+                return None
+            return self._index.words_starting(first)  # type: ignore[no-any-return]
+
     def holding(self, terms: list[str], ids: list[int]) -> list[str] | None:
         """The `terms` that one of the memories `ids` (a search's hits) holds, the index
         brought up to the log first (the hits may be FTS5's); None when the index cannot

@@ -16,7 +16,7 @@
 //! what other projects hold never changes its ranking: the scores are those FTS5 would
 //! give over a table of the scoped projects' documents only.
 use std::cmp::Ordering;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Mutex;
 
@@ -142,16 +142,23 @@ struct Tokenized {
     postings: Vec<(u32, u32)>,
     /// per document: (end in `postings`, token count)
     docs: Vec<(usize, u64)>,
+    /// The chunk's distinct surface words: (word, documents holding it, local term id of
+    /// its index term).
+    words: Vec<(Box<[u8]>, u32, u32)>,
 }
 
 fn tokenize_docs(texts: &[&str]) -> Tokenized {
     let mut out = Tokenized::default();
     let mut local: FxMap<Box<[u8]>, u32> = FxMap::default();
+    // surface word -> its slot in `out.words`; per slot, the last document counted
+    let mut surface: FxMap<Box<[u8]>, u32> = FxMap::default();
+    let mut last_doc: Vec<u32> = Vec::new();
     let mut tok = Tokenizer::new();
     let mut ids: Vec<u32> = Vec::new();
-    for text in texts {
+    for (doc, text) in texts.iter().enumerate() {
+        let doc = doc as u32;
         ids.clear();
-        tok.for_each(text, |t| {
+        tok.for_each_word(text, |w, t| {
             let id = match local.get(t) {
                 Some(&id) => id,
                 None => {
@@ -162,6 +169,19 @@ fn tokenize_docs(texts: &[&str]) -> Tokenized {
                 }
             };
             ids.push(id);
+            match surface.get(w) {
+                Some(&slot) => {
+                    if last_doc[slot as usize] != doc {
+                        last_doc[slot as usize] = doc;
+                        out.words[slot as usize].1 += 1;
+                    }
+                }
+                None => {
+                    surface.insert(w.into(), out.words.len() as u32);
+                    out.words.push((w.into(), 1, id));
+                    last_doc.push(doc);
+                }
+            }
         });
         let count = ids.len() as u64;
         ids.sort_unstable();
@@ -278,6 +298,12 @@ pub struct Index {
     dead_postings: usize,
     /// Score accumulators for searches, reused (zeroed after each use).
     scratch: Mutex<Vec<Vec<f64>>>,
+    /// The surface words (before stemming) of every document ever added, sorted: word ->
+    /// (documents added that held it, its index term). The count is not lowered when a
+    /// document is removed or replaced (that would take each document's surface words,
+    /// as much memory again as `fwd`): [`Index::words_starting`] caps it by its index
+    /// term's live count, so it is an upper bound, exact while nothing was removed.
+    words: BTreeMap<Box<[u8]>, (u32, u32)>,
 }
 
 impl Index {
@@ -373,6 +399,30 @@ impl Index {
         self.dict.len()
     }
 
+    /// The surface words (see [`Tokenizer::for_each_word`]) that start with `prefix`, in
+    /// byte order, each with how many documents hold it: at most its index term's live
+    /// documents, so a word whose every document was removed is left out (when its index
+    /// term went with it), and its count is exact while no document was removed or
+    /// replaced, an upper bound after (good to order candidates, not to report).
+    pub fn words_starting(&self, prefix: &[u8]) -> Vec<(&[u8], u32)> {
+        self.words
+            .range::<[u8], _>((
+                std::ops::Bound::Included(prefix),
+                std::ops::Bound::Unbounded,
+            ))
+            .take_while(|(w, _)| w.starts_with(prefix))
+            .filter_map(|(w, &(n, term))| {
+                let live = self.terms[term as usize].df;
+                (live > 0).then_some((&w[..], n.min(live)))
+            })
+            .collect()
+    }
+
+    /// Distinct surface words ever indexed.
+    pub fn surface_words(&self) -> usize {
+        self.words.len()
+    }
+
     /// Approximate heap use in bytes.
     pub fn memory_bytes(&self) -> usize {
         use std::mem::size_of;
@@ -395,7 +445,10 @@ impl Index {
             .scratch
             .lock()
             .map_or(0, |s| s.iter().map(|v| v.capacity() * 8).sum());
-        dict + postings + docs + scratch
+        // a B-tree entry: the boxed key, its bytes, the value, about a third of a node spare
+        let words = self.words.len() * (size_of::<Box<[u8]>>() + 8) * 4 / 3
+            + self.words.keys().map(|k| k.len()).sum::<usize>();
+        dict + postings + docs + scratch + words
     }
 
     /// Insert documents without a project (see [`Index::add_in`]).
@@ -475,6 +528,15 @@ impl Index {
         let mut next = 0usize;
         for part in &parts {
             let global: Vec<u32> = part.terms.iter().map(|t| self.term_id(t)).collect();
+            for (word, n, local) in &part.words {
+                let term = global[*local as usize];
+                match self.words.get_mut(word) {
+                    Some(e) => e.0 = e.0.saturating_add(*n),
+                    None => {
+                        self.words.insert(word.clone(), (*n, term));
+                    }
+                }
+            }
             let mut p0 = 0usize;
             for &(p1, count) in &part.docs {
                 self.insert(
@@ -968,6 +1030,43 @@ mod tests {
             vec![false, false, true]
         );
         assert_eq!(ix.holding(&[alpha], &[]), vec![false]);
+    }
+
+    #[test]
+    fn surface_words_by_prefix_with_counts_capped_by_their_terms() {
+        let mut ix = ix(&[
+            (1, "Deploying the Café"),
+            (2, "deploys deploying"),
+            (3, "deployment day"),
+            (4, "unique zebra"),
+        ]);
+        let got = |ix: &Index, p: &str| -> Vec<(String, u32)> {
+            ix.words_starting(p.as_bytes())
+                .into_iter()
+                .map(|(w, n)| (String::from_utf8_lossy(w).into_owned(), n))
+                .collect()
+        };
+        // surface words, folded but not stemmed, sorted, each with its documents
+        assert_eq!(
+            got(&ix, "d"),
+            [
+                ("day".to_string(), 1),
+                ("deploying".to_string(), 2),
+                ("deployment".to_string(), 1),
+                ("deploys".to_string(), 1)
+            ]
+        );
+        assert_eq!(got(&ix, "caf"), [("cafe".to_string(), 1)]);
+        assert!(got(&ix, "x").is_empty());
+        // a removal: "zebra" (its term gone) is left out; "deploying" keeps an upper bound
+        // (2: documents 1 and 2 held it) capped by its index term's live documents
+        // ("deploi", of "deploys" too: documents 2 and 5)
+        ix.add(&[5], &["deploys"], 1);
+        ix.remove(&[1, 4]);
+        assert!(got(&ix, "z").is_empty());
+        assert_eq!(got(&ix, "deploying"), [("deploying".to_string(), 2)]);
+        ix.remove(&[5]);
+        assert_eq!(got(&ix, "deploying"), [("deploying".to_string(), 1)]);
     }
 
     #[test]

@@ -131,6 +131,13 @@ impl Tokenizer {
 
     /// Call `emit` with each index term of `text`, in order, as FTS5 stores it.
     pub fn for_each(&mut self, text: &str, mut emit: impl FnMut(&[u8])) {
+        self.for_each_word(text, |_, t| emit(t));
+    }
+
+    /// Call `emit` with each token of `text`, in order: the surface word (folded by
+    /// unicode61 `remove_diacritics 2`, before stemming: what FTS5's unstemmed index
+    /// stores) and its index term, both cut at [`MAX_TERM_BYTES`].
+    pub fn for_each_word(&mut self, text: &str, mut emit: impl FnMut(&[u8], &[u8])) {
         let s = text.as_bytes();
         let n = s.len();
         let mut i = 0;
@@ -182,7 +189,7 @@ impl Tokenizer {
             }
             porter::stem_into(&self.raw, &mut self.stemmed);
             let t = &self.stemmed[..self.stemmed.len().min(MAX_TERM_BYTES)];
-            emit(t);
+            emit(&self.raw[..self.raw.len().min(MAX_TERM_BYTES)], t);
         }
     }
 
