@@ -75,8 +75,16 @@ def test_surface_words_equal_fts5s_unstemmed_vocabulary_and_correct_alike(tmp_pa
         # deletions and updates: FTS5's words are all there, counts at least FTS5's
         for i in rng.sample(ids, 120):
             engine.delete(i)
-        for i in rng.sample([i for i in ids if engine.store.query(
-                "SELECT 1 FROM memories WHERE id = ? AND deleted_at IS NULL", (i,))], 40):
+        for i in rng.sample(
+            [
+                i
+                for i in ids
+                if engine.store.query(
+                    "SELECT 1 FROM memories WHERE id = ? AND deleted_at IS NULL", (i,)
+                )
+            ],
+            40,
+        ):
             engine.update(i, content=" ".join(rng.sample(_WORDS, 3)))
         only = engine.add("quixotically unusual")  # a word only one memory holds...
         engine.delete(only)  # ...then none
