@@ -334,6 +334,27 @@ impl KeywordIndex {
         })?)
     }
 
+    /// The surface words that start with `prefix` (counted as `words_starting` counts
+    /// them) within `limit` edits of `word` (optimal string alignment distance over code
+    /// points, as cortex.suggest.edit_distance), `word` itself left out:
+    /// (word, documents, distance), in code point order.
+    fn words_near(
+        &self,
+        py: Python<'_>,
+        prefix: &str,
+        word: &str,
+        limit: usize,
+    ) -> PyResult<Vec<(String, u32, u8)>> {
+        Ok(py.detach(|| {
+            self.read(|ix| {
+                ix.words_near(prefix.as_bytes(), word, limit)
+                    .into_iter()
+                    .map(|(w, n, d)| (lossy(w), n, d))
+                    .collect::<Vec<_>>()
+            })
+        })?)
+    }
+
     /// Approximate heap use in bytes.
     fn memory_bytes(&self) -> PyResult<usize> {
         Ok(self.read(Index::memory_bytes)?)

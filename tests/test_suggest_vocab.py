@@ -107,10 +107,12 @@ def test_a_search_uses_the_index_s_words_when_it_answers(tmp_path) -> None:
         engine.add("pgbouncers elsewhere", project="beta")
         found = engine.search("pgbouncr", mode="keyword", record=False, project="alpha")
         assert found.suggestions and found.suggestions[0] == "pgbouncer"
+        # the index compared its words: FTS5's vocabulary was never read
         vocab = suggest.vocabulary(engine.store)
-        assert vocab is not None and ("pgbouncer", 6) in vocab.by_first["p"]
-        # the index's counts are not kept as FTS5's exact ones
-        assert "pgbouncer" not in vocab.docs
+        assert vocab is not None and not vocab.by_first and "pgbouncer" not in vocab.docs
+        near = engine.keyword_index.words_near("p", "pgbouncr", 1)
+        assert near == [("pgbouncer", 6, 1)]
+        assert engine.keyword_index.words_starting("pgb") == [("pgbouncer", 6), ("pgbouncers", 1)]
         # a project is a wall: beta's word is never offered to alpha's search
         found = engine.search("pgbouncerz", mode="keyword", record=False, project="alpha")
         assert "pgbouncers" not in (found.suggestions or [])

@@ -312,6 +312,19 @@ class KeywordIndexer:
                 return None
             return self._index.words_starting(first)  # type: ignore[no-any-return]
 
+    def words_near(self, prefix: str, word: str, limit: int) -> list[tuple[str, int, int]] | None:
+        """The surface words that start with `prefix` within `limit` edits of `word`
+        (cortex.suggest.edit_distance), `word` left out: (word, memories holding it as
+        `words_starting` counts them, distance); None when the index cannot answer now."""
+        if self._policy == "off" or self._closed or self._index is None:
+            return None
+        with self._lock:
+            if self._index is None or not hasattr(self._index, "words_near"):
+                return None  # an older extension
+            if not self._current():
+                return None
+            return self._index.words_near(prefix, word, limit)  # type: ignore[no-any-return]
+
     def holding(self, terms: list[str], ids: list[int]) -> list[str] | None:
         """The `terms` that one of the memories `ids` (a search's hits) holds, the index
         brought up to the log first (the hits may be FTS5's); None when the index cannot

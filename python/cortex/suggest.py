@@ -266,6 +266,41 @@ def _candidates(
     return out
 
 
+def _close(
+    store: Store, vocab: Vocabulary, word: str, limit: int, native: KeywordIndexer | None
+) -> list[tuple[int, int, str]]:
+    """The words within `limit` edits of `word` among its candidates (see `_candidates`),
+    as (distance, -memories holding it, word), sorted. The in-memory keyword index
+    compares its own words with `word` when it answers (the words of both first letters:
+    what the look-ups of `_candidates` find among the second letter's are all of that
+    letter's words one edit away); in Python ~4 ms per 1,000 words of two edits (a
+    correction of a long word compares ~2,000 at 100k memories)."""
+    if native is not None:
+        found: list[tuple[int, int, str]] = []
+        for first in dict.fromkeys(word[:2]):
+            near = native.words_near(first, word, limit)
+            if near is None:
+                break
+            found.extend((d, -n, term) for term, n, d in near)
+        else:
+            return sorted(found)
+    if limit == 1:  # the same words, found without the distance table
+        return sorted(
+            (1, -n, term)
+            for term, n in _candidates(store, vocab, word, 1, native)
+            if _one_apart(word, term)
+        )
+    # an edit changes the set of letters by two at most: most words fail that
+    letters = set(word)
+    return sorted(
+        (d, -n, term)
+        for term, n in _candidates(store, vocab, word, limit, native)
+        if term != word
+        and len(letters.symmetric_difference(term)) <= 2 * limit
+        and (d := edit_distance(word, term, limit)) <= limit
+    )
+
+
 def _holds(store: Store, word: str, opts: Options, seen: dict[str, bool] | None = None) -> bool:
     """Whether a memory within `opts`'s filters holds `word` (or a word it begins): the
     index tiers only, never the substring scan of every row (keyword.holds). `seen`: the
@@ -311,19 +346,7 @@ def corrections(
     out: dict[str, str] = {}
     for word in missing:
         limit = 2 if len(word) >= LONG_WORD else 1
-        if limit == 1:  # the same words, found without the distance table
-            close = sorted(
-                (1, -n, term)
-                for term, n in _candidates(store, vocab, word, 1, native)
-                if _one_apart(word, term)
-            )[:8]
-        else:  # an edit changes the set of letters by two at most: most words fail that
-            letters = set(word)
-            close = sorted(
-                ((d, -n, term) for term, n in _candidates(store, vocab, word, limit, native)
-                 if term != word and len(letters.symmetric_difference(term)) <= 2 * limit
-                 and (d := edit_distance(word, term, limit)) <= limit),
-            )[:8]  # fmt: skip
+        close = _close(store, vocab, word, limit, native)[:8]
         best: tuple[int, int, str] | None = None
         for d, _, term in close:
             inside = _count(store, term, opts)  # the wall: only words the filters admit

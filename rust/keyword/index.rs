@@ -418,6 +418,30 @@ impl Index {
             .collect()
     }
 
+    /// The surface words that start with `prefix` (as [`Index::words_starting`], with its
+    /// counts) within `limit` edits of `word` (optimal string alignment distance over
+    /// code points: a substitution, insertion, deletion or swap of adjacent characters
+    /// costs 1), `word` itself left out: (word, documents, distance). A word cut inside
+    /// a UTF-8 sequence (over [`super::tokenize::MAX_TERM_BYTES`]) is never near.
+    pub fn words_near(&self, prefix: &[u8], word: &str, limit: usize) -> Vec<(&[u8], u32, u8)> {
+        let q: Vec<char> = word.chars().collect();
+        let mut t: Vec<char> = Vec::new();
+        let mut rows: [Vec<usize>; 3] = Default::default();
+        self.words_starting(prefix)
+            .into_iter()
+            .filter_map(|(w, n)| {
+                let s = std::str::from_utf8(w).ok()?;
+                if s == word {
+                    return None;
+                }
+                t.clear();
+                t.extend(s.chars());
+                let d = osa_distance(&q, &t, limit, &mut rows);
+                (d <= limit).then_some((w, n, d as u8))
+            })
+            .collect()
+    }
+
     /// Distinct surface words ever indexed.
     pub fn surface_words(&self) -> usize {
         self.words.len()
@@ -988,6 +1012,37 @@ enum Driver<'a> {
 
 /// The index of the first element >= `x` in sorted `v` (v.len() if none), galloping.
 #[inline]
+/// The optimal string alignment distance of `a` and `b` (adjacent swaps count 1), or
+/// `limit + 1` as soon as it is known to exceed `limit` (cortex.suggest.edit_distance,
+/// the same table row by row); `rows`: reused buffers.
+fn osa_distance(a: &[char], b: &[char], limit: usize, rows: &mut [Vec<usize>; 3]) -> usize {
+    if a.len().abs_diff(b.len()) > limit {
+        return limit + 1;
+    }
+    let [prev2, prev, cur] = rows;
+    prev2.clear();
+    prev.clear();
+    prev.extend(0..=b.len());
+    for i in 1..=a.len() {
+        cur.clear();
+        cur.push(i);
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut v = (prev[j] + 1).min(cur[j - 1] + 1).min(prev[j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                v = v.min(prev2[j - 2] + 1);
+            }
+            cur.push(v);
+        }
+        if cur.iter().min().is_some_and(|&m| m > limit) {
+            return limit + 1;
+        }
+        std::mem::swap(prev2, prev);
+        std::mem::swap(prev, cur);
+    }
+    prev[b.len()]
+}
+
 fn gallop(v: &[u32], x: u32) -> usize {
     if v.first().is_none_or(|&f| f >= x) {
         return 0;
@@ -1067,6 +1122,32 @@ mod tests {
         assert_eq!(got(&ix, "deploying"), [("deploying".to_string(), 2)]);
         ix.remove(&[5]);
         assert_eq!(got(&ix, "deploying"), [("deploying".to_string(), 1)]);
+    }
+
+    #[test]
+    fn words_near_are_those_within_the_distance() {
+        let ix = ix(&[(1, "fluorescent fluorescence flourescent florist москва")]);
+        let near = |p: &str, w: &str, l: usize| -> Vec<(String, u8)> {
+            ix.words_near(p.as_bytes(), w, l)
+                .into_iter()
+                .map(|(t, _, d)| (String::from_utf8_lossy(t).into_owned(), d))
+                .collect()
+        };
+        let pair = |w: &str, d: u8| (w.to_string(), d);
+        assert_eq!(
+            near("f", "florescent", 1),
+            [pair("flourescent", 1), pair("fluorescent", 1)]
+        );
+        assert_eq!(
+            near("f", "flourescence", 2),
+            [pair("flourescent", 2), pair("fluorescence", 1)]
+        );
+        // a swap of adjacent letters is one edit; the word itself is left out
+        assert_eq!(near("f", "fluoresecnt", 1), [pair("fluorescent", 1)]);
+        assert_eq!(near("f", "fluorescent", 1), [pair("flourescent", 1)]);
+        // code points, not bytes: a Cyrillic letter dropped is one edit (two bytes)
+        assert_eq!(near("м", "моска", 1), [pair("москва", 1)]);
+        assert!(near("f", "xyzzyxyzzy", 2).is_empty());
     }
 
     #[test]
