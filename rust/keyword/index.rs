@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Mutex;
 
-use super::tokenize::Tokenizer;
+use super::tokenize::{stem, Tokenizer, MAX_TERM_BYTES};
 
 #[path = "persist.rs"]
 mod persist;
@@ -150,38 +150,44 @@ struct Tokenized {
 fn tokenize_docs(texts: &[&str]) -> Tokenized {
     let mut out = Tokenized::default();
     let mut local: FxMap<Box<[u8]>, u32> = FxMap::default();
-    // surface word -> its slot in `out.words`; per slot, the last document counted
+    // Keyed by surface word (one hash per token): each distinct word of the chunk is
+    // stemmed once, where stemming every token cost more than the second look-up saves.
+    // surface word (whole) -> its slot in `out.words`; per slot, the last document counted
     let mut surface: FxMap<Box<[u8]>, u32> = FxMap::default();
     let mut last_doc: Vec<u32> = Vec::new();
     let mut tok = Tokenizer::new();
+    let mut stemmed: Vec<u8> = Vec::new();
     let mut ids: Vec<u32> = Vec::new();
     for (doc, text) in texts.iter().enumerate() {
         let doc = doc as u32;
         ids.clear();
-        tok.for_each_word(text, |w, t| {
-            let id = match local.get(t) {
-                Some(&id) => id,
+        tok.for_each_raw(text, |w| {
+            let slot = match surface.get(w) {
+                Some(&slot) => slot as usize,
                 None => {
-                    let id = out.terms.len() as u32;
-                    out.terms.push(t.into());
-                    local.insert(t.into(), id);
-                    id
+                    stem(w, &mut stemmed);
+                    let id = match local.get(&stemmed[..]) {
+                        Some(&id) => id,
+                        None => {
+                            let id = out.terms.len() as u32;
+                            out.terms.push(stemmed[..].into());
+                            local.insert(stemmed[..].into(), id);
+                            id
+                        }
+                    };
+                    let slot = out.words.len();
+                    surface.insert(w.into(), slot as u32);
+                    out.words
+                        .push((w[..w.len().min(MAX_TERM_BYTES)].into(), 0, id));
+                    last_doc.push(u32::MAX);
+                    slot
                 }
             };
-            ids.push(id);
-            match surface.get(w) {
-                Some(&slot) => {
-                    if last_doc[slot as usize] != doc {
-                        last_doc[slot as usize] = doc;
-                        out.words[slot as usize].1 += 1;
-                    }
-                }
-                None => {
-                    surface.insert(w.into(), out.words.len() as u32);
-                    out.words.push((w.into(), 1, id));
-                    last_doc.push(doc);
-                }
+            if last_doc[slot] != doc {
+                last_doc[slot] = doc;
+                out.words[slot].1 += 1;
             }
+            ids.push(out.words[slot].2);
         });
         let count = ids.len() as u64;
         ids.sort_unstable();
