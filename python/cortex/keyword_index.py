@@ -24,7 +24,8 @@ memories, benches/bench_first_search.py) instead of tokenizing every memory agai
 at 100k, 12.8 s at 1M). A loaded file is trusted only
 after it passes its checksum and structural checks, the log still reaches back to its
 position, the changes since are replayed and its totals (rows, tokens) equal FTS5's own;
-anything else rebuilds it from SQLite (and a stale file is overwritten by the next build).
+anything else (a file of an older format too) rebuilds it from SQLite (and a stale file
+is overwritten by the next build).
 An index that moved :data:`RESAVE_AFTER` changes past its file is saved again at close.
 Stores under :data:`AUTO_MIN` memories are never saved (FTS5 is fast enough there).
 
