@@ -317,6 +317,44 @@ impl KeywordIndex {
             .collect())
     }
 
+    /// The surface words (folded as FTS5's unstemmed `unicode61 remove_diacritics 2`
+    /// index stores them, before stemming) that start with `prefix`, in code point order,
+    /// each with how many live memories hold it: exact while no memory was removed or
+    /// replaced, an upper bound after (capped by its index term's live count; a word
+    /// whose index term no live memory holds is left out). For ordering candidates,
+    /// which the caller then counts within its filters.
+    fn words_starting(&self, py: Python<'_>, prefix: &str) -> PyResult<Vec<(String, u32)>> {
+        Ok(py.detach(|| {
+            self.read(|ix| {
+                ix.words_starting(prefix.as_bytes())
+                    .into_iter()
+                    .map(|(w, n)| (lossy(w), n))
+                    .collect::<Vec<_>>()
+            })
+        })?)
+    }
+
+    /// The surface words that start with `prefix` (counted as `words_starting` counts
+    /// them) within `limit` edits of `word` (optimal string alignment distance over code
+    /// points, as cortex.suggest.edit_distance), `word` itself left out:
+    /// (word, documents, distance), in code point order.
+    fn words_near(
+        &self,
+        py: Python<'_>,
+        prefix: &str,
+        word: &str,
+        limit: usize,
+    ) -> PyResult<Vec<(String, u32, u8)>> {
+        Ok(py.detach(|| {
+            self.read(|ix| {
+                ix.words_near(prefix.as_bytes(), word, limit)
+                    .into_iter()
+                    .map(|(w, n, d)| (lossy(w), n, d))
+                    .collect::<Vec<_>>()
+            })
+        })?)
+    }
+
     /// Approximate heap use in bytes.
     fn memory_bytes(&self) -> PyResult<usize> {
         Ok(self.read(Index::memory_bytes)?)

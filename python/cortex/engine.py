@@ -656,7 +656,9 @@ class Engine:
         from cortex.suggest import suggest
 
         searched = (results.interpretation or {}).get("searched") or query
-        return suggest(self._store, str(searched), opts, results, related=related)
+        return suggest(
+            self._store, str(searched), opts, results, related=related, native=self._keyword_index
+        )
 
     def context(
         self,

@@ -24,7 +24,8 @@ memories, benches/bench_first_search.py) instead of tokenizing every memory agai
 at 100k, 12.8 s at 1M). A loaded file is trusted only
 after it passes its checksum and structural checks, the log still reaches back to its
 position, the changes since are replayed and its totals (rows, tokens) equal FTS5's own;
-anything else rebuilds it from SQLite (and a stale file is overwritten by the next build).
+anything else (a file of an older format too) rebuilds it from SQLite (and a stale file
+is overwritten by the next build).
 An index that moved :data:`RESAVE_AFTER` changes past its file is saved again at close.
 Stores under :data:`AUTO_MIN` memories are never saved (FTS5 is fast enough there).
 
@@ -297,6 +298,33 @@ class KeywordIndexer:
             scope = list(projects)
             docs = int(self._index.stats(scope)[0])
             return docs, [self._index.df(t, scope) for t in terms]
+
+    def words_starting(self, first: str) -> list[tuple[str, int]] | None:
+        """The surface words (unstemmed, as ``memories_exact`` holds them) that start with
+        `first`, with how many live memories hold each: exact until a memory is removed
+        or replaced, an upper bound after (for ordering candidates, never for reporting);
+        None when the index cannot answer now (FTS5's vocabulary is read instead)."""
+        if self._policy == "off" or self._closed or self._index is None:
+            return None
+        with self._lock:
+            if self._index is None or not hasattr(self._index, "words_starting"):
+                return None  # an older extension
+            if not self._current():
+                return None
+            return self._index.words_starting(first)  # type: ignore[no-any-return]
+
+    def words_near(self, prefix: str, word: str, limit: int) -> list[tuple[str, int, int]] | None:
+        """The surface words that start with `prefix` within `limit` edits of `word`
+        (cortex.suggest.edit_distance), `word` left out: (word, memories holding it as
+        `words_starting` counts them, distance); None when the index cannot answer now."""
+        if self._policy == "off" or self._closed or self._index is None:
+            return None
+        with self._lock:
+            if self._index is None or not hasattr(self._index, "words_near"):
+                return None  # an older extension
+            if not self._current():
+                return None
+            return self._index.words_near(prefix, word, limit)  # type: ignore[no-any-return]
 
     def holding(self, terms: list[str], ids: list[int]) -> list[str] | None:
         """The `terms` that one of the memories `ids` (a search's hits) holds, the index

@@ -16,11 +16,11 @@
 //! what other projects hold never changes its ranking: the scores are those FTS5 would
 //! give over a table of the scoped projects' documents only.
 use std::cmp::Ordering;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Mutex;
 
-use super::tokenize::Tokenizer;
+use super::tokenize::{stem, Tokenizer, MAX_TERM_BYTES};
 
 #[path = "persist.rs"]
 mod persist;
@@ -142,26 +142,52 @@ struct Tokenized {
     postings: Vec<(u32, u32)>,
     /// per document: (end in `postings`, token count)
     docs: Vec<(usize, u64)>,
+    /// The chunk's distinct surface words: (word, documents holding it, local term id of
+    /// its index term).
+    words: Vec<(Box<[u8]>, u32, u32)>,
 }
 
 fn tokenize_docs(texts: &[&str]) -> Tokenized {
     let mut out = Tokenized::default();
     let mut local: FxMap<Box<[u8]>, u32> = FxMap::default();
+    // Keyed by surface word (one hash per token): each distinct word of the chunk is
+    // stemmed once, where stemming every token cost more than the second look-up saves.
+    // surface word (whole) -> its slot in `out.words`; per slot, the last document counted
+    let mut surface: FxMap<Box<[u8]>, u32> = FxMap::default();
+    let mut last_doc: Vec<u32> = Vec::new();
     let mut tok = Tokenizer::new();
+    let mut stemmed: Vec<u8> = Vec::new();
     let mut ids: Vec<u32> = Vec::new();
-    for text in texts {
+    for (doc, text) in texts.iter().enumerate() {
+        let doc = doc as u32;
         ids.clear();
-        tok.for_each(text, |t| {
-            let id = match local.get(t) {
-                Some(&id) => id,
+        tok.for_each_raw(text, |w| {
+            let slot = match surface.get(w) {
+                Some(&slot) => slot as usize,
                 None => {
-                    let id = out.terms.len() as u32;
-                    out.terms.push(t.into());
-                    local.insert(t.into(), id);
-                    id
+                    stem(w, &mut stemmed);
+                    let id = match local.get(&stemmed[..]) {
+                        Some(&id) => id,
+                        None => {
+                            let id = out.terms.len() as u32;
+                            out.terms.push(stemmed[..].into());
+                            local.insert(stemmed[..].into(), id);
+                            id
+                        }
+                    };
+                    let slot = out.words.len();
+                    surface.insert(w.into(), slot as u32);
+                    out.words
+                        .push((w[..w.len().min(MAX_TERM_BYTES)].into(), 0, id));
+                    last_doc.push(u32::MAX);
+                    slot
                 }
             };
-            ids.push(id);
+            if last_doc[slot] != doc {
+                last_doc[slot] = doc;
+                out.words[slot].1 += 1;
+            }
+            ids.push(out.words[slot].2);
         });
         let count = ids.len() as u64;
         ids.sort_unstable();
@@ -278,6 +304,12 @@ pub struct Index {
     dead_postings: usize,
     /// Score accumulators for searches, reused (zeroed after each use).
     scratch: Mutex<Vec<Vec<f64>>>,
+    /// The surface words (before stemming) of every document ever added, sorted: word ->
+    /// (documents added that held it, its index term). The count is not lowered when a
+    /// document is removed or replaced (that would take each document's surface words,
+    /// as much memory again as `fwd`): [`Index::words_starting`] caps it by its index
+    /// term's live count, so it is an upper bound, exact while nothing was removed.
+    words: BTreeMap<Box<[u8]>, (u32, u32)>,
 }
 
 impl Index {
@@ -373,6 +405,54 @@ impl Index {
         self.dict.len()
     }
 
+    /// The surface words (see [`Tokenizer::for_each_word`]) that start with `prefix`, in
+    /// byte order, each with how many documents hold it: at most its index term's live
+    /// documents, so a word whose every document was removed is left out (when its index
+    /// term went with it), and its count is exact while no document was removed or
+    /// replaced, an upper bound after (good to order candidates, not to report).
+    pub fn words_starting(&self, prefix: &[u8]) -> Vec<(&[u8], u32)> {
+        self.words
+            .range::<[u8], _>((
+                std::ops::Bound::Included(prefix),
+                std::ops::Bound::Unbounded,
+            ))
+            .take_while(|(w, _)| w.starts_with(prefix))
+            .filter_map(|(w, &(n, term))| {
+                let live = self.terms[term as usize].df;
+                (live > 0).then_some((&w[..], n.min(live)))
+            })
+            .collect()
+    }
+
+    /// The surface words that start with `prefix` (as [`Index::words_starting`], with its
+    /// counts) within `limit` edits of `word` (optimal string alignment distance over
+    /// code points: a substitution, insertion, deletion or swap of adjacent characters
+    /// costs 1), `word` itself left out: (word, documents, distance). A word cut inside
+    /// a UTF-8 sequence (over [`super::tokenize::MAX_TERM_BYTES`]) is never near.
+    pub fn words_near(&self, prefix: &[u8], word: &str, limit: usize) -> Vec<(&[u8], u32, u8)> {
+        let q: Vec<char> = word.chars().collect();
+        let mut t: Vec<char> = Vec::new();
+        let mut rows: [Vec<usize>; 3] = Default::default();
+        self.words_starting(prefix)
+            .into_iter()
+            .filter_map(|(w, n)| {
+                let s = std::str::from_utf8(w).ok()?;
+                if s == word {
+                    return None;
+                }
+                t.clear();
+                t.extend(s.chars());
+                let d = osa_distance(&q, &t, limit, &mut rows);
+                (d <= limit).then_some((w, n, d as u8))
+            })
+            .collect()
+    }
+
+    /// Distinct surface words ever indexed.
+    pub fn surface_words(&self) -> usize {
+        self.words.len()
+    }
+
     /// Approximate heap use in bytes.
     pub fn memory_bytes(&self) -> usize {
         use std::mem::size_of;
@@ -395,7 +475,10 @@ impl Index {
             .scratch
             .lock()
             .map_or(0, |s| s.iter().map(|v| v.capacity() * 8).sum());
-        dict + postings + docs + scratch
+        // a B-tree entry: the boxed key, its bytes, the value, about a third of a node spare
+        let words = self.words.len() * (size_of::<Box<[u8]>>() + 8) * 4 / 3
+            + self.words.keys().map(|k| k.len()).sum::<usize>();
+        dict + postings + docs + scratch + words
     }
 
     /// Insert documents without a project (see [`Index::add_in`]).
@@ -475,6 +558,15 @@ impl Index {
         let mut next = 0usize;
         for part in &parts {
             let global: Vec<u32> = part.terms.iter().map(|t| self.term_id(t)).collect();
+            for (word, n, local) in &part.words {
+                let term = global[*local as usize];
+                match self.words.get_mut(word) {
+                    Some(e) => e.0 = e.0.saturating_add(*n),
+                    None => {
+                        self.words.insert(word.clone(), (*n, term));
+                    }
+                }
+            }
             let mut p0 = 0usize;
             for &(p1, count) in &part.docs {
                 self.insert(
@@ -926,6 +1018,37 @@ enum Driver<'a> {
 
 /// The index of the first element >= `x` in sorted `v` (v.len() if none), galloping.
 #[inline]
+/// The optimal string alignment distance of `a` and `b` (adjacent swaps count 1), or
+/// `limit + 1` as soon as it is known to exceed `limit` (cortex.suggest.edit_distance,
+/// the same table row by row); `rows`: reused buffers.
+fn osa_distance(a: &[char], b: &[char], limit: usize, rows: &mut [Vec<usize>; 3]) -> usize {
+    if a.len().abs_diff(b.len()) > limit {
+        return limit + 1;
+    }
+    let [prev2, prev, cur] = rows;
+    prev2.clear();
+    prev.clear();
+    prev.extend(0..=b.len());
+    for i in 1..=a.len() {
+        cur.clear();
+        cur.push(i);
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut v = (prev[j] + 1).min(cur[j - 1] + 1).min(prev[j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                v = v.min(prev2[j - 2] + 1);
+            }
+            cur.push(v);
+        }
+        if cur.iter().min().is_some_and(|&m| m > limit) {
+            return limit + 1;
+        }
+        std::mem::swap(prev2, prev);
+        std::mem::swap(prev, cur);
+    }
+    prev[b.len()]
+}
+
 fn gallop(v: &[u32], x: u32) -> usize {
     if v.first().is_none_or(|&f| f >= x) {
         return 0;
@@ -968,6 +1091,69 @@ mod tests {
             vec![false, false, true]
         );
         assert_eq!(ix.holding(&[alpha], &[]), vec![false]);
+    }
+
+    #[test]
+    fn surface_words_by_prefix_with_counts_capped_by_their_terms() {
+        let mut ix = ix(&[
+            (1, "Deploying the Café"),
+            (2, "deploys deploying"),
+            (3, "deployment day"),
+            (4, "unique zebra"),
+        ]);
+        let got = |ix: &Index, p: &str| -> Vec<(String, u32)> {
+            ix.words_starting(p.as_bytes())
+                .into_iter()
+                .map(|(w, n)| (String::from_utf8_lossy(w).into_owned(), n))
+                .collect()
+        };
+        // surface words, folded but not stemmed, sorted, each with its documents
+        assert_eq!(
+            got(&ix, "d"),
+            [
+                ("day".to_string(), 1),
+                ("deploying".to_string(), 2),
+                ("deployment".to_string(), 1),
+                ("deploys".to_string(), 1)
+            ]
+        );
+        assert_eq!(got(&ix, "caf"), [("cafe".to_string(), 1)]);
+        assert!(got(&ix, "x").is_empty());
+        // a removal: "zebra" (its term gone) is left out; "deploying" keeps an upper bound
+        // (2: documents 1 and 2 held it) capped by its index term's live documents
+        // ("deploi", of "deploys" too: documents 2 and 5)
+        ix.add(&[5], &["deploys"], 1);
+        ix.remove(&[1, 4]);
+        assert!(got(&ix, "z").is_empty());
+        assert_eq!(got(&ix, "deploying"), [("deploying".to_string(), 2)]);
+        ix.remove(&[5]);
+        assert_eq!(got(&ix, "deploying"), [("deploying".to_string(), 1)]);
+    }
+
+    #[test]
+    fn words_near_are_those_within_the_distance() {
+        let ix = ix(&[(1, "fluorescent fluorescence flourescent florist москва")]);
+        let near = |p: &str, w: &str, l: usize| -> Vec<(String, u8)> {
+            ix.words_near(p.as_bytes(), w, l)
+                .into_iter()
+                .map(|(t, _, d)| (String::from_utf8_lossy(t).into_owned(), d))
+                .collect()
+        };
+        let pair = |w: &str, d: u8| (w.to_string(), d);
+        assert_eq!(
+            near("f", "florescent", 1),
+            [pair("flourescent", 1), pair("fluorescent", 1)]
+        );
+        assert_eq!(
+            near("f", "flourescence", 2),
+            [pair("flourescent", 2), pair("fluorescence", 1)]
+        );
+        // a swap of adjacent letters is one edit; the word itself is left out
+        assert_eq!(near("f", "fluoresecnt", 1), [pair("fluorescent", 1)]);
+        assert_eq!(near("f", "fluorescent", 1), [pair("flourescent", 1)]);
+        // code points, not bytes: a Cyrillic letter dropped is one edit (two bytes)
+        assert_eq!(near("м", "моска", 1), [pair("москва", 1)]);
+        assert!(near("f", "xyzzyxyzzy", 2).is_empty());
     }
 
     #[test]

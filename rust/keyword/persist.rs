@@ -8,18 +8,24 @@
 //! against the sizes read, so that no damaged or foreign file can make
 //! a later search index out of bounds; a file that fails any check is an error, and the
 //! caller rebuilds from SQLite.
+use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use super::{FxMap, Index, Postings};
 
-/// The magic of the files this version writes: version 2, checksummed in four lanes.
-const MAGIC: &[u8; 8] = b"CXKWIX02";
-/// Version 1 (one serial lane), still read: the body is the same.
-const MAGIC_V1: &[u8; 8] = b"CXKWIX01";
+/// The magic of the files this version writes: version 3, checksummed in four lanes, with
+/// the surface words after the terms.
+const MAGIC: &[u8; 8] = b"CXKWIX03";
+/// Versions 1 and 2 lack the surface words: refused, so the caller rebuilds (a load of a
+/// version 2 file would leave corrections without a vocabulary).
+#[cfg(test)]
+const MAGIC_V2: &[u8; 8] = b"CXKWIX02";
 
-/// The checksum of version 2: [`checksum`]'s step in four independent lanes over 32-byte
+/// The checksum of versions 2 and 3: FxHash's step (with a final mix; it detects
+/// damage, it is not a defence against a crafted file) in four independent lanes over 32-byte
 /// blocks (the serial step's multiply latency bound it to ~2.5 GB/s, a tenth of a
-/// second of a 1M-memory file's load), the lanes then folded in, the tail as in version 1.
+/// second of a 1M-memory file's load), the lanes then folded in, the tail
+/// eight bytes at a time.
 pub fn checksum4(bytes: &[u8]) -> u64 {
     const K: u64 = 0x517c_c1b7_2722_0a95;
     let n = bytes.len() as u64;
@@ -52,24 +58,6 @@ pub fn checksum4(bytes: &[u8]) -> u64 {
     x ^= x >> 33;
     x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
     x ^ (x >> 33)
-}
-
-/// A 64-bit checksum of `bytes`, eight at a time (FxHash's step with a final mix): it
-/// detects damage, it is not a defence against a crafted file. Version 1's.
-pub fn checksum(bytes: &[u8]) -> u64 {
-    const K: u64 = 0x517c_c1b7_2722_0a95;
-    let mut h: u64 = bytes.len() as u64;
-    let mut chunks = bytes.chunks_exact(8);
-    for c in &mut chunks {
-        let w = u64::from_le_bytes(c.try_into().unwrap_or([0; 8]));
-        h = (h.rotate_left(5) ^ w).wrapping_mul(K);
-    }
-    for &b in chunks.remainder() {
-        h = (h.rotate_left(5) ^ u64::from(b)).wrapping_mul(K);
-    }
-    h ^= h >> 33;
-    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    h ^ (h >> 33)
 }
 
 struct W(Vec<u8>);
@@ -227,6 +215,13 @@ impl Index {
                 w.u32(b);
             }
         }
+        // surface words, in byte order
+        w.u64(self.words.len() as u64);
+        for (word, &(n, term)) in &self.words {
+            w.bytes(word);
+            w.u32(n);
+            w.u32(term);
+        }
         w.u64(self.n_live as u64);
         w.u64(self.total_tokens);
         w.u64(self.dead_postings as u64);
@@ -238,16 +233,11 @@ impl Index {
     /// An index and its tag from [`Index::to_bytes`]'s output; an error names what is
     /// wrong with the bytes.
     pub fn from_bytes(bytes: &[u8]) -> Result<(Index, u64), String> {
-        if bytes.len() < 24 || (&bytes[..8] != MAGIC && &bytes[..8] != MAGIC_V1) {
+        if bytes.len() < 24 || &bytes[..8] != MAGIC {
             return Err("not a cortex keyword index of this version".into());
         }
         let (body, sum) = bytes.split_at(bytes.len() - 8);
-        let sum_of: fn(&[u8]) -> u64 = if &bytes[..8] == MAGIC {
-            checksum4
-        } else {
-            checksum
-        };
-        if sum_of(body) != u64::from_le_bytes(sum.try_into().map_err(|_| "truncated")?) {
+        if checksum4(body) != u64::from_le_bytes(sum.try_into().map_err(|_| "truncated")?) {
             return Err("checksum mismatch".into());
         }
         let mut r = R { b: body, at: 8 };
@@ -311,6 +301,18 @@ impl Index {
                 by_project,
             });
         }
+        let nw = r.len(16)?;
+        let mut words: BTreeMap<Box<[u8]>, (u32, u32)> = BTreeMap::new();
+        let mut prev: Option<&[u8]> = None;
+        for _ in 0..nw {
+            let word = r.bytes()?;
+            let (count, term) = (r.u32()?, r.u32()?);
+            if term as usize >= nt || prev.is_some_and(|p| p >= word) {
+                return Err("the surface words are damaged".into());
+            }
+            prev = Some(word);
+            words.insert(word.into(), (count, term));
+        }
         let n_live = usize::try_from(r.u64()?).map_err(|_| "a count out of range")?;
         let total_tokens = r.u64()?;
         let dead_postings = usize::try_from(r.u64()?).map_err(|_| "a count out of range")?;
@@ -348,6 +350,7 @@ impl Index {
             total_tokens,
             dead_postings,
             scratch: Mutex::new(Vec::new()),
+            words,
         };
         ix.ensure_scratch_len();
         Ok((ix, tag))
@@ -426,21 +429,27 @@ mod tests {
     }
 
     #[test]
-    fn version_1_files_still_load() {
+    fn older_versions_are_refused_so_the_caller_rebuilds() {
+        // a version 2 file has no surface words: its body under either magic is refused
+        let v3 = sample().to_bytes(5);
+        assert_eq!(&v3[..8], MAGIC);
+        let mut v2 = v3[..v3.len() - 8].to_vec();
+        v2[..8].copy_from_slice(MAGIC_V2);
+        let sum = checksum4(&v2);
+        v2.extend_from_slice(&sum.to_le_bytes());
+        let err = Index::from_bytes(&v2)
+            .err()
+            .expect("a version 2 file is refused");
+        assert!(err.contains("version"), "{err}");
+    }
+
+    #[test]
+    fn surface_words_survive_a_round_trip() {
         let ix = sample();
-        let v2 = ix.to_bytes(5);
-        assert_eq!(&v2[..8], MAGIC);
-        let mut v1 = v2[..v2.len() - 8].to_vec();
-        v1[..8].copy_from_slice(MAGIC_V1);
-        let sum = checksum(&v1);
-        v1.extend_from_slice(&sum.to_le_bytes());
-        let (back, tag) = Index::from_bytes(&v1).expect("a version 1 file loads");
-        assert_eq!(tag, 5);
-        assert_eq!(back.to_bytes(5), v2);
-        // each version's checksum is its own: a v2 body under v1's magic is damage
-        let mut mixed = v2.clone();
-        mixed[..8].copy_from_slice(MAGIC_V1);
-        assert!(Index::from_bytes(&mixed).is_err());
+        let (back, _) = Index::from_bytes(&ix.to_bytes(1)).expect("loads");
+        assert_eq!(back.words_starting(b"d"), ix.words_starting(b"d"));
+        assert_eq!(back.surface_words(), ix.surface_words());
+        assert!(!back.words_starting(b"deploy").is_empty());
     }
 
     #[test]

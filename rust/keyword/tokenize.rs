@@ -131,59 +131,18 @@ impl Tokenizer {
 
     /// Call `emit` with each index term of `text`, in order, as FTS5 stores it.
     pub fn for_each(&mut self, text: &str, mut emit: impl FnMut(&[u8])) {
-        let s = text.as_bytes();
-        let n = s.len();
-        let mut i = 0;
-        loop {
-            self.raw.clear();
-            // Skip separators up to the first character that starts a token.
-            loop {
-                if i >= n {
-                    return;
-                }
-                let b = s[i];
-                if b < 0x80 {
-                    if ascii_token(b) {
-                        break;
-                    }
-                    i += 1;
-                } else {
-                    let (c, l) = decode(s, i);
-                    i += l;
-                    if class(c) == 1 {
-                        let f = fold(c);
-                        if f != 0 {
-                            push_utf8(&mut self.raw, f);
-                        }
-                        break;
-                    }
-                }
-            }
-            // Gather the token.
-            while i < n {
-                let b = s[i];
-                if b < 0x80 {
-                    if !ascii_token(b) {
-                        break;
-                    }
-                    self.raw.push(b.to_ascii_lowercase());
-                    i += 1;
-                } else {
-                    let (c, l) = decode(s, i);
-                    if class(c) == 0 {
-                        break;
-                    }
-                    i += l;
-                    let f = fold(c);
-                    if f != 0 {
-                        push_utf8(&mut self.raw, f);
-                    }
-                }
-            }
-            porter::stem_into(&self.raw, &mut self.stemmed);
-            let t = &self.stemmed[..self.stemmed.len().min(MAX_TERM_BYTES)];
-            emit(t);
-        }
+        let stemmed = &mut self.stemmed;
+        scan(text, &mut self.raw, |raw| {
+            stem(raw, stemmed);
+            emit(stemmed);
+        });
+    }
+
+    /// Call `emit` with each surface word of `text`, in order: the token folded by
+    /// unicode61 `remove_diacritics 2`, before stemming (what FTS5's unstemmed index
+    /// stores, once cut at [`MAX_TERM_BYTES`]); [`stem`] makes its index term.
+    pub fn for_each_raw(&mut self, text: &str, emit: impl FnMut(&[u8])) {
+        scan(text, &mut self.raw, emit);
     }
 
     /// The index terms of `text`, in order.
@@ -191,6 +150,68 @@ impl Tokenizer {
         let mut out = Vec::new();
         self.for_each(text, |t| out.push(t.to_vec()));
         out
+    }
+}
+
+/// The index term of the surface word `raw` into `out`: stemmed, cut at
+/// [`MAX_TERM_BYTES`].
+pub fn stem(raw: &[u8], out: &mut Vec<u8>) {
+    porter::stem_into(raw, out);
+    out.truncate(MAX_TERM_BYTES);
+}
+
+/// The tokens of `text`, each folded into `raw` (whole, not cut), then given to `emit`.
+fn scan(text: &str, raw: &mut Vec<u8>, mut emit: impl FnMut(&[u8])) {
+    let s = text.as_bytes();
+    let n = s.len();
+    let mut i = 0;
+    loop {
+        raw.clear();
+        // Skip separators up to the first character that starts a token.
+        loop {
+            if i >= n {
+                return;
+            }
+            let b = s[i];
+            if b < 0x80 {
+                if ascii_token(b) {
+                    break;
+                }
+                i += 1;
+            } else {
+                let (c, l) = decode(s, i);
+                i += l;
+                if class(c) == 1 {
+                    let f = fold(c);
+                    if f != 0 {
+                        push_utf8(raw, f);
+                    }
+                    break;
+                }
+            }
+        }
+        // Gather the token.
+        while i < n {
+            let b = s[i];
+            if b < 0x80 {
+                if !ascii_token(b) {
+                    break;
+                }
+                raw.push(b.to_ascii_lowercase());
+                i += 1;
+            } else {
+                let (c, l) = decode(s, i);
+                if class(c) == 0 {
+                    break;
+                }
+                i += l;
+                let f = fold(c);
+                if f != 0 {
+                    push_utf8(raw, f);
+                }
+            }
+        }
+        emit(raw);
     }
 }
 
