@@ -1129,6 +1129,66 @@ mod probe {
         std::hint::black_box(&out);
     }
 
+    /// A probe's case: a name and what it runs in a round (given the round's number).
+    type Case<'a> = (&'a str, Box<dyn Fn(usize) + 'a>);
+
+    /// Runs every case once per round, the cases interleaved round by round, and
+    /// answers each case's (median, min) in ms, the first two rounds left out.
+    fn interleaved(cases: &[Case], rounds: usize) -> Vec<(f64, f64)> {
+        let mut t: Vec<Vec<f64>> = vec![Vec::new(); cases.len()];
+        for round in 0..rounds {
+            for (i, (_, f)) in cases.iter().enumerate() {
+                let t0 = Instant::now();
+                f(round);
+                t[i].push(t0.elapsed().as_secs_f64() * 1e3);
+            }
+        }
+        t.into_iter()
+            .map(|mut v| {
+                let mut v = v.split_off(2.min(v.len()));
+                v.sort_by(f64::total_cmp);
+                (v[v.len() / 2], v[0])
+            })
+            .collect()
+    }
+
+    /// `kernel` over the int8 records `q8` in blocks of BLOCK, as the screen runs it
+    /// (scores and half-widths into buffers reused block after block).
+    fn by_blocks(q8: &[u8], stride: usize, mut kernel: impl FnMut(&[u8], &mut [f32], &mut [f32])) {
+        let (mut o, mut h) = (vec![0.0f32; BLOCK], vec![0.0f32; BLOCK]);
+        for c in q8.chunks(BLOCK * stride) {
+            let nb = c.len() / stride;
+            kernel(c, &mut o[..nb], &mut h[..nb]);
+            std::hint::black_box((&o, &h));
+        }
+    }
+
+    /// `kernel` over the first 512 records of `q8` (in cache), `rows / 512` times.
+    fn in_cache(q8: &[u8], stride: usize, rows: usize, kernel: impl Fn(&[u8], &mut [f32])) {
+        let mut o = vec![0.0f32; 512];
+        for _ in 0..rows / 512 {
+            kernel(&q8[..512 * stride], &mut o);
+            std::hint::black_box(&o);
+        }
+    }
+
+    /// The exact int8 screen of one query, top-`k`, every row live.
+    #[allow(clippy::too_many_arguments)]
+    fn screen(isa: Isa, rows: &[f32], q8: &[u8], q: &[f32], dim: usize, k: usize, threads: usize) {
+        std::hint::black_box(screened(
+            isa,
+            rows,
+            q8,
+            q,
+            dim,
+            k,
+            None,
+            Keep::Bound,
+            &|_| true,
+            threads,
+        ));
+    }
+
     /// Where the exact int8 screen's time goes, beside its read floor: the
     /// pieces of the pass timed alone, interleaved round by round, medians.
     /// `PROBE_N` rows (default 1M), one thread.
@@ -1146,140 +1206,71 @@ mod probe {
         let q8 = quantize_all(&rows, dim);
         let isa = Isa::detect();
         let qs = super::tests::unit_rows(32, dim, 99);
-        type Case<'a> = (&'a str, Box<dyn Fn(&[f32]) + 'a>);
+        let query = |round: usize| &qs[round * dim..(round + 1) * dim];
         let cases: Vec<Case> = vec![
             (
                 "read floor q8",
-                Box::new(|_q: &[f32]| {
+                Box::new(|_| {
                     std::hint::black_box(simd::read_floor(isa, &q8, false));
                 }),
             ),
             (
                 "int8 kernel only (blocks of 256)",
-                Box::new(|q: &[f32]| {
-                    let qq = QuantQuery::new(q);
-                    let mut o = vec![0.0f32; BLOCK];
-                    for c in q8.chunks(BLOCK * stride) {
-                        let o = &mut o[..c.len() / stride];
-                        quant::scores(isa, &qq, c, o);
-                        std::hint::black_box(&o);
-                    }
+                Box::new(|r| {
+                    let qq = QuantQuery::new(query(r));
+                    by_blocks(&q8, stride, |c, o, _| quant::scores(isa, &qq, c, o));
                 }),
             ),
             (
                 "int8 kernel, 512 records in cache",
-                Box::new(|q: &[f32]| {
-                    let qq = QuantQuery::new(q);
-                    let mut o = vec![0.0f32; 512];
-                    for _ in 0..n / 512 {
-                        quant::scores(isa, &qq, &q8[..512 * stride], &mut o);
-                        std::hint::black_box(&o);
-                    }
+                Box::new(|r| {
+                    let qq = QuantQuery::new(query(r));
+                    in_cache(&q8, stride, n, |c, o| quant::scores(isa, &qq, c, o));
                 }),
             ),
             (
                 "kernel + errs",
-                Box::new(|q: &[f32]| {
-                    let qq = QuantQuery::new(q);
-                    let mut o = vec![0.0f32; BLOCK];
+                Box::new(|r| {
+                    let qq = QuantQuery::new(query(r));
                     let mut e = Vec::with_capacity(BLOCK);
                     let mut acc = 0.0f32;
-                    for c in q8.chunks(BLOCK * stride) {
-                        let o = &mut o[..c.len() / stride];
+                    by_blocks(&q8, stride, |c, o, _| {
                         quant::scores(isa, &qq, c, o);
                         e.clear();
                         e.extend(c.chunks_exact(stride).map(|r| quant::record_errs(r, dim)));
                         acc += e[0].0 + o[0];
-                    }
+                    });
                     std::hint::black_box(acc);
                 }),
             ),
             (
                 "kernel with half-widths (fused)",
-                Box::new(|q: &[f32]| {
-                    let qq = QuantQuery::new(q);
-                    let mut o = vec![0.0f32; BLOCK];
-                    let mut h = vec![0.0f32; BLOCK];
-                    for c in q8.chunks(BLOCK * stride) {
-                        let nb = c.len() / stride;
-                        quant::scores_bounded(isa, &qq, c, &mut o[..nb], &mut h[..nb]);
-                        std::hint::black_box((&o, &h));
-                    }
+                Box::new(|r| {
+                    let qq = QuantQuery::new(query(r));
+                    by_blocks(&q8, stride, |c, o, h| {
+                        quant::scores_bounded(isa, &qq, c, o, h)
+                    });
                 }),
             ),
             (
                 "screen k=10",
-                Box::new(|q: &[f32]| {
-                    std::hint::black_box(screened(
-                        isa,
-                        &rows,
-                        &q8,
-                        q,
-                        dim,
-                        10,
-                        None,
-                        Keep::Bound,
-                        &|_| true,
-                        1,
-                    ));
-                }),
+                Box::new(|r| screen(isa, &rows, &q8, query(r), dim, 10, 1)),
             ),
             (
                 "screen k=132",
-                Box::new(|q: &[f32]| {
-                    std::hint::black_box(screened(
-                        isa,
-                        &rows,
-                        &q8,
-                        q,
-                        dim,
-                        132,
-                        None,
-                        Keep::Bound,
-                        &|_| true,
-                        1,
-                    ));
-                }),
+                Box::new(|r| screen(isa, &rows, &q8, query(r), dim, 132, 1)),
             ),
             (
                 "screen k=10, 2 threads",
-                Box::new(|q: &[f32]| {
-                    std::hint::black_box(screened(
-                        isa,
-                        &rows,
-                        &q8,
-                        q,
-                        dim,
-                        10,
-                        None,
-                        Keep::Bound,
-                        &|_| true,
-                        2,
-                    ));
-                }),
+                Box::new(|r| screen(isa, &rows, &q8, query(r), dim, 10, 2)),
             ),
         ];
-        let mut t: Vec<Vec<f64>> = vec![Vec::new(); cases.len()];
-        for q in qs.chunks_exact(dim) {
-            for (i, (_, f)) in cases.iter().enumerate() {
-                let t0 = Instant::now();
-                f(q);
-                t[i].push(t0.elapsed().as_secs_f64() * 1e3);
-            }
-        }
-        let floor = {
-            let mut v = t[0][2..].to_vec();
-            v.sort_by(f64::total_cmp);
-            v[v.len() / 2]
-        };
-        for (i, (name, _)) in cases.iter().enumerate() {
-            let mut v = t[i][2..].to_vec();
-            v.sort_by(f64::total_cmp);
-            let med = v[v.len() / 2];
+        let times = interleaved(&cases, qs.len() / dim);
+        let floor = times[0].0;
+        for ((name, _), (med, min)) in cases.iter().zip(&times) {
             eprintln!(
-                "{name:<36} {med:8.2} ms  {:.2}x floor (min {:.2} ms)",
-                med / floor,
-                v[0]
+                "{name:<36} {med:8.2} ms  {:.2}x floor (min {min:.2} ms)",
+                med / floor
             );
         }
         // How many rows the pass offers (upper bound >= running threshold) and
@@ -1324,10 +1315,13 @@ mod probe {
     #[cfg(target_arch = "x86_64")]
     fn probe_floor_variants() {
         use crate::kernels::simd::F16;
+        use quant::x86::{scores_pf, scores_vnni};
+        use std::arch::x86_64::{_MM_HINT_T0 as T0, _MM_HINT_T1 as T1};
+        use std::hint::black_box;
 
         let path = std::env::var("PROBE_FILE").expect("PROBE_FILE");
         let rows: usize = std::env::var("PROBE_ROWS").unwrap().parse().unwrap();
-        let file = std::fs::File::open(path).unwrap();
+        let file = std::fs::File::open(&path).unwrap();
         // SAFETY: a bench file nobody writes while the probe runs.
         let map = unsafe { memmap2::Mmap::map(&file) }.unwrap();
         let data = &map[4096..4096 + rows * 384 * 2];
@@ -1337,247 +1331,137 @@ mod probe {
         let q = super::tests::unit_rows(1, 384, 5);
         let isa = Isa::detect();
         assert_eq!(isa, Isa::Avx2);
-        let qfile =
-            std::fs::File::open(format!("{}.q8", std::env::var("PROBE_FILE").unwrap())).unwrap();
+        let qfile = std::fs::File::open(format!("{path}.q8")).unwrap();
         // SAFETY: as above.
         let qmap = unsafe { memmap2::Mmap::map(&qfile) }.unwrap();
         let stride = record_len(384);
         let q8 = &qmap[64..64 + rows * stride];
         let qq = QuantQuery::new(&q);
-        type Case<'a> = (&'a str, Box<dyn Fn() + 'a>);
-        // SAFETY (every case): AVX2 was detected above.
+        // SAFETY (every unsafe below): AVX2 was detected above; the VNNI cases run only
+        // where the CPU has it (the probe is run by hand on such a machine).
         let cases: Vec<Case> = vec![
             (
                 "floor, prefetch 6 KiB ahead (today)",
-                Box::new(|| {
-                    std::hint::black_box(unsafe { simd::x86::read_floor_ahead::<6144>(data) });
+                Box::new(|_| {
+                    black_box(unsafe { simd::x86::read_floor_ahead::<6144>(data) });
                 }),
             ),
             (
                 "floor, no software prefetch",
-                Box::new(|| {
-                    std::hint::black_box(unsafe { simd::x86::read_floor_ahead::<0>(data) });
+                Box::new(|_| {
+                    black_box(unsafe { simd::x86::read_floor_ahead::<0>(data) });
                 }),
             ),
             (
                 "floor, prefetch 1 KiB ahead",
-                Box::new(|| {
-                    std::hint::black_box(unsafe { simd::x86::read_floor_ahead::<1024>(data) });
+                Box::new(|_| {
+                    black_box(unsafe { simd::x86::read_floor_ahead::<1024>(data) });
                 }),
             ),
             (
                 "floor, prefetch 24 KiB ahead",
-                Box::new(|| {
-                    std::hint::black_box(unsafe { simd::x86::read_floor_ahead::<24576>(data) });
+                Box::new(|_| {
+                    black_box(unsafe { simd::x86::read_floor_ahead::<24576>(data) });
                 }),
             ),
             (
                 "int8 kernel+bounds, prefetch (today)",
-                Box::new(|| {
-                    let (mut o, mut h) = (vec![0.0f32; BLOCK], vec![0.0f32; BLOCK]);
-                    for c in q8.chunks(BLOCK * stride) {
-                        let nb = c.len() / stride;
-                        let (o, h) = (&mut o[..nb], &mut h[..nb]);
-                        unsafe {
-                            quant::x86::scores_pf::<8, { std::arch::x86_64::_MM_HINT_T0 }>(
-                                &qq,
-                                c,
-                                o,
-                                Some(h),
-                            )
-                        };
-                        std::hint::black_box((&o, &h));
-                    }
+                Box::new(|_| {
+                    by_blocks(q8, stride, |c, o, h| unsafe {
+                        scores_pf::<8, T0>(&qq, c, o, Some(h))
+                    })
                 }),
             ),
             (
                 "int8 kernel+bounds, no prefetch",
-                Box::new(|| {
-                    let (mut o, mut h) = (vec![0.0f32; BLOCK], vec![0.0f32; BLOCK]);
-                    for c in q8.chunks(BLOCK * stride) {
-                        let nb = c.len() / stride;
-                        let (o, h) = (&mut o[..nb], &mut h[..nb]);
-                        unsafe {
-                            quant::x86::scores_pf::<0, { std::arch::x86_64::_MM_HINT_T0 }>(
-                                &qq,
-                                c,
-                                o,
-                                Some(h),
-                            )
-                        };
-                        std::hint::black_box((&o, &h));
-                    }
+                Box::new(|_| {
+                    by_blocks(q8, stride, |c, o, h| unsafe {
+                        scores_pf::<0, T0>(&qq, c, o, Some(h))
+                    })
                 }),
             ),
             (
                 "int8 VNNI kernel+bounds, prefetch",
-                Box::new(|| {
-                    let (mut o, mut h) = (vec![0.0f32; BLOCK], vec![0.0f32; BLOCK]);
-                    for c in q8.chunks(BLOCK * stride) {
-                        let nb = c.len() / stride;
-                        let (o, h) = (&mut o[..nb], &mut h[..nb]);
-                        unsafe {
-                            quant::x86::scores_vnni::<8, { std::arch::x86_64::_MM_HINT_T0 }>(
-                                &qq,
-                                c,
-                                o,
-                                Some(h),
-                            )
-                        };
-                        std::hint::black_box((&o, &h));
-                    }
+                Box::new(|_| {
+                    by_blocks(q8, stride, |c, o, h| unsafe {
+                        scores_vnni::<8, T0>(&qq, c, o, Some(h))
+                    })
                 }),
             ),
             (
                 "int8 VNNI kernel+bounds, no prefetch",
-                Box::new(|| {
-                    let (mut o, mut h) = (vec![0.0f32; BLOCK], vec![0.0f32; BLOCK]);
-                    for c in q8.chunks(BLOCK * stride) {
-                        let nb = c.len() / stride;
-                        let (o, h) = (&mut o[..nb], &mut h[..nb]);
-                        unsafe {
-                            quant::x86::scores_vnni::<0, { std::arch::x86_64::_MM_HINT_T0 }>(
-                                &qq,
-                                c,
-                                o,
-                                Some(h),
-                            )
-                        };
-                        std::hint::black_box((&o, &h));
-                    }
+                Box::new(|_| {
+                    by_blocks(q8, stride, |c, o, h| unsafe {
+                        scores_vnni::<0, T0>(&qq, c, o, Some(h))
+                    })
                 }),
             ),
             (
                 "int8 VNNI, prefetch 16 ahead T0",
-                Box::new(|| {
-                    let (mut o, mut h) = (vec![0.0f32; BLOCK], vec![0.0f32; BLOCK]);
-                    for c in q8.chunks(BLOCK * stride) {
-                        let nb = c.len() / stride;
-                        let (o, h) = (&mut o[..nb], &mut h[..nb]);
-                        unsafe {
-                            quant::x86::scores_vnni::<16, { std::arch::x86_64::_MM_HINT_T0 }>(
-                                &qq,
-                                c,
-                                o,
-                                Some(h),
-                            )
-                        };
-                        std::hint::black_box((&o, &h));
-                    }
+                Box::new(|_| {
+                    by_blocks(q8, stride, |c, o, h| unsafe {
+                        scores_vnni::<16, T0>(&qq, c, o, Some(h))
+                    })
                 }),
             ),
             (
                 "int8 VNNI, prefetch 8 ahead T1",
-                Box::new(|| {
-                    let (mut o, mut h) = (vec![0.0f32; BLOCK], vec![0.0f32; BLOCK]);
-                    for c in q8.chunks(BLOCK * stride) {
-                        let nb = c.len() / stride;
-                        let (o, h) = (&mut o[..nb], &mut h[..nb]);
-                        unsafe {
-                            quant::x86::scores_vnni::<8, { std::arch::x86_64::_MM_HINT_T1 }>(
-                                &qq,
-                                c,
-                                o,
-                                Some(h),
-                            )
-                        };
-                        std::hint::black_box((&o, &h));
-                    }
+                Box::new(|_| {
+                    by_blocks(q8, stride, |c, o, h| unsafe {
+                        scores_vnni::<8, T1>(&qq, c, o, Some(h))
+                    })
                 }),
             ),
             (
                 "int8 VNNI, prefetch 24 ahead T1",
-                Box::new(|| {
-                    let (mut o, mut h) = (vec![0.0f32; BLOCK], vec![0.0f32; BLOCK]);
-                    for c in q8.chunks(BLOCK * stride) {
-                        let nb = c.len() / stride;
-                        let (o, h) = (&mut o[..nb], &mut h[..nb]);
-                        unsafe {
-                            quant::x86::scores_vnni::<24, { std::arch::x86_64::_MM_HINT_T1 }>(
-                                &qq,
-                                c,
-                                o,
-                                Some(h),
-                            )
-                        };
-                        std::hint::black_box((&o, &h));
-                    }
+                Box::new(|_| {
+                    by_blocks(q8, stride, |c, o, h| unsafe {
+                        scores_vnni::<24, T1>(&qq, c, o, Some(h))
+                    })
                 }),
             ),
             (
                 "int8 VNNI kernel, 512 records in cache x",
-                Box::new(|| {
-                    let mut o = vec![0.0f32; 512];
-                    for _ in 0..rows / 512 {
-                        unsafe {
-                            quant::x86::scores_vnni::<8, { std::arch::x86_64::_MM_HINT_T0 }>(
-                                &qq,
-                                &q8[..512 * stride],
-                                &mut o,
-                                None,
-                            )
-                        };
-                        std::hint::black_box(&o);
-                    }
+                Box::new(|_| {
+                    in_cache(q8, stride, rows, |c, o| unsafe {
+                        scores_vnni::<8, T0>(&qq, c, o, None)
+                    })
                 }),
             ),
             (
                 "int8 AVX2 kernel, 512 records in cache x",
-                Box::new(|| {
-                    let mut o = vec![0.0f32; 512];
-                    for _ in 0..rows / 512 {
-                        unsafe {
-                            quant::x86::scores_pf::<8, { std::arch::x86_64::_MM_HINT_T0 }>(
-                                &qq,
-                                &q8[..512 * stride],
-                                &mut o,
-                                None,
-                            )
-                        };
-                        std::hint::black_box(&o);
-                    }
+                Box::new(|_| {
+                    in_cache(q8, stride, rows, |c, o| unsafe {
+                        scores_pf::<8, T0>(&qq, c, o, None)
+                    })
                 }),
             ),
             (
                 "q8 floor, prefetch 6 KiB ahead (today)",
-                Box::new(|| {
-                    std::hint::black_box(unsafe { simd::x86::read_floor_ahead::<6144>(q8) });
+                Box::new(|_| {
+                    black_box(unsafe { simd::x86::read_floor_ahead::<6144>(q8) });
                 }),
             ),
             (
                 "q8 floor, no software prefetch",
-                Box::new(|| {
-                    std::hint::black_box(unsafe { simd::x86::read_floor_ahead::<0>(q8) });
+                Box::new(|_| {
+                    black_box(unsafe { simd::x86::read_floor_ahead::<0>(q8) });
                 }),
             ),
             (
                 "f16 scan kernel (blocks of 256 rows)",
-                Box::new(|| {
+                Box::new(|_| {
                     let mut o = vec![0.0f32; BLOCK];
                     for c in half.chunks(BLOCK * 384) {
                         let o = &mut o[..c.len() / 384];
                         simd::scores(isa, &q, c, o);
-                        std::hint::black_box(&o);
+                        black_box(&o);
                     }
                 }),
             ),
         ];
-        let mut t: Vec<Vec<f64>> = vec![Vec::new(); cases.len()];
-        for _ in 0..22 {
-            for (i, (_, f)) in cases.iter().enumerate() {
-                let t0 = Instant::now();
-                f();
-                t[i].push(t0.elapsed().as_secs_f64() * 1e3);
-            }
-        }
-        for (i, (name, _)) in cases.iter().enumerate() {
-            let mut v = t[i][2..].to_vec();
-            v.sort_by(f64::total_cmp);
-            eprintln!(
-                "{name:<40} median {:8.2} ms  min {:8.2} ms",
-                v[v.len() / 2],
-                v[0]
-            );
+        for ((name, _), (med, min)) in cases.iter().zip(interleaved(&cases, 22)) {
+            eprintln!("{name:<40} median {med:8.2} ms  min {min:8.2} ms");
         }
     }
 
