@@ -1016,8 +1016,6 @@ enum Driver<'a> {
     Rarest,
 }
 
-/// The index of the first element >= `x` in sorted `v` (v.len() if none), galloping.
-#[inline]
 /// The optimal string alignment distance of `a` and `b` (adjacent swaps count 1), or
 /// `limit + 1` as soon as it is known to exceed `limit` (cortex.suggest.edit_distance,
 /// the same table row by row); `rows`: reused buffers.
@@ -1049,6 +1047,8 @@ fn osa_distance(a: &[char], b: &[char], limit: usize, rows: &mut [Vec<usize>; 3]
     prev[b.len()]
 }
 
+/// The index of the first element >= `x` in sorted `v` (v.len() if none), galloping.
+#[inline]
 fn gallop(v: &[u32], x: u32) -> usize {
     if v.first().is_none_or(|&f| f >= x) {
         return 0;
