@@ -737,8 +737,13 @@ def _latin(
         if tier_expr is expression:
             held = terms
         else:  # the OR: the terms some hit holds (suggestions need not look them up)
-            known = native.holding(terms, [h.memory_id for h in hits]) if native else None
-            held = known if known is not None and not probe else []
+            # (a probe asks only whether something holds them: no look-up for it)
+            known = (
+                native.holding(terms, [h.memory_id for h in hits])
+                if native is not None and not probe
+                else None
+            )
+            held = known if known is not None else []
         return KeywordResult(
             hits, "fts", tier_expr, tier_expr, notices, terms, bound=bound,
             rescore_table=words, rescore_expression=any_term, held=held,
