@@ -88,7 +88,7 @@ fn keyword_score(raw: f64, p: &Params) -> f64 {
     if p.bound > 0.0 {
         1.0 - (-p.slope * f64::max(0.0, raw / p.bound)).exp()
     } else {
-        1.0 - (-p.slope * 0.0).exp()
+        0.0
     }
 }
 
