@@ -346,8 +346,6 @@ class KeywordIndexer:
         beside the postings; those not kept yet are read in one statement. None when the
         filters ask for more than the kept columns say (live, not superseded, the project
         wall): SQLite judges them then."""
-        from cortex.filters import narrows_beyond_project, project_ids
-
         if not self._keeps_ranks or narrows_beyond_project(opts):
             return None
 
