@@ -411,17 +411,6 @@ class Semantic:
             )
         ]
 
-    def lost(self) -> int:
-        """Memories whose vector of the active model was supplied by the caller and lost
-        with a damaged or missing vector file: found by keyword only until a vector is
-        given again (``add_many(..., vectors=...)`` or ``update``)."""
-        (n,) = self._store.query(
-            "SELECT COUNT(*) FROM vectors_lost l JOIN memories m ON m.id = l.memory_id"
-            " WHERE l.model_id = ? AND m.deleted_at IS NULL",
-            (self.model_id,),
-        )[0]
-        return int(n)
-
     # ------------------------------------------------------------------ the vector file
     #
     # The vector file is the one copy of every vector (the source of truth), and SQLite
@@ -1119,9 +1108,7 @@ class Semantic:
         return len(self.index())
 
     def close(self) -> None:
-        if self._index is not None:
-            self._index.close()
-            self._index = None
+        self._close_index()
 
     # ------------------------------------------------------------------ reading rows
 
