@@ -526,7 +526,7 @@ def install_model(
         int8_sha = hashlib.sha256(graph_int8).hexdigest()
         if int8_sha != EXPECTED_INT8_ONNX_SHA256:
             _say(progress, "note: the int8 query graph differs from the pinned one")
-        write_int8(staged, graph_int8, hashlib.sha256(graph).hexdigest())
+        write_int8(staged, graph_int8, int8_sha, str(records[MODEL_FILE]["sha256"]))
         del graph_int8
 
         # Swap the finished dir in: a reader sees the old model or the new one, never half.

@@ -139,23 +139,23 @@ def int8_graph(fp32_graph: bytes) -> bytes:
     return build_minilm_onnx(weights, MINILM_CONFIG, int8=True)
 
 
-def write_int8(model_dir: Path, graph: bytes, source_sha256: str) -> ModelFile:
-    """Write `graph` and its record into ``<model_dir>/int8`` (each file swapped in
-    whole). Raises OSError when the folder is not writable."""
+def write_int8(model_dir: Path, graph: bytes, sha256: str, source_sha256: str) -> ModelFile:
+    """Write `graph` (whose sha256 the caller computed) and its record into
+    ``<model_dir>/int8`` (each file swapped in whole). Raises OSError when the folder is
+    not writable."""
     folder = model_dir / INT8_DIR
     folder.mkdir(exist_ok=True)
     tmp = folder / f".{INT8_FILE}.{os.getpid()}.tmp"
     tmp.write_bytes(graph)
     os.replace(tmp, folder / INT8_FILE)
     st = (folder / INT8_FILE).stat()
-    sha = hashlib.sha256(graph).hexdigest()
     record: dict[str, Any] = {
         "recipe": RECIPE,
         "source_sha256": source_sha256,
-        "files": {INT8_FILE: {"sha256": sha, "size": st.st_size, "mtime_ns": st.st_mtime_ns}},
+        "files": {INT8_FILE: {"sha256": sha256, "size": st.st_size, "mtime_ns": st.st_mtime_ns}},
     }
     _write_json(folder / INT8_MANIFEST, record)
-    return ModelFile(INT8_FILE, folder / INT8_FILE, sha, st.st_size)
+    return ModelFile(INT8_FILE, folder / INT8_FILE, sha256, st.st_size)
 
 
 def ensure_int8(model_dir: Path, source: ModelFile) -> ModelFile:
@@ -176,13 +176,14 @@ def ensure_int8(model_dir: Path, source: ModelFile) -> ModelFile:
         graph = int8_graph(source.path.read_bytes())
     except (OSError, ValueError) as exc:
         raise EmbeddingError(f"cannot read the fp32 graph {source.path}: {exc}") from exc
-    if hashlib.sha256(graph).hexdigest() != want:
+    sha = hashlib.sha256(graph).hexdigest()
+    if sha != want:
         raise EmbeddingError(
             f"the int8 query graph made from {source.path} does not match its pinned "
             f"sha256; run `cortex model install --force`, or use query_encoder='fp32'"
         )
     try:
-        return write_int8(model_dir, graph, source.sha256)
+        return write_int8(model_dir, graph, sha, source.sha256)
     except OSError as exc:
         raise EmbeddingError(
             f"cannot write the int8 query encoder into {model_dir / INT8_DIR}: {exc}; make "
