@@ -91,6 +91,7 @@ class PgKeywordIndex:
         self._xmin = 0  # the log is read from transactions at or after this id
         self._applied: dict[int, int] = {}  # log seq -> its xid, for xids >= _xmin
         self._pruned = -1  # the log's pruned mark when last read (see LOG_KEEP)
+        self._prune_refused = False  # a DELETE of the log failed here (see _prune)
         self._worker: threading.Thread | None = None
         self._closed = False
         self.error: str | None = None  # why the index is not used, if it failed
@@ -199,12 +200,12 @@ class PgKeywordIndex:
                     log_rows, rows = log.fetchall(), got.fetchall()
                 head = log_rows[0]
                 if (
-                    all(r[3] is None for r in log_rows)
-                    and int(head[1]) == self._pruned
-                    and int(head[2]) <= LOG_PRUNE_AT
-                ):  # nothing new: the answer stands
+                    all(r[3] is None for r in log_rows) and int(head[1]) == self._pruned
+                ):  # nothing new: the answer stands (a long log is pruned, not replayed)
                     self._xmin = int(head[0])
                     self._applied = {q: x for q, x in self._applied.items() if x >= self._xmin}
+                    if int(head[2]) > LOG_PRUNE_AT:
+                        self._prune(self._xmin)
                     return ids, bm25, rows
                 try:
                     self._xmin, self._applied = self._replay(
@@ -304,7 +305,7 @@ class PgKeywordIndex:
     def _prune(self, position: int) -> None:
         """Delete the log's older rows, keeping LOG_KEEP, among those of transactions
         before `position` (all applied here), and record the largest id pruned."""
-        if self._store.read_only:
+        if self._store.read_only or self._prune_refused:
             return
         try:
             with self._store.transaction() as tx:
@@ -320,7 +321,10 @@ class PgKeywordIndex:
                     (LOG_KEEP, str(position)),
                 ).fetchone()
         except CortexError:
-            return  # another time (a role without DELETE keeps the whole log)
+            # a role without DELETE (or a conflict): not tried again by this process, whose
+            # searches read only the log's new rows; another process prunes it
+            self._prune_refused = True
+            return
         if row is not None and int(row[0]) < position:
             self._pruned = int(row[0])  # ours (all applied here); a larger one: see _replay
 
