@@ -334,30 +334,7 @@ pub fn dot_u8_i8_scalar(u: &[u8], q: &[i8]) -> i32 {
 
 /// Approximate scores of `n = out.len()` consecutive records against `qq`.
 pub fn scores(isa: Isa, qq: &QuantQuery, records: &[u8], out: &mut [f32]) {
-    let dim = qq.dim;
-    let stride = record_len(dim);
-    assert_eq!(
-        records.len(),
-        out.len() * stride,
-        "quant::scores: shape mismatch"
-    );
-    assert_eq!(qq.q.len(), padded(dim), "quant::scores: query not padded");
-    match isa {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: `Isa::Avx2` exists only once AVX2 was detected; shapes checked above.
-        Isa::Avx2 if x86::vnni() => unsafe {
-            x86::scores_vnni::<8, { std::arch::x86_64::_MM_HINT_T0 }>(qq, records, out, None)
-        },
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: as above.
-        Isa::Avx2 => unsafe { x86::scores_into(qq, records, out, None) },
-        _ => {
-            for (o, rec) in out.iter_mut().zip(records.chunks_exact(stride)) {
-                let d = dot_u8_i8_scalar(&rec[..dim], &qq.q[..dim]);
-                *o = qq.score(d, record_scale(rec, dim));
-            }
-        }
-    }
+    scores_with(isa, qq, records, out, None);
 }
 
 /// [`scores`] and, beside each score, the half-width of the interval that holds
@@ -373,36 +350,48 @@ pub fn scores_bounded(
     out: &mut [f32],
     half: &mut [f32],
 ) {
-    let dim = qq.dim;
-    let stride = record_len(dim);
-    assert_eq!(
-        records.len(),
-        out.len() * stride,
-        "quant::scores_bounded: shape mismatch"
-    );
     assert_eq!(
         out.len(),
         half.len(),
         "quant::scores_bounded: shape mismatch"
     );
+    scores_with(isa, qq, records, out, Some(half));
+}
+
+/// [`scores`], and [`scores_bounded`]'s half-widths when `half` is given.
+fn scores_with(
+    isa: Isa,
+    qq: &QuantQuery,
+    records: &[u8],
+    out: &mut [f32],
+    half: Option<&mut [f32]>,
+) {
+    let dim = qq.dim;
+    let stride = record_len(dim);
     assert_eq!(
-        qq.q.len(),
-        padded(dim),
-        "quant::scores_bounded: query not padded"
+        records.len(),
+        out.len() * stride,
+        "quant::scores: shape mismatch"
     );
+    assert_eq!(qq.q.len(), padded(dim), "quant::scores: query not padded");
     match isa {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `Isa::Avx2` exists only once AVX2 was detected; shapes checked above.
         Isa::Avx2 if x86::vnni() => unsafe {
-            x86::scores_vnni::<8, { std::arch::x86_64::_MM_HINT_T0 }>(qq, records, out, Some(half))
+            x86::scores_vnni::<8, { std::arch::x86_64::_MM_HINT_T0 }>(qq, records, out, half)
         },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as above.
-        Isa::Avx2 => unsafe { x86::scores_into(qq, records, out, Some(half)) },
+        Isa::Avx2 => unsafe { x86::scores_into(qq, records, out, half) },
         _ => {
-            scores(isa, qq, records, out);
-            for (h, rec) in half.iter_mut().zip(records.chunks_exact(stride)) {
-                *h = qq.half_width(rec);
+            for (o, rec) in out.iter_mut().zip(records.chunks_exact(stride)) {
+                let d = dot_u8_i8_scalar(&rec[..dim], &qq.q[..dim]);
+                *o = qq.score(d, record_scale(rec, dim));
+            }
+            if let Some(half) = half {
+                for (h, rec) in half.iter_mut().zip(records.chunks_exact(stride)) {
+                    *h = qq.half_width(rec);
+                }
             }
         }
     }
