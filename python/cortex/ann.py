@@ -239,15 +239,16 @@ def semantic_search(
     *,
     nprobe: int | None = None,
     allowed: np.ndarray | None = None,
+    held: tuple[Any, Any],
 ) -> tuple[np.ndarray, np.ndarray, Any, dict[str, Any]]:
-    """`Semantic.search_unchecked` through the approximate index: (ids, scores, the SQLite
-    position the index was in step with, info). The pipeline checks the rows of the page
-    against SQLite as it does for the exact search (the scores are exact)."""
-    index = semantic.index()
-    seen = semantic.state
+    """`Semantic.search_unchecked` through the approximate index of `held` (the index
+    this search checked and the SQLite position it is in step with): (ids, scores, that
+    position, info). The pipeline checks the rows of the page against SQLite as it does
+    for the exact search (the scores are exact)."""
+    index, seen = held
     ids, scores, info = search(index, query, k, nprobe=nprobe, allowed=allowed)
     if len(np.unique(ids)) != len(ids):  # damage: the exact path repairs or refuses
-        ids, scores, seen = semantic.search_unchecked(query, k, allowed=allowed)
+        ids, scores, seen = semantic.search_unchecked(query, k, allowed=allowed, held=held)
         info = {
             "approximate": False,
             "reason": "the vector index returned a row twice",

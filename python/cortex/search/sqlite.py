@@ -263,7 +263,7 @@ class SemanticRetriever:
             def search(q: Any, k: int, allowed: Any = None) -> Any:
                 nonlocal approx
                 *found, approx = ann.semantic_search(
-                    self._semantic, q, k, nprobe=opts.nprobe, allowed=allowed
+                    self._semantic, q, k, nprobe=opts.nprobe, allowed=allowed, held=held
                 )
                 return found
 
