@@ -357,10 +357,7 @@ class KeywordIndexer:
             ranks = self._ranks
             missing = [i for i in ids if i not in ranks]
             if missing:
-                if len(ranks) + len(missing) > RANKS_KEPT:
-                    self._forget_ranks(None)
-                    missing = list(ids)
-                self._read_ranks(missing)
+                self._keep_missing(missing, list(ids))
             out: dict[int, RankInfo] = {}
             for i in ids:
                 info = ranks[i]
@@ -371,6 +368,15 @@ class KeywordIndexer:
                 ):
                     out[i] = info
             return out
+
+    def _keep_missing(self, missing: list[int], wanted: list[int]) -> None:
+        """Keep the ranking columns of `missing`; when that would pass RANKS_KEPT, every
+        kept one is forgotten first and those of `wanted` (what the caller reads next)
+        are read instead."""
+        if len(self._ranks) + len(missing) > RANKS_KEPT:
+            self._forget_ranks(None)
+            missing = wanted
+        self._read_ranks(missing)
 
     def _read_ranks(self, ids: list[int]) -> None:
         """Keep the ranking columns of `ids` (None for those deleted or missing), here
@@ -458,10 +464,7 @@ class KeywordIndexer:
                 )  # fmt: skip
                 if out is None or not out[0]:
                     break
-                missing = out[0]
-                if len(self._ranks) + len(missing) > RANKS_KEPT:
-                    self._forget_ranks(None)
-                self._read_ranks(missing)
+                self._keep_missing(out[0], out[0])
             else:
                 return None
             if out is None or out[7] or not out[2]:
