@@ -280,21 +280,12 @@ class Pipeline:
         terms = kw.terms if kw is not None else _content_words(p.text)
         check = self._page_check(sem, rebuilt)
         results = self._results(ranked, opts, now, default_type, terms, damaged, check)
-        _damage_notice(damaged, notices)
-        results.query, results.mode, results.hidden = shown, str(mode), hidden
-        results.rewritten = kw.rewritten if kw is not None else None
-        if opts.approximate:  # never silent: the answer says how the vector leg ran
-            results.approximate = _approximate(sem, notices)
-        results._held = tuple(getattr(kw.state, "held", ())) if kw is not None else ()
-        if not results and hidden:
-            notices.append(
-                f"nothing passed the thresholds: {hidden} match(es) scored below min_score"
-                f" {opts.threshold(mode)} or min_confidence {opts.min_confidence}"
-            )
-        if self._store.notice is not None:  # opened read-only although asked writable
-            notices.append(self._store.notice)
-        self._record(results, opts, notices)
-        results.notices = tuple(notices)
+        self._close(
+            results, opts, shown, mode, hidden, damaged, notices,
+            rewritten=kw.rewritten if kw is not None else None,
+            held=tuple(getattr(kw.state, "held", ())) if kw is not None else (),
+            sem=sem,
+        )  # fmt: skip
         if log.isEnabledFor(logging.DEBUG):
             log.debug(
                 "search mode=%s (asked %s) keyword_tier=%s keyword_hits=%d semantic_hits=%d"
@@ -352,24 +343,43 @@ class Pipeline:
                 return None  # effective confidence from facts: the general path
             # (`_narrow` never applies here: its filters are beyond the project)
             results, damaged = self._page(found, opts)
-        notices: list[str] = []
+        self._close(
+            results, opts, shown, Mode.KEYWORD, found.hidden, damaged, [],
+            rewritten=found.expression, held=tuple(found.held), sem=None,
+        )  # fmt: skip
+        return results
+
+    def _close(
+        self,
+        results: Results,
+        opts: Options,
+        shown: str,
+        mode: Mode,
+        hidden: int,
+        damaged: list[str],
+        notices: list[str],
+        *,
+        rewritten: str | None,
+        held: tuple[str, ...],
+        sem: Leg | None,
+    ) -> None:
+        """What every search's answer says of itself (query, mode, hidden, rewritten,
+        how the vector leg ran, the notices), then its recording."""
         _damage_notice(damaged, notices)
-        results.query, results.mode, results.hidden = shown, str(Mode.KEYWORD), found.hidden
-        results.rewritten = found.expression
-        if opts.approximate:
-            results.approximate = _approximate(None, notices)
-        results._held = tuple(found.held)
-        if not results and found.hidden:
+        results.query, results.mode, results.hidden = shown, str(mode), hidden
+        results.rewritten = rewritten
+        if opts.approximate:  # never silent: the answer says how the vector leg ran
+            results.approximate = _approximate(sem, notices)
+        results._held = held
+        if not results and hidden:
             notices.append(
-                f"nothing passed the thresholds: {found.hidden} match(es) scored below"
-                f" min_score {opts.threshold(Mode.KEYWORD)} or min_confidence"
-                f" {opts.min_confidence}"
+                f"nothing passed the thresholds: {hidden} match(es) scored below min_score"
+                f" {opts.threshold(mode)} or min_confidence {opts.min_confidence}"
             )
-        if self._store.notice is not None:
+        if self._store.notice is not None:  # opened read-only although asked writable
             notices.append(self._store.notice)
         self._record(results, opts, notices)
         results.notices = tuple(notices)
-        return results
 
     def _page(self, found: Any, opts: Options) -> tuple[Results, list[str]]:
         """The Results of a natively ranked keyword search (`found`, a KeywordPage): the
