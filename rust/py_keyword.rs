@@ -519,10 +519,11 @@ impl KeywordIndex {
     /// with `weights` (see `Weights`) and the `sectors`' weights, held to the threshold
     /// and the minimum confidence, ordered by score then id (reversed when ascending).
     ///
-    /// Returns (missing, all_terms, hits, ids, scores, raw, hidden, damaged): `missing`
+    /// Returns (missing, all_terms, hits, ids, scores, bm25, hidden, damaged): `missing`
     /// the hits whose columns are not kept (keep them and ask again; the rest is empty
     /// then), `all_terms` whether the AND answered, `hits` the admitted hits' ids in
-    /// BM25 order, `ids`/`scores`/`raw` the ranked memories, `hidden` how many missed a
+    /// BM25 order, `ids`/`scores`/`bm25` the ranked memories (`bm25`: the calibrated
+    /// keyword score, hits.keyword_score of BM25 / `bound`), `hidden` how many missed a
     /// floor, `damaged` whether an admitted hit's columns failed validation (rank in
     /// Python, which names it). None when the filters reject so many hits that FTS5
     /// should answer (deeper than `max_fetch`).
@@ -673,7 +674,7 @@ impl KeywordIndex {
                         ids,
                         page.ranked.iter().map(|r| r.id).collect(),
                         page.ranked.iter().map(|r| r.score).collect(),
-                        page.ranked.iter().map(|r| r.raw).collect(),
+                        page.ranked.iter().map(|r| r.base).collect(),
                         page.hidden,
                         false,
                     ),

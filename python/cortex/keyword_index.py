@@ -114,18 +114,16 @@ RANKS_KEPT = 65_536
 class KeywordPage(NamedTuple):
     """The ranked candidates of a keyword-only search (KeywordIndexer.page): the plain
     tier's expression and terms, the terms a hit holds, the admitted hits (BM25 order),
-    the BM25 bound, and every memory
-    that cleared the floors in order (ids, final scores, BM25, kept ranking columns),
-    with the number that did not (`hidden`)."""
+    and every memory that cleared the floors in order (ids, final scores, calibrated
+    keyword scores, kept ranking columns), with the number that did not (`hidden`)."""
 
     expression: str
     terms: list[str]
     held: list[str]
     hits: list[int]
-    bound: float
     ids: list[int]
     scores: list[float]
-    raw: list[float]
+    bm25: list[float]
     infos: list[RankInfo]
     hidden: int
 
@@ -469,7 +467,7 @@ class KeywordIndexer:
                 return None
             if out is None or out[7] or not out[2]:
                 return None  # FTS5 answers, a damaged row to name, or no plain-tier hit
-            _, all_terms, hits, ids, scores, raw, hidden, _ = out
+            _, all_terms, hits, ids, scores, bm25, hidden, _ = out
             quoted = [quote(t) for t in terms]
             if all_terms:
                 expression, held = " ".join(quoted), list(terms)
@@ -479,7 +477,7 @@ class KeywordIndexer:
                 held = [t for t, h in zip(terms, found, strict=True) if h]
             ranks = cast(dict[int, RankInfo], self._ranks)  # admitted: all kept, live
             return KeywordPage(
-                expression, list(terms), held, hits, bound, ids, scores, raw,
+                expression, list(terms), held, hits, ids, scores, bm25,
                 [ranks[i] for i in ids], hidden,
             )  # fmt: skip
 

@@ -67,12 +67,12 @@ impl Admit<'_> {
     }
 }
 
-/// One ranked memory: its id, final score and BM25.
+/// One ranked memory: its id, final score and calibrated keyword score.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Ranked {
     pub id: i64,
     pub score: f64,
-    pub raw: f64,
+    pub base: f64,
 }
 
 /// What `rank` answers: every candidate that cleared the floors, in order, and how
@@ -141,7 +141,7 @@ pub fn rank(hits: &[Hit], rows: &[&RankRow], p: &Params) -> Page {
         ranked.push(Ranked {
             id: h.id,
             score,
-            raw: h.score,
+            base,
         });
     }
     // Python: kept.sort(key=(-score, id)) (stable), reversed for ascending order

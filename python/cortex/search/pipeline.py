@@ -402,17 +402,14 @@ class Pipeline:
         marker = keyword.highlighter(found.terms) if found.terms else None
         ids = [ranked[k] for k in top]
         extra = recall.enrichment(self._store, [memories[i] for i in ids])
-        bound, exp, slope = found.bound, math.exp, -KEYWORD_SLOPE
-        scores, raw, infos = found.scores, found.raw, found.infos
+        scores, bm25, infos = found.scores, found.bm25, found.infos
         out = []
         for k in top:
             i = ranked[k]
             memory = memories[i]
-            # hits.keyword_score(raw / bound), as the keyword leg computes it
-            bm25 = 1.0 - exp(slope * max(0.0, raw[k] / bound)) if bound > 0 else 0.0
             out.append(
                 Result.of(
-                    memory, scores[k], bm25, 0.0, infos[k].confidence,
+                    memory, scores[k], bm25[k], 0.0, infos[k].confidence,
                     partial(keyword.text_snippet, memory.content, marker), MatchType.BM25, (),
                     extra.source_session.get(i), memory.superseded_by is not None,
                     extra.superseded_by.get(i), extra.related.get(i, 0), None, None,
