@@ -39,7 +39,6 @@ from cortex.ranking import (
 from cortex.result import Fact, MatchType, Result, Results, from_epoch, iso
 from cortex.search import pages
 from cortex.search.hits import (
-    KEYWORD_SLOPE,
     SEMANTIC_MID,
     SEMANTIC_SLOPE,
     KeywordRetriever,
@@ -328,7 +327,7 @@ class Pipeline:
             return None
         # KeywordIndex.rank_page's weights, in its order
         weights = (
-            now, DAY, LN2, KEYWORD_SLOPE, opts.recency_weight, opts.half_life_days,
+            now, DAY, LN2, opts.recency_weight, opts.half_life_days,
             DECAY_FLOOR, opts.salience_weight, SUPERSEDED_FACTOR, opts.min_confidence,
             opts.threshold(Mode.KEYWORD), opts.order is Order.ASC,
         )  # fmt: skip
