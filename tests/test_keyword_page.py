@@ -356,3 +356,36 @@ def test_hybrid_keyword_leg_is_keyword_searchs(
             native += 1
             assert _leg(fast) == _leg(general), (n, query, opts)
         assert native >= 60, native
+
+
+def test_a_pinned_search_checks_the_change_log_once(tmp_path: Path) -> None:
+    """KeywordIndexer.pinned: the lookups of one search read the change log's position
+    once; a write committed meanwhile is read by the next search (outside the scope)."""
+    with _store(tmp_path / "kw.db", 9) as engine:
+        indexer = engine.keyword_index
+        seen: list[str] = []
+        engine.store.conn.set_trace_callback(seen.append)
+
+        def checks() -> int:  # the check's first statement (the log's end)
+            return sum(s == "SELECT COALESCE(MAX(seq), 0) FROM memory_changes" for s in seen)
+
+        def found(word: str) -> set[int]:
+            out = indexer.search([word], 500, require_all=False)
+            assert out is not None
+            return set(out[0].tolist())
+
+        before = found("deploy")
+        seen.clear()
+        with indexer.pinned():
+            assert found("deploy") == before
+            assert found("kafka") and indexer.holding(["deploy", "zyxw"], sorted(before))
+            assert checks() == 1
+            new = engine.add("deploy deploy zebra", created_at=NOW)
+            assert new not in found("deploy")  # the position the scope read first
+            with indexer.pinned():  # nested: the outer scope's position still
+                assert new not in found("deploy")
+        assert checks() == 1
+        assert new in found("deploy")  # out of the scope: brought up to the log
+        assert checks() == 2
+        found("kafka")
+        assert checks() == 3  # unpinned: every lookup checks

@@ -73,7 +73,7 @@ import os
 import sqlite3
 import threading
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
@@ -179,6 +179,9 @@ class KeywordIndexer:
         self._saved_seq: int | None = None  # the log position of the file last saved/loaded
         self._tried_file = False
         self.error: str | None = None  # why the index is not available, if it failed
+        # per thread: how deep in `pinned` scopes, and the (index, log position) checked
+        # against the log in the outermost one
+        self._pins = threading.local()
         # only when the change log records changes of the ranking columns (an older file
         # opened read-only does not)
         self._keeps_ranks = bool(getattr(store, "logs_ranks", False))  # PostgreSQL: off
@@ -550,8 +553,46 @@ class KeywordIndexer:
             projects=projects,
         )
 
+    @contextlib.contextmanager
+    def pinned(self) -> Iterator[None]:
+        """Within (on this thread), the index is checked against the change log once:
+        the lookups of one search (its keyword leg, the names it checks, the rescoring of
+        the other leg's hits, the share of unknown names) then read the same log position
+        without a `MAX(seq)` statement each (4.4 per hybrid search before). A write
+        committed meanwhile is read by the next search, as one committed just after this
+        one's first check always was."""
+        pins = self._pins
+        depth = getattr(pins, "depth", 0)
+        pins.depth = depth + 1
+        if depth == 0:
+            pins.at = None
+        try:
+            yield
+        finally:
+            pins.depth = depth
+            if depth == 0:
+                pins.at = None
+
     def _current(self) -> bool:
         """Bring the index up to the log under the lock; False when it cannot answer now."""
+        pins = self._pins
+        pinned = getattr(pins, "depth", 0) > 0
+        if (
+            pinned
+            and self._index is not None
+            and pins.at is not None
+            and pins.at[0] is self._index
+            and pins.at[1] == self._seq
+        ):
+            return True  # checked in this pinned scope, and nothing moved it since
+        if self._at_log():
+            if pinned:
+                pins.at = (self._index, self._seq)
+            return True
+        return False
+
+    def _at_log(self) -> bool:
+        """_current without the pin: the index brought up to the log now."""
         if self._index is None:
             if not self._tried_file:
                 self._tried_file = True

@@ -8,6 +8,7 @@ backend plugs in without touching them.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import threading
@@ -262,7 +263,11 @@ class Pipeline:
             if fast is not None:
                 return fast
         t0 = time.perf_counter()
-        p, kw, sem, mode, candidates, notices, allowed = self._candidates(text, opts, pool)
+        # the keyword index checked against the change log once for the legs, the names
+        # and the rescoring (KeywordIndexer.pinned), not at each of its lookups
+        pinned = getattr(self._keyword, "pinned", None)
+        with pinned() if pinned is not None else contextlib.nullcontext():
+            p, kw, sem, mode, candidates, notices, allowed = self._candidates(text, opts, pool)
         t1 = time.perf_counter()
         damaged: list[str] = []
         threshold = opts.threshold(mode)
@@ -833,12 +838,11 @@ class Pipeline:
         """The page of `ranked` that `opts` asks for, enriched, with the counts of all
         (`check`: called with the page's candidates before it is enriched)."""
         end = opts.offset + opts.limit
-        sessions = self._store.sessions_of([c.memory_id for c in ranked])
-        results = Results(
-            self._finish(ranked[opts.offset :], opts, now, match_type, terms, damaged, check),
-            total=len(ranked),
-            has_more=len(ranked) > end,
-        )
+        steady = getattr(self._store, "steady", None)  # the sparse tables probed once
+        with steady() if steady is not None else contextlib.nullcontext():
+            sessions = self._store.sessions_of([c.memory_id for c in ranked])
+            page = self._finish(ranked[opts.offset :], opts, now, match_type, terms, damaged, check)
+        results = Results(page, total=len(ranked), has_more=len(ranked) > end)
         # counted when first read, from what is read now (no store needed then)
         results._aggregations_of = partial(pages.aggregations, ranked, sessions)
         return results

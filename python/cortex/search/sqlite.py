@@ -8,6 +8,7 @@ hands the same array to both legs, which rank only those.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 from collections import OrderedDict
@@ -55,6 +56,13 @@ class KeywordRetriever:
     def __init__(self, store: Store, native: KeywordIndexer | None) -> None:
         self._store = store
         self._native = native
+
+    def pinned(self) -> contextlib.AbstractContextManager[None]:
+        """A scope (one search) in which the in-memory index is checked against the
+        change log once (KeywordIndexer.pinned)."""
+        if self._native is None:
+            return contextlib.nullcontext()
+        return self._native.pinned()
 
     @property
     def in_memory(self) -> bool:
