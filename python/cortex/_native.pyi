@@ -96,6 +96,9 @@ class NativeIndex:
         threads: int | None = None,
         candidates: int | None = None,
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]: ...
+    def moments(
+        self, query: npt.NDArray[np.float32], allowed: npt.NDArray[np.int64]
+    ) -> tuple[int, float, float] | None: ...
     def search_batch(
         self,
         queries: npt.NDArray[np.float32],

@@ -251,21 +251,29 @@ class SemanticRetriever:
         if sample is not None:
             if len(sample) == 0:
                 return shrunk_stats(0, 0.0, 0.0)
-            _, scores = index.search(query, len(sample), allowed=sample)
-        elif n <= STATS_ROWS:
-            _, scores = index.search(query, n)
-        else:
+        elif n > STATS_ROWS:
             where = (id(index), index.rows)
             with self._lock:
                 if self._sample is None or self._sample[:2] != where:
                     self._sample = (*where, np.sort(index.sample(STATS_ROWS)[0]))
                 sample = self._sample[2]
-            _, scores = index.search(query, len(sample), allowed=sample)
-        if len(scores) == 0:
-            stats = shrunk_stats(0, 0.0, 0.0)
+        # a sample's moments natively (VectorIndex.moments: the same numbers as numpy's
+        # over search's scores, its rows read from a contiguous copy), else its scores
+        moments = getattr(index, "moments", None)
+        found = moments(query, sample) if sample is not None and moments is not None else None
+        if found is not None:
+            count, mean, sd = found
+            stats = shrunk_stats(count, mean, sd) if count else shrunk_stats(0, 0.0, 0.0)
         else:
-            s = scores.astype(np.float64)
-            stats = shrunk_stats(len(s), float(s.mean()), float(s.std()))
+            if sample is not None:
+                _, scores = index.search(query, len(sample), allowed=sample)
+            else:
+                _, scores = index.search(query, n)
+            if len(scores) == 0:
+                stats = shrunk_stats(0, 0.0, 0.0)
+            else:
+                s = scores.astype(np.float64)
+                stats = shrunk_stats(len(s), float(s.mean()), float(s.std()))
         with self._lock:
             self._known_stats[key] = stats
             while len(self._known_stats) > STATS_KEPT:
