@@ -600,8 +600,6 @@ class Pipeline:
                 pending = self._worker().submit(self._semantic.retrieve, p, opts, allowed)
         try:
             kw = self._keyword.retrieve(p, opts, allowed) if run_kw else None
-            if meanwhile is not None:
-                meanwhile()
             if (
                 ahead is not None
                 and vector is not None
@@ -609,12 +607,16 @@ class Pipeline:
                 and kw.hits
                 and mode is Mode.HYBRID
             ):
+                # handed over as the leg starts its scan: this thread's Python (the
+                # cosines, then the names) runs while that one needs no GIL
                 query = vector.wait(pending.done if pending is not None else None)
                 if query is not None:
                     try:
                         early = ahead(query, [h.memory_id for h in kw.hits])
                     except (IndexFormatError, StorageError):
                         early = None  # the leg (or the rescore after it) says what went wrong
+            if meanwhile is not None:
+                meanwhile()
         except BaseException:
             if pending is not None and not pending.cancel():
                 wait([pending])  # do not leave it running against a store being closed

@@ -287,16 +287,20 @@ class SemanticRetriever:
         (None if that fails), for the caller's `cosines` while this leg scans."""
         query: np.ndarray | None = None
         try:
+            # SQLite's position first (the index's check, `_wanted`), and the vector
+            # handed over once calibrated: between the model's run and the scan this
+            # thread's Python does not wait for the GIL behind the caller's, which
+            # scores the keyword hits (and checks the names) while this thread scans
+            index = self._semantic.index()
+            seen = self._semantic.state
+            live = self._live(index, seen)
             query = self._query(plan.semantic_text)
+            if live == 0:
+                return Leg(state=(query, 0.0, 1.0, seen))
+            mean, sd = self._stats(index, query, live, projects_of(opts))
         finally:
             if vector is not None:
                 vector.set(query)
-        index = self._semantic.index()
-        seen = self._semantic.state
-        live = self._live(index, seen)
-        if live == 0:
-            return Leg(state=(query, 0.0, 1.0, seen))
-        mean, sd = self._stats(index, query, live, projects_of(opts))
         # The rows that reach the answer are checked against their embeddings in SQLite
         # (`verify`, called by the pipeline on the page: a damaged index is rebuilt once,
         # or refused read-only), so no wrong id or score reaches the answer.
