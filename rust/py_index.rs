@@ -2,7 +2,7 @@
 //! copy arguments with the GIL held, run the kernel with the GIL released,
 //! convert the result back.
 use std::path::PathBuf;
-use std::sync::{Mutex, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use numpy::{
     PyArray1, PyArray2, PyArrayDescrMethods, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods,
@@ -157,9 +157,14 @@ pub(crate) fn check_threads(threads: Option<i64>) -> Result<usize> {
 #[pyclass(module = "cortex._native", frozen)]
 pub struct NativeIndex {
     inner: RwLock<Option<VecFile>>,
-    /// The rows `moments` last read, copied side by side (see there).
-    sample: Mutex<Option<Sample>>,
+    /// The rows `moments` read lately, copied side by side (see there), the most
+    /// recent last: at most SAMPLES_KEPT sets (the whole store's sample and a few
+    /// projects' of an agent that moves between them).
+    samples: Mutex<Vec<Arc<Sample>>>,
 }
+
+/// How many calibration samples `moments` keeps copies of (~1.5 MB each at 384-d).
+const SAMPLES_KEPT: usize = 4;
 
 /// A copy of the rows of a fixed set of memories (the semantic calibration's sample),
 /// contiguous: scattered over the file, its 2,048 rows cost 0.92 ms of CPU to score
@@ -344,7 +349,7 @@ impl NativeIndex {
         let vf = py.detach(|| VecFile::create(&path, dim as usize, model_id))?;
         Ok(NativeIndex {
             inner: RwLock::new(Some(vf)),
-            sample: Mutex::new(None),
+            samples: Mutex::new(Vec::new()),
         })
     }
 
@@ -362,7 +367,7 @@ impl NativeIndex {
         let vf = py.detach(|| VecFile::open_upto(&path, writable, upto))?;
         Ok(NativeIndex {
             inner: RwLock::new(Some(vf)),
-            sample: Mutex::new(None),
+            samples: Mutex::new(Vec::new()),
         })
     }
 
@@ -556,29 +561,40 @@ impl NativeIndex {
         Ok(py.detach(|| {
             normalise_rows(&mut q, dim, "query")?;
             self.read(|vf| {
-                let mut guard = self
-                    .sample
-                    .lock()
-                    .map_err(|_| Error::State("vector index lock poisoned".into()))?;
-                let held = guard
-                    .as_ref()
-                    .is_some_and(|s| s.count == vf.count() && s.ids == ids);
-                if !held {
-                    let rows = vf.rows_for_ids(&ids);
-                    let all = vf.rows();
-                    let mut data = Vec::with_capacity(rows.len() * dim);
-                    for &r in &rows {
-                        let at = r as usize * dim;
-                        data.extend_from_slice(&all[at..at + dim]);
+                let sample = {
+                    let mut kept = self
+                        .samples
+                        .lock()
+                        .map_err(|_| Error::State("vector index lock poisoned".into()))?;
+                    kept.retain(|s| s.count == vf.count());
+                    match kept.iter().position(|s| s.ids == ids) {
+                        Some(at) => {
+                            let s = kept.remove(at);
+                            kept.push(Arc::clone(&s));
+                            s
+                        }
+                        None => {
+                            let rows = vf.rows_for_ids(&ids);
+                            let all = vf.rows();
+                            let mut data = Vec::with_capacity(rows.len() * dim);
+                            for &r in &rows {
+                                let at = r as usize * dim;
+                                data.extend_from_slice(&all[at..at + dim]);
+                            }
+                            let s = Arc::new(Sample {
+                                ids: ids.clone(),
+                                count: vf.count(),
+                                rows,
+                                data,
+                            });
+                            if kept.len() >= SAMPLES_KEPT {
+                                kept.remove(0);
+                            }
+                            kept.push(Arc::clone(&s));
+                            s
+                        }
                     }
-                    *guard = Some(Sample {
-                        ids: ids.clone(),
-                        count: vf.count(),
-                        rows,
-                        data,
-                    });
-                }
-                let sample = guard.as_ref().expect("kept above");
+                };
                 if sample.rows.len() > ids.len() {
                     return Ok(None);
                 }

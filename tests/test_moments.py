@@ -68,3 +68,16 @@ def test_an_id_held_twice_is_left_to_search(index: VectorIndex) -> None:
     index.append(np.array([9], dtype=np.int64), _rows(1, 48, 9))
     assert index.moments(q, ids) is None
     assert index.moments(q, ids[::2]) == _numpy(index, q, ids[::2])
+
+
+def test_several_samples_in_turn(index: VectorIndex) -> None:
+    """More sets than the copies kept (a store's sample and several projects'), asked in
+    turn: every answer is numpy's."""
+    rng = np.random.default_rng(3)
+    sets = [
+        np.sort(rng.choice(np.arange(3000) * 2 + 7, 300 + 50 * j, replace=False)).astype(np.int64)
+        for j in range(6)
+    ]
+    for q in _rows(4, 48, 12):
+        for ids in sets + sets[::-1]:
+            assert index.moments(q, ids) == _numpy(index, q, ids)
