@@ -167,8 +167,9 @@ pub struct NativeIndex {
 const SAMPLES_KEPT: usize = 4;
 
 /// A copy of the rows of a fixed set of memories (the semantic calibration's sample),
-/// contiguous: scattered over the file, its 2,048 rows cost 0.92 ms of CPU to score
-/// right after a 100k scan evicted them, against 0.37 ms when they are in cache.
+/// contiguous: scattered over the file, its 2,048 rows cost 0.90 ms of CPU to score
+/// right after a 100k scan evicted them, 0.37 ms from this copy (BENCHMARKS.md,
+/// "Hybrid latency, fourth pass").
 /// Committed rows never change in place (compaction and repair write a new file), so
 /// the copy holds while the file has the same rows (`count`).
 struct Sample {
