@@ -558,8 +558,9 @@ impl Ivf {
         }
         // Rescore what the final threshold cannot rule out, from the f16 rows, in
         // row order (the rows are scattered: ascending reads them forward).
-        let mut keep: Vec<u32> = topk::survivors(Keep::Bound, k, vec![screen.finish()])
-            .into_iter()
+        let t = screen.threshold();
+        let mut keep: Vec<u32> = (screen.finish().1.into_iter())
+            .filter(|c| topk::kept(c.0, t))
             .map(|c| c.1)
             .collect();
         keep.sort_unstable();

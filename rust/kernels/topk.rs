@@ -248,12 +248,12 @@ pub enum Keep {
 }
 
 /// A screen's result: (its lower bounds, (upper bound, row) of its candidates).
-pub(crate) type Screened = (Vec<f32>, Vec<(f32, u32)>);
+type Screened = (Vec<f32>, Vec<(f32, u32)>);
 
 /// Can a row whose upper bound is `u` still enter when the threshold is `t`?
 /// Yes unless `u < t`; a NaN bound (damaged record) is kept, to be rescored.
 #[inline]
-fn kept(u: f32, t: f32) -> bool {
+pub(crate) fn kept(u: f32, t: f32) -> bool {
     u.partial_cmp(&t) != Some(std::cmp::Ordering::Less)
 }
 
@@ -374,7 +374,7 @@ impl Screen {
 /// a damaged record, counts as +inf), so that the rescoring can stop at the
 /// first bound below its k-th exact score; with `Keep::Candidates` ascending
 /// rows, every bound +inf (all are rescored).
-pub(crate) fn survivors(keep: Keep, k: usize, parts: Vec<Screened>) -> Vec<(f32, u32)> {
+fn survivors(keep: Keep, k: usize, parts: Vec<Screened>) -> Vec<(f32, u32)> {
     match keep {
         Keep::Bound => {
             let mut lows: Vec<f32> = parts.iter().flat_map(|p| p.0.iter().copied()).collect();
