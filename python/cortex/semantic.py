@@ -591,7 +591,7 @@ class Semantic:
                 self._make_room(path)
                 writer = VectorIndex.create(path, dim, model)
             try:
-                sums = _append_stored(writer, ids, half)
+                sums = _append_stored(writer, ids, half, held)
                 writer.sync()
                 rows = writer.rows
             finally:
@@ -1446,12 +1446,15 @@ def read_vectors(conn: Any, db_path: Path, model: str, dim: int) -> dict[int, np
     return out
 
 
-def _append_stored(writer: Any, ids: np.ndarray, half: np.ndarray) -> np.ndarray:
+def _append_stored(
+    writer: Any, ids: np.ndarray, half: np.ndarray, known: np.ndarray | None = None
+) -> np.ndarray:
     """Append the stored (f16) rows `half` of memories `ids` to `writer` (a writable
-    VectorIndex) and return each row's checksum as the file holds it. The file normalises
-    each row again before rounding it: for a few dimensions that can move a bit of the
-    f16 row (SQLite then holds the checksum of the row as stored); a row moved further
-    than rounding did not survive the write (StorageError)."""
+    VectorIndex) and return each row's checksum as the file holds it (`known`: those of
+    `half`'s rows where known, 0 where not: kept for the rows stored as given). The file
+    normalises each row again before rounding it: for a few dimensions that can move a
+    bit of the f16 row (SQLite then holds the checksum of the row as stored); a row moved
+    further than rounding did not survive the write (StorageError)."""
     start = writer.rows
     writer.append(ids, half.astype(np.float32))
     stored = writer.stored(np.arange(start, writer.rows))
@@ -1460,7 +1463,13 @@ def _append_stored(writer: Any, ids: np.ndarray, half: np.ndarray) -> np.ndarray
         moved = stored[differ].astype(np.float32) - half[differ].astype(np.float32)
         if np.abs(moved).max() > 2e-3:
             raise StorageError(f"{writer.path}: a vector changed on its way to the file")
-    return row_checksums(stored)
+    if known is None:
+        return row_checksums(stored)
+    sums = known.copy()
+    need = differ | (known == 0)
+    if need.any():
+        sums[need] = row_checksums(stored[need])
+    return sums
 
 
 def _reread(path: Path, rows: int, ids: Sequence[int], sums: Sequence[int]) -> int | None:
