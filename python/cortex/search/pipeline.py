@@ -500,9 +500,13 @@ class Pipeline:
             walled = self._store.allowed_ids(wall) if allowed is not None else None
             unknown.extend(self._keyword.absent(p.named, wall, walled))
             if p.rare:
-                # A rare word no memory holds names something, unless it is a misspelling
-                # of a word a memory holds (RARE_WORD_RANK)
+                # A rare word no memory holds names something, unless it is a misspelling:
+                # of an English word, or of a word a memory holds (plan.RARE_WORD_RANK)
+                from cortex import commonness
+
                 gone = self._keyword.absent(p.rare, wall, walled)
+                vocab = commonness.ranks() if gone else None
+                gone = [w for w in gone if vocab is None or not commonness.misspelt(w, vocab)]
                 near = getattr(self._keyword, "near", None)
                 spelt = near(gone, wall) if gone and near is not None else set()
                 unknown_rare.extend(w for w in gone if w not in spelt)

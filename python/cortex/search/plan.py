@@ -189,7 +189,7 @@ def rare_terms(text: str, named: tuple[str, ...] = ()) -> tuple[str, ...]:
             continue
         if any(ch.isupper() or ch.isdigit() for ch in word):
             continue
-        if commonness.rare(word, RARE_WORD_RANK, vocab) and not commonness.misspelt(word, vocab):
+        if commonness.rare(word, RARE_WORD_RANK, vocab):
             found.setdefault(word, None)
     return tuple(found)
 
