@@ -38,11 +38,7 @@ def ranks(path: str | Path | None = None) -> Mapping[str, int] | None:
     """The whole-word entries of the WordPiece vocabulary in `path` (a tokenizer.json;
     default the active model's) with their positions, read once per process; None when
     the file is missing or unreadable, or is not a frequency-ordered WordPiece vocabulary."""
-    if path is None:
-        from cortex.model_dir import TOKENIZER_FILE, resolve_model_dir
-
-        path = resolve_model_dir()[0] / TOKENIZER_FILE
-    key = str(path)
+    key = _default_key() if path is None else str(path)
     with _LOCK:
         if key in _CACHE:
             return _CACHE[key]
@@ -50,6 +46,28 @@ def ranks(path: str | Path | None = None) -> Mapping[str, int] | None:
     with _LOCK:
         _CACHE[key] = found
     return found
+
+
+#: The variables that choose the active model's folder (model_dir, paths.data_home).
+_CHOOSERS = ("CORTEX_MODEL_DIR", "CORTEX_HOME", "LOCALAPPDATA", "XDG_DATA_HOME", "HOME")
+_DEFAULT: tuple[tuple[str | None, ...], str] | None = None
+
+
+def _default_key() -> str:
+    """The active model's tokenizer.json (cortex.model_dir.resolve_model_dir), resolved
+    again only when the variables that choose it change."""
+    import os
+
+    global _DEFAULT
+    env = tuple(os.environ.get(name) for name in _CHOOSERS)
+    known = _DEFAULT
+    if known is not None and known[0] == env:
+        return known[1]
+    from cortex.model_dir import TOKENIZER_FILE, resolve_model_dir
+
+    key = str(resolve_model_dir()[0] / TOKENIZER_FILE)
+    _DEFAULT = (env, key)
+    return key
 
 
 def _read(path: Path) -> Mapping[str, int] | None:

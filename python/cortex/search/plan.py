@@ -89,6 +89,7 @@ _SYNTAX = re.compile(r'["*()^]|\b(?:AND|OR|NOT|NEAR)\b|\w:')
 #: words every query starts with (DROPPED) never count.
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:[-_.][A-Za-z0-9]+)*")
 _OPERATORS = frozenset({"AND", "OR", "NOT", "NEAR"})
+_NAME_LIKE = re.compile(r"[A-Z0-9]")
 
 _CONSTRAINT = re.compile(r'"|\b(?:AND|NOT|NEAR)\b|[()]')
 _NOT_CLAUSE = re.compile(r'\bNOT\s+(?:"[^"]*"|\([^)]*\)|\S+)')
@@ -172,9 +173,10 @@ RARE_WORD_RANK = 8000
 
 
 def rare_terms(text: str, named: tuple[str, ...] = ()) -> tuple[str, ...]:
-    """The words of `text` rare in English (RARE_WORD_RANK; cortex.commonness), in order,
-    without repeats, leaving out the `named` ones and the words left out of every search
-    (DROPPED). Reads the model's vocabulary at the first call of the process."""
+    """The lower-case words of `text` rare in English (RARE_WORD_RANK; cortex.commonness),
+    in order, without repeats, leaving out the words left out of every search (DROPPED):
+    a word with a capital or a digit is a name already (`named`, named_terms). Reads the
+    model's vocabulary at the first call of the process."""
     if RARE_WORD_RANK <= 0:
         return ()
     from cortex import commonness
@@ -185,10 +187,8 @@ def rare_terms(text: str, named: tuple[str, ...] = ()) -> tuple[str, ...]:
     found: dict[str, None] = {}
     for m in _WORD.finditer(text):
         word = m.group()
-        if word in named or word in _OPERATORS or word.lower() in DROPPED:
-            continue
-        if any(ch.isupper() or ch.isdigit() for ch in word):
-            continue
+        if _NAME_LIKE.search(word) or word.lower() in DROPPED:
+            continue  # capitals and digits are names already (named_terms)
         if commonness.rare(word, RARE_WORD_RANK, vocab):
             found.setdefault(word, None)
     return tuple(found)
