@@ -1089,6 +1089,30 @@ def share(store: PgStore, found: KeywordResult, words: Sequence[str]) -> float |
     return min(1.0, sum(known.get(t, 0.0) for t in mine) / bound)
 
 
+def near(store: PgStore, words: Sequence[str], opts: Options) -> set[str]:
+    """The `words` (held by no memory under `opts`'s filters) one edit from a word a
+    memory there holds ("terrafrom", "kafak"): misspellings, not names (the hybrid
+    search's rare-word check; cortex.suggest.corrections on SQLite, which also tries two
+    edits on words of suggest.LONG_WORD letters or more). One query per word, an OR of
+    its edits over the exact index."""
+    from cortex import commonness, suggest
+
+    wall, params = _wall_sql(opts)
+    found: set[str] = set()
+    for word in words:
+        w = word.lower()
+        if len(w) < suggest.MIN_WORD or not (w.isalpha() and w.isascii()):
+            continue
+        query = " | ".join(_lit(e) for e in sorted(commonness.one_edit(w)))
+        row = store.query(
+            f"SELECT 1 FROM memories m WHERE {wall} AND m.tsv_simple @@ %s::tsquery LIMIT 1",
+            [*params, query],
+        )
+        if row:
+            found.add(word)
+    return found
+
+
 def _idfs(
     conn: Any, column: str, lexemes: Sequence[str], projects: Sequence[str] | None
 ) -> dict[str, float]:
