@@ -72,10 +72,14 @@ def parts(engine: cortex.Engine, query: str, opts: cortex.Options) -> dict[str, 
     share = None
     wall = cortex.Options(project=opts.project)
     walled = engine.store.allowed_ids(wall)
-    if p.named and mode is cortex.Mode.HYBRID:
+    rare: list[str] = []
+    if (p.named or p.rare) and mode is cortex.Mode.HYBRID:
         unknown = pipe._keyword.absent(p.named, wall, walled)
-        if unknown and kw is not None:
-            share = pipe._keyword.share(kw, unknown)
+        gone = pipe._keyword.absent(p.rare, wall, walled) if p.rare else []
+        spelt = pipe._keyword.near(gone, wall) if gone else set()
+        rare = [w for w in gone if w not in spelt]  # rare words as names (plan.RARE_WORD_RANK)
+        if (unknown or rare) and kw is not None:
+            share = pipe._keyword.share(kw, unknown + rare)
     top = sorted((h.raw for h in sem.hits), reverse=True) if sem is not None else []
     # what orders the candidates beyond relevance (recency, decay, salience...)
     now = opts.now.timestamp() if opts.now is not None else time.time()
@@ -98,8 +102,11 @@ def parts(engine: cortex.Engine, query: str, opts: cortex.Options) -> dict[str, 
         "sd": sd,
         "cjk": p.alpha != opts.alpha,
         "unknown": bool(unknown),
+        "rare": bool(rare),
         "share": share,
-        "anchored": bool(p.named) and not unknown,
+        "anchored": bool(p.named) and not (unknown or rare),
+        # the best match ignores the rare words: production does not answer (_ignored)
+        "ignored": any(x.ignored for x in c),
         "boost": np.array([boost.get(x.memory_id, 1.0) for x in c]),
         "pairs": [] if p.constrained else pairs,
         "narrow": pipe._narrow(opts, engine.store.allowed_ids(opts)),
@@ -113,7 +120,7 @@ def gather(cache: Path) -> list[dict[str, Any]]:
     is slow)."""
     s = ae.load_set("agent")
     asked = hashlib.sha256(json.dumps(s.queries, sort_keys=True).encode()).hexdigest()[:12]
-    path = cache / f"candidates-v6-{s.data_hash}-{asked}.pkl"  # the memories and the queries
+    path = cache / f"candidates-v7-{s.data_hash}-{asked}.pkl"  # the memories and the queries
     if path.exists():
         return pickle.loads(path.read_bytes())  # type: ignore[no-any-return]
     now = datetime.fromisoformat(s.meta["now"]) if s.meta.get("now") else None
@@ -201,12 +208,14 @@ def scores(d: dict[str, Any], cfg: Config) -> tuple[np.ndarray, np.ndarray]:
             best_answer[j] = max(best_answer[j], own_answer[i])
         base = 1 - (1 - own) * (1 - P.NEIGHBOUR_WEIGHT * best)
         answer = 1 - (1 - own_answer) * (1 - P.NEIGHBOUR_WEIGHT * best_answer)
-    if d["unknown"]:
+    if d["unknown"] or d.get("rare"):
         if cfg.power > 0 and d["share"] is not None:
             factor = (1.0 - d["share"]) ** cfg.power
         else:
             factor = P.UNKNOWN_NAME_BASE
         base, answer = base * factor, answer * factor
+    if d.get("ignored"):
+        answer = np.zeros_like(answer)
     return base, answer
 
 

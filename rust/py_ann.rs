@@ -151,17 +151,27 @@ impl AnnIndex {
                 let isa = Isa::detect();
                 let live = |r: u32| vf.is_live(r);
                 let count = vf.count();
+                let ranked = self.ivf.ranked(isa, &q);
+                let search = |allowed: Option<&dyn Fn(u32) -> bool>| {
+                    let (h, p) = self.ivf.search(
+                        isa,
+                        vf.rows(),
+                        count,
+                        &q,
+                        k,
+                        &ranked,
+                        nprobe,
+                        allowed,
+                        &live,
+                    );
+                    (h, p, nprobe >= self.ivf.nlist)
+                };
                 let (hits, probed, exact) = match allowed.as_deref() {
-                    None => {
-                        let (h, p) =
-                            self.ivf
-                                .search(isa, vf.rows(), count, &q, k, nprobe, None, &live);
-                        (h, p, nprobe >= self.ivf.nlist)
-                    }
+                    None => search(None),
                     Some(ids) => {
                         let subset = vf.rows_for_ids(ids);
-                        let probes = self.ivf.probes(isa, &q, nprobe);
-                        let budget = self.ivf.probed_rows(&probes) + (count - self.ivf.rows);
+                        let probes = &ranked[..nprobe.min(ranked.len())];
+                        let budget = self.ivf.probed_rows(probes) + (count - self.ivf.rows);
                         if subset.len() <= budget {
                             let screen = vf.q8_rows() >= Q8_MIN_ROWS;
                             let hits = if screen {
@@ -189,17 +199,7 @@ impl AnnIndex {
                                 bits[r as usize / 64] |= 1 << (r % 64);
                             }
                             let ok = |r: u32| bits[r as usize / 64] & (1 << (r % 64)) != 0;
-                            let (h, p) = self.ivf.search(
-                                isa,
-                                vf.rows(),
-                                count,
-                                &q,
-                                k,
-                                nprobe,
-                                Some(&ok),
-                                &live,
-                            );
-                            (h, p, nprobe >= self.ivf.nlist)
+                            search(Some(&ok))
                         }
                     }
                 };

@@ -75,7 +75,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 
 from cortex._lazy import LazyModule
 from cortex.errors import CortexError, IndexFormatError, InvalidOptionError, StorageError
@@ -91,6 +91,8 @@ else:  # imported when a vector is first touched (start-up of keyword-only comma
     np = LazyModule("numpy")
 
 __all__ = ["AUTO_MIN", "POLICIES", "KeywordHits", "KeywordIndexer", "KeywordPage"]
+
+_T = TypeVar("_T")
 
 #: Below this many memories FTS5 answers in a few ms; "auto" does not build an index.
 #: At 10k SciFact passages FTS5 took 9.5 ms for a claim and the index 0.12 s to build
@@ -143,6 +145,16 @@ class KeywordHits(NamedTuple):
     infos: list[RankInfo]
     bound: float
     all_terms: bool
+
+
+def _query_terms(words: list[str]) -> list[str] | None:
+    """The index terms of `words` (`KeywordIndex.query_terms`); None when a word is several
+    terms (a phrase to FTS5) or the extension is missing: FTS5 answers then."""
+    try:
+        from cortex._native import KeywordIndex
+    except ImportError:
+        return None
+    return KeywordIndex.query_terms(words)
 
 
 def _row_of(info: RankInfo | None) -> tuple[Any, ...] | None:
@@ -273,25 +285,20 @@ class KeywordIndexer:
         any of `terms`, best first; None when FTS5 must answer instead (no index yet, or a
         term FTS5 would read as a phrase of several tokens). `projects`: only these
         projects' memories, ranked with their statistics alone (None: every project)."""
-        if self._policy == "off" or self._closed:
+        if _query_terms(terms) is None:  # a word of several tokens: a phrase
             return None
-        try:
-            from cortex._native import KeywordIndex
-        except ImportError:
-            return None
-        if KeywordIndex.query_terms(terms) is None:  # a word of several tokens: a phrase
-            return None
-        with self._lock:
-            if not self._current():
-                return None
-            if allowed is not None:
-                allowed = np.asarray(allowed, dtype=np.int64)
-                if len(allowed) == 0:
-                    return np.empty(0, np.int64), np.empty(0, np.float64)
-            scope = list(projects) if projects is not None else None
-            return self._index.search(  # type: ignore[no-any-return]
+        if allowed is not None:
+            allowed = np.asarray(allowed, dtype=np.int64)
+        scope = list(projects) if projects is not None else None
+
+        def search(index: Any) -> tuple[np.ndarray, np.ndarray]:
+            if allowed is not None and len(allowed) == 0:
+                return np.empty(0, np.int64), np.empty(0, np.float64)
+            return index.search(  # type: ignore[no-any-return]
                 terms, k, require_all=require_all, allowed=allowed, projects=scope
             )
+
+        return self._ask(search, build=True)
 
     def df(
         self, words: list[str], projects: tuple[str, ...] | None = None
@@ -299,64 +306,51 @@ class KeywordIndexer:
         """(live memories, documents holding each word's index term), as FTS5's bm25()
         counts them, over `projects` (None: all); None when the index cannot answer now
         (FTS5 counts instead)."""
-        if self._policy == "off" or self._closed or self._index is None:
-            return None
-        try:
-            from cortex._native import KeywordIndex
-        except ImportError:
-            return None
-        terms = KeywordIndex.query_terms(words)
+        terms = _query_terms(words)
         if terms is None:
             return None
-        with self._lock:
-            if not self._current():
-                return None
+
+        def df(index: Any) -> tuple[int, list[int]]:
             if projects is None:
-                return len(self._index), [self._index.df(t) for t in terms]
+                return len(index), [index.df(t) for t in terms]
             scope = list(projects)
-            docs = int(self._index.stats(scope)[0])
-            return docs, [self._index.df(t, scope) for t in terms]
+            return int(index.stats(scope)[0]), [index.df(t, scope) for t in terms]
+
+        return self._ask(df)
 
     def words_starting(self, first: str) -> list[tuple[str, int]] | None:
         """The surface words (unstemmed, as ``memories_exact`` holds them) that start with
         `first`, with how many live memories hold each: exact until a memory is removed
         or replaced, an upper bound after (for ordering candidates, never for reporting);
         None when the index cannot answer now (FTS5's vocabulary is read instead)."""
-        if self._policy == "off" or self._closed or self._index is None:
-            return None
-        with self._lock:
-            if self._index is None or not hasattr(self._index, "words_starting"):
-                return None  # an older extension
-            if not self._current():
-                return None
-            return self._index.words_starting(first)  # type: ignore[no-any-return]
+        return self._ask(lambda index: index.words_starting(first), "words_starting")
 
     def words_near(self, prefix: str, word: str, limit: int) -> list[tuple[str, int, int]] | None:
         """The surface words that start with `prefix` within `limit` edits of `word`
         (cortex.suggest.edit_distance), `word` left out: (word, memories holding it as
         `words_starting` counts them, distance); None when the index cannot answer now."""
-        if self._policy == "off" or self._closed or self._index is None:
-            return None
-        with self._lock:
-            if self._index is None or not hasattr(self._index, "words_near"):
-                return None  # an older extension
-            if not self._current():
-                return None
-            return self._index.words_near(prefix, word, limit)  # type: ignore[no-any-return]
+        return self._ask(lambda index: index.words_near(prefix, word, limit), "words_near")
 
     def holding(self, terms: list[str], ids: list[int]) -> list[str] | None:
         """The `terms` that one of the memories `ids` (a search's hits) holds, the index
         brought up to the log first (the hits may be FTS5's); None when the index cannot
         tell. A word of several index terms (a phrase to FTS5) is left out."""
-        if not ids or self._policy == "off" or self._closed:
+        held = self._ask(lambda index: index.holding(terms, ids), "holding") if ids else None
+        return None if held is None else [t for t, h in zip(terms, held, strict=True) if h]
+
+    def _ask(self, ask: Callable[[Any], _T], needs: str = "", *, build: bool = False) -> _T | None:
+        """`ask(index)` of the native index under the lock, the index brought up to the log
+        first; None when it cannot answer now: the policy is "off", the indexer closed, no
+        index (`build`: unless this call may load or build one, as a search does), the log
+        not replayable now, or an older extension without the method `needs`."""
+        if self._policy == "off" or self._closed or (self._index is None and not build):
             return None
         with self._lock:
-            if self._index is None or not hasattr(self._index, "holding"):  # older extension
+            if (self._index is None and not build) or not self._current():
                 return None
-            if not self._current():
+            if needs and not hasattr(self._index, needs):
                 return None
-            held = self._index.holding(terms, ids)
-        return [t for t, h in zip(terms, held, strict=True) if h]
+            return ask(self._index)
 
     def rank_info(self, ids: list[int], opts: Any) -> dict[int, RankInfo] | None:
         """The memories among `ids` that pass `opts`'s filters, with their ranking columns
@@ -490,13 +484,9 @@ class KeywordIndexer:
             return None
         if narrows_beyond_project(opts):
             return None
-        try:
-            from cortex._native import KeywordIndex
-        except ImportError:
-            return None
         from cortex.search.hits import KEYWORD_SLOPE
 
-        stems = KeywordIndex.query_terms(terms)
+        stems = _query_terms(terms)
         if stems is None:
             return None
         projects = projects_of(opts)

@@ -149,6 +149,9 @@ class Candidate:
     # what the relevance counts when the query names something no memory holds
     # (pipeline.unknown_name_factor; 1: it names nothing unknown)
     unknown_name: float = 1.0
+    # the query's rare words no memory holds are what its best match ignores: the search
+    # does not answer (pipeline.RARE_IGNORED_SHARE)
+    ignored: bool = False
     facts: tuple[tuple[Any, ...], ...] = ()  # rows of the memory's facts, read once
     recency: float = 1.0
     decay: float = 1.0
@@ -188,5 +191,6 @@ class Candidate:
             "neighbour": self.neighbour,
             "code": self.code,
             "unknown_name": self.unknown_name,
+            "ignored": 1.0 if self.ignored else 0.0,
             "score": self.score,
         }

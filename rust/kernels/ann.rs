@@ -44,7 +44,6 @@
 //! never a silently wrong answer. Rows masked after the build (deleted or
 //! superseded) are skipped through the scan file's live flags, as in the
 //! exact scan.
-use std::collections::BinaryHeap;
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -54,7 +53,7 @@ use memmap2::Mmap;
 use super::files::{self, Open};
 use super::quant::{self, QuantQuery};
 use super::simd::{self, widen, Isa, F16};
-use super::topk::{Hit, TopK};
+use super::topk::{self, Hit, Keep, Screen};
 use super::vecfile::{fnv1a, row_hash};
 use crate::errors::{Error, Result};
 
@@ -100,26 +99,8 @@ impl Rng {
     }
 }
 
-/// Run `f(start, end)` on up to `threads` contiguous parts of `0..n`.
-fn par<T: Send>(n: usize, threads: usize, f: impl Fn(usize, usize) -> T + Sync) -> Vec<T> {
-    let t = threads.max(1).min(n.div_ceil(1024).max(1));
-    if t == 1 {
-        return vec![f(0, n)];
-    }
-    let per = n.div_ceil(t);
-    std::thread::scope(|s| {
-        let hs: Vec<_> = (0..t)
-            .map(|i| {
-                let f = &f;
-                let (a, b) = ((i * per).min(n), ((i + 1) * per).min(n));
-                s.spawn(move || f(a, b))
-            })
-            .collect();
-        hs.into_iter()
-            .map(|h| h.join().expect("ann thread panicked"))
-            .collect()
-    })
-}
+/// Fewest rows per thread of the build (k-means assignment).
+const MIN_ROWS_PER_THREAD: usize = 1024;
 
 /// Rows per block of the assignment: the block's widened rows stay in L1/L2
 /// while the centroids stream past.
@@ -130,7 +111,7 @@ const ASSIGN_BLOCK: usize = 32;
 fn nearest(isa: Isa, dim: usize, centroids: &[f32], vecs: &[f32], threads: usize) -> Vec<u32> {
     let n = vecs.len() / dim;
     let nlist = centroids.len() / dim;
-    par(n, threads, |a, b| {
+    topk::par_ranges(n, threads, MIN_ROWS_PER_THREAD, |a, b| {
         let mut out = Vec::with_capacity(b - a);
         let mut s = vec![0.0f32; nlist * ASSIGN_BLOCK];
         let mut i = a;
@@ -235,7 +216,7 @@ pub fn build(isa: Isa, rows: &[F16], dim: usize, count: usize, p: &Params) -> Re
     }
     drop(sample);
     // Assign every row, a block at a time (widened on the fly).
-    let assign: Vec<u32> = par(count, p.threads, |a, b| {
+    let assign: Vec<u32> = topk::par_ranges(count, p.threads, MIN_ROWS_PER_THREAD, |a, b| {
         let mut out = Vec::with_capacity(b - a);
         let step = 4096;
         let mut i = a;
@@ -491,30 +472,30 @@ impl Ivf {
         (self.offsets[l + 1] - self.offsets[l]) as usize
     }
 
-    /// The `nprobe` lists whose centroids score best against `q`, best first.
-    pub fn probes(&self, isa: Isa, q: &[f32], nprobe: usize) -> Vec<u32> {
+    /// Every list, its centroid's score against `q` best first (ties: the
+    /// lower list first): a search probes a prefix of it.
+    pub fn ranked(&self, isa: Isa, q: &[f32]) -> Vec<u32> {
         let mut s = vec![0.0f32; self.nlist];
         simd::scores(isa, q, &self.centroids, &mut s);
         let mut idx: Vec<u32> = (0..self.nlist as u32).collect();
-        let cmp = |a: &u32, b: &u32| s[*b as usize].total_cmp(&s[*a as usize]).then(a.cmp(b));
-        let p = nprobe.min(self.nlist);
-        if p < self.nlist {
-            idx.select_nth_unstable_by(p, cmp);
-            idx.truncate(p);
-        }
-        idx.sort_unstable_by(cmp);
+        idx.sort_unstable_by(|a, b| s[*b as usize].total_cmp(&s[*a as usize]).then(a.cmp(b)));
         idx
     }
 
-    /// Rows the `nprobe` best lists of `q` hold.
+    /// Rows the lists `probes` hold.
     pub fn probed_rows(&self, probes: &[u32]) -> usize {
         probes.iter().map(|&l| self.list_len(l as usize)).sum()
     }
 
     /// The exact top-k (scores from the f16 `rows`, `count` of them) of the
-    /// rows in the `nprobe` lists nearest `q` plus rows `self.rows..count` (the
-    /// tail appended after the build). `allowed(row)`: rows the result may
-    /// hold; `live(row)`: not masked. Returns (hits, rows probed).
+    /// rows in the `nprobe` first lists of `ranked` (`self.ranked(isa, q)`)
+    /// plus rows `self.rows..count` (the tail appended after the build).
+    /// `allowed(row)`: rows the result may hold; `live(row)`: not masked.
+    /// Returns (hits, rows probed).
+    ///
+    /// The int8 screen is the exact scan's (topk.rs): each row's interval
+    /// `a ± slack` holds its f32 score, and the rows the final threshold cannot
+    /// rule out are rescored from their f16 rows, as the scan does.
     #[allow(clippy::too_many_arguments)]
     pub fn search(
         &self,
@@ -523,59 +504,40 @@ impl Ivf {
         count: usize,
         q: &[f32],
         k: usize,
+        ranked: &[u32],
         nprobe: usize,
         allowed: Option<&dyn Fn(u32) -> bool>,
         live: &dyn Fn(u32) -> bool,
     ) -> (Vec<Hit>, usize) {
         let dim = self.dim;
-        // Every list in centroid order: the first `nprobe`, then more only while fewer
-        // than k rows the filter admits (and live) were seen (a narrow filter or many
-        // masked rows would otherwise leave the answer short).
-        let probes = self.probes(isa, q, self.nlist);
         let qq = QuantQuery::new(q);
-        let ok = |r: u32| allowed.is_none_or(|a| a(r));
-        // The k best lower bounds (a min-heap through Reverse order) and `t`.
-        let mut lows: BinaryHeap<std::cmp::Reverse<Ord32>> = BinaryHeap::with_capacity(k + 1);
-        let mut t = f32::NEG_INFINITY;
-        let mut cand: Vec<(f32, u32)> = Vec::new();
-        let mut eligible = 0usize;
+        let ok = |r: u32| allowed.is_none_or(|a| a(r)) && live(r);
+        let mut screen = Screen::new(Keep::Bound, k);
         // Offer a row; true when it counts as an admitted, live row. A row whose upper
-        // bound is below `t` is dropped before its flags are read (a scattered read of
-        // the id file per row otherwise): `t` is finite only once k admitted live rows
-        // were seen, so the count that decides whether to probe further is complete
-        // until then.
-        let mut offer = |row: u32, a: f32, slack: f32, cand: &mut Vec<(f32, u32)>| -> bool {
-            let u = a + slack;
-            if u < t {
+        // bound is below the threshold is dropped before its flags are read (a
+        // scattered read of the id file per row otherwise): the threshold is finite
+        // only once k admitted live rows were seen, so the count that decides whether
+        // to probe further is complete until then.
+        let mut offer = |row: u32, a: f32, slack: f32| -> bool {
+            if a + slack < screen.threshold() || !ok(row) {
                 return false;
             }
-            if !ok(row) || !live(row) {
-                return false;
-            }
-            let l = a - slack;
-            if !l.is_nan() {
-                if lows.len() < k {
-                    lows.push(std::cmp::Reverse(Ord32(l)));
-                } else if l > t {
-                    lows.pop();
-                    lows.push(std::cmp::Reverse(Ord32(l)));
-                }
-                if lows.len() == k {
-                    t = lows.peek().map_or(f32::NEG_INFINITY, |x| x.0 .0);
-                }
-            }
-            cand.push((u, row));
+            screen.offer(row, a, slack, &|_| true);
             true
         };
-        let mut buf: Vec<f32> = Vec::new();
+        let mut eligible = 0usize;
         // The tail first (rows appended after the build, scored exactly): its rows
         // count towards the k eligible ones.
         for r in self.rows..count {
             let s = simd::dot(isa, q, &rows[r * dim..(r + 1) * dim]);
-            eligible += usize::from(offer(r as u32, s, 0.0, &mut cand));
+            eligible += usize::from(offer(r as u32, s, 0.0));
         }
         let mut probed = count.saturating_sub(self.rows);
-        for (n, &l) in probes.iter().enumerate() {
+        let mut buf: Vec<f32> = Vec::new();
+        // Every list in centroid order: the first `nprobe`, then more only while fewer
+        // than k rows the filter admits (and live) were seen (a narrow filter or many
+        // masked rows would otherwise leave the answer short).
+        for (n, &l) in ranked.iter().enumerate() {
             if n >= nprobe && eligible >= k {
                 break;
             }
@@ -591,52 +553,27 @@ impl Ivf {
             buf.resize(b - a, 0.0);
             quant::scores(isa, &qq, recs, &mut buf);
             for (j, rec) in recs.chunks_exact(self.rl).enumerate() {
-                eligible += usize::from(offer(self.order[a + j], buf[j], qq.slack(rec), &mut cand));
+                eligible += usize::from(offer(self.order[a + j], buf[j], qq.slack(rec)));
             }
         }
-        // Rescore what the final threshold cannot rule out, from the f16 rows.
-        let mut keep: Vec<u32> = cand
-            .into_iter()
-            .filter(|c| c.0.partial_cmp(&t) != Some(std::cmp::Ordering::Less))
+        // Rescore what the final threshold cannot rule out, from the f16 rows, in
+        // row order (the rows are scattered: ascending reads them forward).
+        let t = screen.threshold();
+        let mut keep: Vec<u32> = (screen.finish().1.into_iter())
+            .filter(|c| topk::kept(c.0, t))
             .map(|c| c.1)
             .collect();
         keep.sort_unstable();
         keep.dedup();
-        let mut top = TopK::new(k);
-        for (j, &r) in keep.iter().enumerate() {
-            if let Some(&next) = keep.get(j + 4) {
-                let n0 = next as usize * dim;
-                simd::prefetch(&rows[n0..n0 + dim]);
-            }
-            let r0 = r as usize * dim;
-            let s = simd::dot(isa, q, &rows[r0..r0 + dim]);
-            let h = Hit { score: s, row: r };
-            if !s.is_nan() && top.admits(h) {
-                top.push(h);
-            }
-        }
-        (top.into_sorted(), probed)
-    }
-}
-
-/// An f32 with a total order, for the heap of lower bounds.
-#[derive(Clone, Copy, PartialEq)]
-struct Ord32(f32);
-impl Eq for Ord32 {}
-impl PartialOrd for Ord32 {
-    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Ord32 {
-    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-        self.0.total_cmp(&o.0)
+        let hits = topk::exact_subset(isa, rows, q, k, &keep, &|_| true, 1);
+        (hits, probed)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernels::topk::TopK;
 
     fn unit_rows(n: usize, dim: usize, seed: u64) -> Vec<F16> {
         let mut rng = Rng(seed);
@@ -675,7 +612,8 @@ mod tests {
                 .iter()
                 .map(|v| v.to_f32())
                 .collect();
-            let (hits, probed) = ivf.search(isa, &rows, n, &q, k, 16, None, &live);
+            let ranked = ivf.ranked(isa, &q);
+            let (hits, probed) = ivf.search(isa, &rows, n, &q, k, &ranked, 16, None, &live);
             assert_eq!(probed, n);
             let mut top = TopK::new(k);
             for r in 0..n as u32 {

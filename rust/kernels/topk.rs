@@ -127,7 +127,7 @@ const BLOCK: usize = 256;
 const MIN_ROWS_PER_THREAD: usize = 16_384;
 
 /// Run `f(start, end)` on up to `threads` contiguous parts of `0..n`.
-fn par_ranges<T: Send>(
+pub(crate) fn par_ranges<T: Send>(
     n: usize,
     threads: usize,
     min_per_thread: usize,
@@ -253,13 +253,13 @@ type Screened = (Vec<f32>, Vec<(f32, u32)>);
 /// Can a row whose upper bound is `u` still enter when the threshold is `t`?
 /// Yes unless `u < t`; a NaN bound (damaged record) is kept, to be rescored.
 #[inline]
-fn kept(u: f32, t: f32) -> bool {
+pub(crate) fn kept(u: f32, t: f32) -> bool {
     u.partial_cmp(&t) != Some(std::cmp::Ordering::Less)
 }
 
 /// An f32 lower bound in a min-heap (total order; NaN never enters).
 #[derive(Clone, Copy, PartialEq)]
-struct Low(f32);
+pub(crate) struct Low(f32);
 impl Eq for Low {}
 impl PartialOrd for Low {
     fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
@@ -273,7 +273,7 @@ impl Ord for Low {
 }
 
 /// The int8 screen of one query over part of the rows.
-enum Screen {
+pub(crate) enum Screen {
     /// `lows`: the k best lower bounds of live rows so far; `t` the smallest of
     /// them once there are k (else -inf); `cand`: (upper bound, row) of every
     /// live row whose upper bound reached `t` when it was seen.
@@ -288,7 +288,7 @@ enum Screen {
 }
 
 impl Screen {
-    fn new(keep: Keep, k: usize) -> Screen {
+    pub(crate) fn new(keep: Keep, k: usize) -> Screen {
         match keep {
             Keep::Bound => Screen::Bound {
                 k,
@@ -303,7 +303,13 @@ impl Screen {
 
     /// Row `row` has int8 score `a` and the exact score lies in `a ± slack`.
     #[inline]
-    fn offer(&mut self, row: u32, a: f32, slack: f32, live: &(dyn Fn(u32) -> bool + Sync)) {
+    pub(crate) fn offer(
+        &mut self,
+        row: u32,
+        a: f32,
+        slack: f32,
+        live: &(dyn Fn(u32) -> bool + Sync),
+    ) {
         match self {
             Screen::Bound {
                 k,
@@ -342,14 +348,14 @@ impl Screen {
     }
 
     /// Rows whose upper bound is below this cannot enter (-inf: any can).
-    fn threshold(&self) -> f32 {
+    pub(crate) fn threshold(&self) -> f32 {
         match self {
             Screen::Bound { t, .. } => *t,
             Screen::Fixed(_) => f32::NEG_INFINITY,
         }
     }
 
-    fn finish(self) -> Screened {
+    pub(crate) fn finish(self) -> Screened {
         match self {
             Screen::Bound { lows, cand, .. } => (lows.into_iter().map(|l| l.0).collect(), cand),
             Screen::Fixed(top) => (

@@ -1089,28 +1089,47 @@ def share(store: PgStore, found: KeywordResult, words: Sequence[str]) -> float |
     return min(1.0, sum(known.get(t, 0.0) for t in mine) / bound)
 
 
+def near(store: PgStore, words: Sequence[str], opts: Options) -> set[str]:
+    """The `words` (held by no memory under `opts`'s filters) one edit from a word a
+    memory there holds ("terrafrom", "kafak"): misspellings, not names (the hybrid
+    search's rare-word check; cortex.suggest.corrections on SQLite, which also tries two
+    edits on words of suggest.LONG_WORD letters or more). One query per word, an OR of
+    its edits over the exact index."""
+    from cortex import commonness, suggest
+
+    wall, params = _wall_sql(opts)
+    found: set[str] = set()
+    for word in words:
+        w = word.lower()
+        if len(w) < suggest.MIN_WORD or not (w.isalpha() and w.isascii()):
+            continue
+        query = " | ".join(_lit(e) for e in sorted(commonness.one_edit(w)))
+        row = store.query(
+            f"SELECT 1 FROM memories m WHERE {wall} AND m.tsv_simple @@ %s::tsquery LIMIT 1",
+            [*params, query],
+        )
+        if row:
+            found.add(word)
+    return found
+
+
 def _idfs(
     conn: Any, column: str, lexemes: Sequence[str], projects: Sequence[str] | None
 ) -> dict[str, float]:
     """Each lexeme's IDF in `column` over the live memories of `projects` (None: all), as
-    a search computes it: N from keyword_stats, the document frequency counted."""
+    a search computes it: N from keyword_stats, the document frequency counted. One
+    statement: a document count per lexeme (each through the column's index)."""
     wall = " AND m.project_id = ANY(%s)" if projects is not None else ""
     stats_wall = " WHERE project_id = ANY(%s)" if projects is not None else ""
     wall_params = [list(projects)] if projects is not None else []
-    n = float(
-        conn.execute(
-            f"SELECT COALESCE(SUM(docs), 0) FROM keyword_stats{stats_wall}", wall_params
-        ).fetchone()[0]
-    )
-    out = {}
-    for lexeme in lexemes:
-        df = conn.execute(
-            f"SELECT count(*) FROM memories m WHERE m.{column} @@ %s::tsquery"
-            f" AND m.deleted_at IS NULL{wall}",
-            [_lit(lexeme), *wall_params],
-        ).fetchone()[0]
-        out[lexeme] = _idf(int(n), int(df))
-    return out
+    rows = conn.execute(
+        f"SELECT (SELECT COALESCE(SUM(docs), 0) FROM keyword_stats{stats_wall}), q.i,"
+        f" (SELECT count(*) FROM memories m WHERE m.{column} @@ q.tsq"
+        f" AND m.deleted_at IS NULL{wall})"
+        " FROM unnest(%s::tsquery[]) WITH ORDINALITY AS q(tsq, i)",
+        [*wall_params, *wall_params, [_lit(lex) for lex in lexemes]],
+    ).fetchall()
+    return {lexemes[int(i) - 1]: _idf(int(n), int(df)) for n, i, df in rows}
 
 
 def rescore(

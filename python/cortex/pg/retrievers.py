@@ -77,6 +77,11 @@ class PgKeywordRetriever:
             return None
         return keyword.share(self._store, leg.state, words)
 
+    def near(self, words: Sequence[str], opts: Options) -> set[str]:
+        """The `words` (held by no memory under `opts`'s filters) that a memory there holds
+        a near spelling of: misspellings (keyword.near)."""
+        return keyword.near(self._store, words, opts)
+
     def rescore(
         self, plan: Plan, opts: Options, leg: Leg, ids: Sequence[int]
     ) -> dict[int, tuple[float, float]]:
@@ -274,6 +279,13 @@ class PgSemanticRetriever:
         if leg.state is None or not ids:
             return {}
         query, mean, sd = leg.state
+        return {i: (semantic_score(s, mean, sd), s) for i, s in self._cosines(query, ids).items()}
+
+    def cosines_of(self, text: str, ids: Sequence[int]) -> dict[int, float]:
+        """The cosine of `text`'s query vector to each memory among `ids` with a vector."""
+        return self._cosines(self._query(text), ids) if ids else {}
+
+    def _cosines(self, query: np.ndarray, ids: Sequence[int]) -> dict[int, float]:
         dim = int(query.shape[0])
         try:
             rows = self._store.query(
@@ -288,4 +300,4 @@ class PgSemanticRetriever:
             )
         except StorageError:
             raise
-        return {int(i): (semantic_score(float(s), mean, sd), float(s)) for i, s in rows}
+        return {int(i): float(s) for i, s in rows}

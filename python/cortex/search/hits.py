@@ -198,7 +198,10 @@ class KeywordRetriever(Retriever, Protocol):
     ``share(leg, words) -> float | None``: the part of the query's keyword weight (the sum
     of its terms' IDFs) that `words` carry; the pipeline then discounts a query naming
     something no memory holds by that share (pipeline.unknown_name_factor), else by a flat
-    factor."""
+    factor; and ``near(words, opts) -> set[str]``: the words a memory holds a near spelling
+    of (misspellings, never counted as names: plan.RARE_WORD_RANK). The semantic leg may
+    have ``cosines_of(text, ids)``: the cosines of another query text to memories (the
+    pipeline's check that a best match reflects the query's rare words, _ignored)."""
 
     def absent(self, words: Sequence[str], opts: Options, allowed: Any = None) -> list[str]:
         """The `words` that no memory under `opts`'s filters (or in `allowed`) holds."""

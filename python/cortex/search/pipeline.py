@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import re
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -81,6 +82,25 @@ NEIGHBOUR_TOP = 30
 UNKNOWN_NAME_FACTOR = 0.3
 UNKNOWN_NAME_BASE = 0.8
 UNKNOWN_SHARE_POWER = 0.5
+
+#: A lower-case word rare in English (Plan.rare: plan.RARE_WORD_RANK) that no memory of the
+#: searched projects holds, and that is no misspelling of a word one holds, names
+#: something as a capital does: every match's fused relevance counts
+#: unknown_name_factor(share) with the other unknown names. Its semantic evidence is not
+#: discounted (UNKNOWN_NAME_FACTOR): a true paraphrase is made of words no memory holds
+#: ("map pictures came back empty at high magnification"), and its answer is found by
+#: meaning alone. What tells it from a question the store cannot answer ("what is the
+#: on-call compensation policy?") is whether the best match reflects the rare words: when
+#: they carry RARE_IGNORED_SHARE of the query's keyword weight or more, the best
+#: candidate holds little of the rest by keyword (its calibrated keyword score under
+#: RARE_IGNORED_KEYWORD: it shares the topic, not the question) and its cosine does not
+#: drop when they are left out of the query (it is no nearer to the question than to the
+#: question without them), the search does not answer (Pipeline._ignored). Chosen on the
+#: tune halves and SciFact train (a claim's best abstract holds its other words by
+#: keyword, 0.45-0.76, where the tune split's unanswerable questions' best notes hold
+#: 0.24-0.29): BENCHMARKS.md, "Ranking: rare words as names".
+RARE_IGNORED_SHARE = 0.25
+RARE_IGNORED_KEYWORD = 0.4
 
 #: How far the semantic leg's best hit stands out from its STANDOUT_RANK-th (in z-scores
 #: of the query's own cosine distribution, read back from the calibrated scores) says
@@ -474,6 +494,7 @@ class Pipeline:
         if allowed is not None and len(allowed) == 0 and selective:
             return p, None, None, p.mode, [], notices, allowed
         unknown: list[str] = []
+        unknown_rare: list[str] = []
         relevance = 1.0
 
         def names() -> None:
@@ -482,29 +503,65 @@ class Pipeline:
             wall = Options(project=opts.project)
             walled = self._store.allowed_ids(wall) if allowed is not None else None
             unknown.extend(self._keyword.absent(p.named, wall, walled))
+            if p.rare:
+                # A rare word no memory holds names something, unless it is a misspelling:
+                # of an English word, or of a word a memory holds (plan.RARE_WORD_RANK)
+                from cortex import commonness
+
+                gone = self._keyword.absent(p.rare, wall, walled)
+                vocab = commonness.ranks() if gone else None
+                gone = [w for w in gone if vocab is None or not commonness.misspelt(w, vocab)]
+                near = getattr(self._keyword, "near", None)
+                spelt = near(gone, wall) if gone and near is not None else set()
+                unknown_rare.extend(w for w in gone if w not in spelt)
 
         # Checked while the semantic leg still runs (it needs neither leg's hits); used
         # only when both legs answered (a failed semantic leg leaves a keyword search).
-        check = bool(p.named) and p.mode is Mode.HYBRID
+        check = bool(p.named or p.rare) and p.mode is Mode.HYBRID
         check = check and min(UNKNOWN_NAME_FACTOR, UNKNOWN_NAME_BASE) < 1.0
         kw, sem, mode = self._legs(p, opts, allowed, notices, meanwhile=names if check else None)
         if mode is not Mode.HYBRID:
             unknown.clear()
-        if unknown:
-            shown = ", ".join(unknown[:3]) + (" ..." if len(unknown) > 3 else "")
+            unknown_rare.clear()
+        missing = unknown + unknown_rare
+        if missing:
+            shown = ", ".join(missing[:3]) + (" ..." if len(missing) > 3 else "")
             notices.append(f"no memory holds {shown}: matches count for less")
             measure = getattr(self._keyword, "share", None)
-            share = measure(kw, unknown) if measure is not None and kw is not None else None
+            share = measure(kw, missing) if measure is not None and kw is not None else None
             relevance = unknown_name_factor(share)
         # A query that names something every memory-holding project knows (Kafka, Priya) is
         # about it: alike memories are what it asks for, the standout rule stays out.
-        anchored = bool(p.named) and not unknown
+        anchored = bool(p.named) and not missing
         candidates = self._fuse(
             p, opts, kw, sem, mode, discount=bool(unknown), relevance=relevance, anchored=anchored
         )
+        if unknown_rare and not unknown and sem is not None and candidates:
+            rare_share = share if measure is not None and kw is not None else None
+            if rare_share is not None and rare_share >= RARE_IGNORED_SHARE:
+                self._ignored(p, unknown_rare, candidates)
         if CODE_WEIGHT and not p.constrained and opts.fusion is not Fusion.RRF:
             candidates = self._code_named(p, opts, kw, sem, mode, candidates)
         return p, kw, sem, mode, candidates, notices, allowed
+
+    def _ignored(self, p: Plan, words: Sequence[str], candidates: list[Candidate]) -> None:
+        """When the best of `candidates` is no nearer to the query than to the query
+        without the rare `words` no memory holds, it ignores what the query asks about:
+        the search does not answer (RARE_IGNORED_SHARE; every candidate's answer base 0,
+        `explain["ignored"]`). One more query embedding, only for such a query."""
+        top = max(candidates, key=lambda c: (c.base, -c.memory_id))
+        less = without(p.semantic_text, words)
+        if top.cosine is None or not less or top.bm25 >= RARE_IGNORED_KEYWORD:
+            return
+        cosines = getattr(self._semantic, "cosines_of", None)
+        if cosines is None:
+            return
+        other = cosines(less, [top.memory_id]).get(top.memory_id)
+        if other is None or top.cosine > other:
+            return
+        for c in candidates:
+            c.standout_base = 0.0
+            c.ignored = True
 
     def _narrow(self, opts: Options, allowed: Any) -> bool:
         """Whether filters other than the project admit at most NARROW_FILTER memories:
@@ -720,7 +777,7 @@ class Pipeline:
                     c.standout_base = combine(c.bm25, c.semantic * standout, alpha, opts.fusion)
             if NEIGHBOUR_WEIGHT and not p.constrained:
                 self._borrow(p, opts, kw, sem, by_id, alpha, factor, standout)
-            if discount and relevance < 1.0:
+            if relevance < 1.0:
                 for c in by_id.values():
                     c.unknown_name = relevance
                     c.base *= relevance
@@ -1077,6 +1134,14 @@ def unknown_name_factor(share: float | None) -> float:
     if share is None or UNKNOWN_SHARE_POWER <= 0:
         return UNKNOWN_NAME_BASE
     return float((1.0 - min(max(share, 0.0), 1.0)) ** UNKNOWN_SHARE_POWER)
+
+
+def without(text: str, words: Sequence[str]) -> str:
+    """`text` with every whole-word occurrence of `words` left out (case-insensitive; a
+    word inside a compound, on-call's call, stays), spaces collapsed."""
+    for w in words:
+        text = re.sub(r"(?<![\w-])" + re.escape(w) + r"(?![\w-])", " ", text, flags=re.I)
+    return " ".join(text.split())
 
 
 def _z_of(score: float) -> float:

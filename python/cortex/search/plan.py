@@ -89,6 +89,7 @@ _SYNTAX = re.compile(r'["*()^]|\b(?:AND|OR|NOT|NEAR)\b|\w:')
 #: words every query starts with (DROPPED) never count.
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:[-_.][A-Za-z0-9]+)*")
 _OPERATORS = frozenset({"AND", "OR", "NOT", "NEAR"})
+_NAME_LIKE = re.compile(r"[A-Z0-9]")
 
 _CONSTRAINT = re.compile(r'"|\b(?:AND|NOT|NEAR)\b|[()]')
 _NOT_CLAUSE = re.compile(r'\bNOT\s+(?:"[^"]*"|\([^)]*\)|\S+)')
@@ -142,6 +143,7 @@ class Plan:
     threshold: float  # the minimum final score
     notices: tuple[str, ...] = ()
     named: tuple[str, ...] = ()  # words that look like names (named_terms), hybrid only
+    rare: tuple[str, ...] = ()  # lower-case words rare in English (rare_terms), hybrid only
 
     @property
     def hybrid(self) -> bool:
@@ -158,6 +160,36 @@ def named_terms(text: str) -> tuple[str, ...]:
         if word in _OPERATORS or word.lower() in DROPPED:
             continue
         if any(ch.isupper() for ch in word) or re.search(r"[A-Za-z][0-9]", word):
+            found.setdefault(word, None)
+    return tuple(found)
+
+
+#: A lower-case word of a hybrid query past this position in the model's vocabulary (or
+#: not a whole word of it: cortex.commonness) is rare in English, and names something as a
+#: capital does: "what is the on-call compensation policy?" asks about compensation, and
+#: when no memory holds the word, a note about the on-call rotation is no answer to it.
+#: 0: off. Chosen on the tune halves (BENCHMARKS.md, "Ranking: rare words as names").
+RARE_WORD_RANK = 8000
+
+
+def rare_terms(text: str, named: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The lower-case words of `text` rare in English (RARE_WORD_RANK; cortex.commonness),
+    in order, without repeats, leaving out the words left out of every search (DROPPED):
+    a word with a capital or a digit is a name already (`named`, named_terms). Reads the
+    model's vocabulary at the first call of the process."""
+    if RARE_WORD_RANK <= 0:
+        return ()
+    from cortex import commonness
+
+    vocab = commonness.ranks()
+    if vocab is None:
+        return ()
+    found: dict[str, None] = {}
+    for m in _WORD.finditer(text):
+        word = m.group()
+        if _NAME_LIKE.search(word) or word.lower() in DROPPED:
+            continue  # capitals and digits are names already (named_terms)
+        if commonness.rare(word, RARE_WORD_RANK, vocab):
             found.setdefault(word, None)
     return tuple(found)
 
@@ -206,6 +238,7 @@ def plan(
         alpha = min(alpha, CJK_ALPHA)
     is_syntax = syntax(text) and not cjk
     constrained = is_syntax and _CONSTRAINT.search(text) is not None
+    named = named_terms(text) if mode is Mode.HYBRID and not is_syntax else ()
     return Plan(
         query=query,
         text=text,
@@ -219,5 +252,6 @@ def plan(
         constrained=constrained,
         threshold=opts.threshold(mode),
         notices=tuple(notices),
-        named=named_terms(text) if mode is Mode.HYBRID and not is_syntax else (),
+        named=named,
+        rare=rare_terms(text, named) if mode is Mode.HYBRID and not is_syntax else (),
     )

@@ -149,6 +149,13 @@ class KeywordRetriever:
             return None
         return keyword.share(self._store, leg.state, words, self._native)
 
+    def near(self, words: Sequence[str], opts: Options) -> set[str]:
+        """The `words` (held by no memory under `opts`'s filters) that a memory there holds
+        a near spelling of: misspellings (cortex.suggest.corrections)."""
+        from cortex import suggest
+
+        return set(suggest.corrections(self._store, words, opts, native=self._native))
+
     def rescore(
         self, plan: Plan, opts: Options, leg: Leg, ids: Sequence[int]
     ) -> dict[int, tuple[float, float]]:
@@ -358,6 +365,10 @@ class SemanticRetriever:
         with self._lock:
             self._live_count = (key, live)
         return live
+
+    def cosines_of(self, text: str, ids: Sequence[int]) -> dict[int, float]:
+        """The cosine of `text`'s query vector to each memory among `ids` the index holds."""
+        return self.cosines(self._query(text), ids)
 
     def cosines(self, query: np.ndarray, ids: Sequence[int]) -> dict[int, float]:
         """The cosine of `query` to each memory among `ids` that the index holds (exact,
