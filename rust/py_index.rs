@@ -2,7 +2,7 @@
 //! copy arguments with the GIL held, run the kernel with the GIL released,
 //! convert the result back.
 use std::path::PathBuf;
-use std::sync::RwLock;
+use std::sync::{Arc, Mutex, RwLock};
 
 use numpy::{
     PyArray1, PyArray2, PyArrayDescrMethods, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods,
@@ -10,7 +10,7 @@ use numpy::{
 use pyo3::prelude::*;
 
 use crate::errors::{Error, Result};
-use crate::kernels::simd::{self, Isa};
+use crate::kernels::simd::{self, Isa, F16};
 use crate::kernels::topk::{self, Keep};
 use crate::kernels::vecfile::VecFile;
 
@@ -157,6 +157,60 @@ pub(crate) fn check_threads(threads: Option<i64>) -> Result<usize> {
 #[pyclass(module = "cortex._native", frozen)]
 pub struct NativeIndex {
     inner: RwLock<Option<VecFile>>,
+    /// The rows `moments` read lately, copied side by side (see there), the most
+    /// recent last: at most SAMPLES_KEPT sets (the whole store's sample and a few
+    /// projects' of an agent that moves between them).
+    samples: Mutex<Vec<Arc<Sample>>>,
+}
+
+/// How many calibration samples `moments` keeps copies of (~1.5 MB each at 384-d).
+const SAMPLES_KEPT: usize = 4;
+
+/// A copy of the rows of a fixed set of memories (the semantic calibration's sample),
+/// contiguous: scattered over the file, its 2,048 rows cost 0.90 ms of CPU to score
+/// right after a 100k scan evicted them, 0.37 ms from this copy (BENCHMARKS.md,
+/// "Hybrid latency, fourth pass").
+/// Committed rows never change in place (compaction and repair write a new file), so
+/// the copy holds while the file has the same rows (`count`).
+struct Sample {
+    ids: Vec<i64>,
+    count: usize,
+    rows: Vec<u32>,
+    data: Vec<F16>,
+}
+
+/// numpy's pairwise summation of float64 (`np.add.reduce` of a contiguous array: runs
+/// of eight partial sums up to 128 values, halves beyond), so that `moments` gives
+/// numpy's mean and standard deviation to the bit.
+fn pairwise_sum(a: &[f64]) -> f64 {
+    let n = a.len();
+    if n < 8 {
+        let mut res = 0.0;
+        for x in a {
+            res += x;
+        }
+        res
+    } else if n <= 128 {
+        let mut r = [0.0f64; 8];
+        r.copy_from_slice(&a[..8]);
+        let main = n - n % 8;
+        let mut i = 8;
+        while i < main {
+            for (j, acc) in r.iter_mut().enumerate() {
+                *acc += a[i + j];
+            }
+            i += 8;
+        }
+        let mut res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+        for x in &a[main..] {
+            res += x;
+        }
+        res
+    } else {
+        let mut n2 = n / 2;
+        n2 -= n2 % 8;
+        pairwise_sum(&a[..n2]) + pairwise_sum(&a[n2..])
+    }
 }
 
 impl NativeIndex {
@@ -296,6 +350,7 @@ impl NativeIndex {
         let vf = py.detach(|| VecFile::create(&path, dim as usize, model_id))?;
         Ok(NativeIndex {
             inner: RwLock::new(Some(vf)),
+            samples: Mutex::new(Vec::new()),
         })
     }
 
@@ -313,6 +368,7 @@ impl NativeIndex {
         let vf = py.detach(|| VecFile::open_upto(&path, writable, upto))?;
         Ok(NativeIndex {
             inner: RwLock::new(Some(vf)),
+            samples: Mutex::new(Vec::new()),
         })
     }
 
@@ -478,6 +534,95 @@ impl NativeIndex {
         let how = How::new(k, quantized, threads, candidates)?;
         let (ids, scores, _) = self.run(py, q, 1, shape[0], &how, allowed.as_deref(), "query")?;
         Ok((PyArray1::from_vec(py, ids), PyArray1::from_vec(py, scores)))
+    }
+
+    /// (n, mean, standard deviation) of the cosines of `query` with the live rows of the
+    /// memories `allowed` (ascending ids): what `search(query, len(allowed),
+    /// allowed=allowed)` scores them, its scores in its order, widened to float64 and
+    /// reduced as numpy's `mean()` and `std()` do (the same numbers to the bit). The
+    /// rows are copied side by side the first time and read from the copy while the
+    /// same `allowed` is asked again (the calibration sample of every query). None when
+    /// an id holds several rows or a score is NaN (a damaged file: ask `search`).
+    fn moments(
+        &self,
+        py: Python<'_>,
+        query: &Bound<'_, PyAny>,
+        allowed: &Bound<'_, PyAny>,
+    ) -> PyResult<Option<(usize, f64, f64)>> {
+        let (mut q, shape) = f32_array(query, "query", 1)?;
+        let ids = i64_array(allowed, "allowed")?;
+        let dim = self.read(|v| Ok(v.dim()))?;
+        if shape[0] != dim {
+            return Err(Error::Invalid(format!(
+                "query has dimension {}, this index holds {dim}",
+                shape[0]
+            ))
+            .into());
+        }
+        Ok(py.detach(|| {
+            normalise_rows(&mut q, dim, "query")?;
+            self.read(|vf| {
+                let sample = {
+                    let mut kept = self
+                        .samples
+                        .lock()
+                        .map_err(|_| Error::State("vector index lock poisoned".into()))?;
+                    kept.retain(|s| s.count == vf.count());
+                    match kept.iter().position(|s| s.ids == ids) {
+                        Some(at) => {
+                            let s = kept.remove(at);
+                            kept.push(Arc::clone(&s));
+                            s
+                        }
+                        None => {
+                            let rows = vf.rows_for_ids(&ids);
+                            let all = vf.rows();
+                            let mut data = Vec::with_capacity(rows.len() * dim);
+                            for &r in &rows {
+                                let at = r as usize * dim;
+                                data.extend_from_slice(&all[at..at + dim]);
+                            }
+                            let s = Arc::new(Sample {
+                                ids: ids.clone(),
+                                count: vf.count(),
+                                rows,
+                                data,
+                            });
+                            if kept.len() >= SAMPLES_KEPT {
+                                kept.remove(0);
+                            }
+                            kept.push(Arc::clone(&s));
+                            s
+                        }
+                    }
+                };
+                if sample.rows.len() > ids.len() {
+                    return Ok(None);
+                }
+                let isa = Isa::detect();
+                let mut hits: Vec<topk::Hit> = Vec::with_capacity(sample.rows.len());
+                for (&row, v) in sample.rows.iter().zip(sample.data.chunks_exact(dim)) {
+                    if vf.is_live(row) {
+                        let score = simd::dot(isa, &q, v);
+                        if score.is_nan() {
+                            return Ok(None);
+                        }
+                        hits.push(topk::Hit { score, row });
+                    }
+                }
+                // search's order: the better first (higher score, then the lower row)
+                hits.sort_unstable_by(|a, b| b.score.total_cmp(&a.score).then(a.row.cmp(&b.row)));
+                let n = hits.len();
+                if n == 0 {
+                    return Ok(Some((0, 0.0, 0.0)));
+                }
+                let wide: Vec<f64> = hits.iter().map(|h| f64::from(h.score)).collect();
+                let mean = pairwise_sum(&wide) / n as f64;
+                let squares: Vec<f64> = wide.iter().map(|x| (x - mean) * (x - mean)).collect();
+                let sd = (pairwise_sum(&squares) / n as f64).sqrt();
+                Ok(Some((n, mean, sd)))
+            })
+        })?)
     }
 
     /// Top-k of each row of `queries` (m, dim): arrays of shape (m, k') where

@@ -1,7 +1,8 @@
 //! Thin pyo3 wrapper of the in-memory keyword index (`crate::keyword`): validate and
 //! copy arguments with the GIL held, tokenize and search with it released.
 use std::collections::HashMap;
-use std::sync::RwLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, RwLock};
 
 use numpy::{PyArray1, PyArrayMethods};
 use pyo3::prelude::*;
@@ -97,6 +98,22 @@ pub struct KeywordIndex {
     /// The ranking columns kept for memories searches returned (None: deleted or
     /// missing), in step with cortex.keyword_index.KeywordIndexer's own copy; not saved.
     ranks: RwLock<FxMap<i64, Option<RankRow>>>,
+    /// Bumped by every change of the postings: a `Tier` kept under an older one is stale.
+    generation: AtomicU64,
+    /// The hits of rank_page's last tier that stopped at rows whose columns were not
+    /// kept: the caller keeps them and asks again, and the same search is not run twice.
+    pending: Mutex<Option<Tier>>,
+}
+
+/// One tier search of rank_page and its hits (see `KeywordIndex::pending`).
+struct Tier {
+    generation: u64,
+    phrases: Vec<Vec<u8>>,
+    k: usize,
+    require_all: bool,
+    allowed: Option<Vec<i64>>,
+    projects: Option<Vec<String>>,
+    hits: Vec<Hit>,
 }
 
 /// The columns of one kept row as Python passes them: (created, confidence, salience,
@@ -113,17 +130,20 @@ type RowArg = Option<(
 )>;
 
 /// What rank_page ranks with, positionally (one tuple: keyword arguments cost ~0.3 us
-/// each to match): (now, day, ln2, keyword slope, recency weight, half-life in days,
-/// decay floor, salience weight, superseded factor, min confidence, threshold, ascending).
-type Weights = (f64, f64, f64, f64, f64, f64, f64, f64, f64, f64, f64, bool);
+/// each to match): (now, day, ln2, recency weight, half-life in days, decay floor,
+/// salience weight, superseded factor, min confidence, threshold, ascending).
+type Weights = (f64, f64, f64, f64, f64, f64, f64, f64, f64, f64, bool);
 
 /// What rank_page answers: (memories whose columns are not kept, whether the AND of
-/// the terms answered, the admitted hits' ids in BM25 order, ranked ids, their scores,
-/// their BM25, hidden, damaged).
+/// the terms answered, the admitted hits' ids in BM25 order, their BM25, their
+/// calibrated keyword scores, ranked ids, their scores, their calibrated keyword
+/// scores, hidden, damaged).
 type PageOut = (
     Vec<i64>,
     bool,
     Vec<i64>,
+    Vec<f64>,
+    Vec<f64>,
     Vec<i64>,
     Vec<f64>,
     Vec<f64>,
@@ -131,9 +151,10 @@ type PageOut = (
     bool,
 );
 
-/// The admitted hits of one search, or the ids whose columns must be read first.
+/// The admitted hits of one search, or the ids whose columns must be read first (with
+/// the search's hits, kept for the next call: `KeywordIndex::pending`).
 enum Admitted {
-    Missing(Vec<i64>),
+    Missing(Vec<i64>, Vec<Hit>),
     Hits(Vec<Hit>),
 }
 
@@ -149,6 +170,8 @@ impl KeywordIndex {
         KeywordIndex {
             inner: RwLock::new(ix),
             ranks: RwLock::new(FxMap::default()),
+            generation: AtomicU64::new(0),
+            pending: Mutex::new(None),
         }
     }
     fn ranks_write<T>(&self, f: impl FnOnce(&mut FxMap<i64, Option<RankRow>>) -> T) -> Result<T> {
@@ -165,19 +188,50 @@ impl KeywordIndex {
             .ranks
             .read()
             .map_err(|_| Error::State("keyword index lock poisoned".into()))?;
-        let missing: Vec<i64> = hits
-            .iter()
-            .filter(|h| !g.contains_key(&h.id))
-            .map(|h| h.id)
-            .collect();
-        if !missing.is_empty() {
-            return Ok(Admitted::Missing(missing));
+        let mut missing = Vec::new();
+        let mut kept = Vec::with_capacity(hits.len());
+        for h in &hits {
+            match g.get(&h.id) {
+                None => missing.push(h.id),
+                Some(Some(row)) if missing.is_empty() && admit.admits(row) => kept.push(*h),
+                Some(_) => {}
+            }
         }
-        Ok(Admitted::Hits(
-            hits.into_iter()
-                .filter(|h| matches!(g.get(&h.id), Some(Some(row)) if admit.admits(row)))
-                .collect(),
-        ))
+        Ok(if missing.is_empty() {
+            Admitted::Hits(kept)
+        } else {
+            Admitted::Missing(missing, hits)
+        })
+    }
+    /// The hits `pending` holds for this very search (taken), else None.
+    fn take_pending(
+        &self,
+        phrases: &[Vec<u8>],
+        k: usize,
+        require_all: bool,
+        allowed: Option<&[i64]>,
+        projects: Option<&[String]>,
+    ) -> Result<Option<Vec<Hit>>> {
+        let mut g = self
+            .pending
+            .lock()
+            .map_err(|_| Error::State("keyword index lock poisoned".into()))?;
+        let same = g.as_ref().is_some_and(|t| {
+            t.generation == self.generation.load(Ordering::Acquire)
+                && t.k == k
+                && t.require_all == require_all
+                && t.phrases == phrases
+                && t.allowed.as_deref() == allowed
+                && t.projects.as_deref() == projects
+        });
+        Ok(if same { g.take().map(|t| t.hits) } else { None })
+    }
+    fn keep_pending(&self, tier: Tier) -> Result<()> {
+        *self
+            .pending
+            .lock()
+            .map_err(|_| Error::State("keyword index lock poisoned".into()))? = Some(tier);
+        Ok(())
     }
     /// `rank::rank` of admitted `hits` over their kept columns (None: a row is damaged
     /// or no longer kept; rank in Python).
@@ -200,6 +254,7 @@ impl KeywordIndex {
             .inner
             .write()
             .map_err(|_| Error::State("keyword index lock poisoned".into()))?;
+        self.generation.fetch_add(1, Ordering::AcqRel);
         Ok(f(&mut g))
     }
 }
@@ -515,21 +570,24 @@ impl KeywordIndex {
     /// (then, with `then_any`, when none is admitted, any of them) that the kept columns
     /// admit (not superseded unless `include_superseded`, in `wall` when given),
     /// restricted to `allowed` (sorted ids) when given, else fetched `prefilter` times
-    /// deeper while filters leave the pool short; calibrated against `bound`, boosted
-    /// with `weights` (see `Weights`) and the `sectors`' weights, held to the threshold
-    /// and the minimum confidence, ordered by score then id (reversed when ascending).
+    /// deeper while filters leave the pool short; calibrated against `bound` with
+    /// `slope` (hits.keyword_score of BM25 / `bound`), boosted with `weights` (see
+    /// `Weights`) and the `sectors`' weights, held to the threshold and the minimum
+    /// confidence, ordered by score then id (reversed when ascending). Without `weights`
+    /// (a hybrid search's keyword leg, which the fusion ranks) nothing is ranked.
     ///
-    /// Returns (missing, all_terms, hits, ids, scores, bm25, hidden, damaged): `missing`
-    /// the hits whose columns are not kept (keep them and ask again; the rest is empty
-    /// then), `all_terms` whether the AND answered, `hits` the admitted hits' ids in
-    /// BM25 order, `ids`/`scores`/`bm25` the ranked memories (`bm25`: the calibrated
-    /// keyword score, hits.keyword_score of BM25 / `bound`), `hidden` how many missed a
-    /// floor, `damaged` whether an admitted hit's columns failed validation (rank in
-    /// Python, which names it). None when the filters reject so many hits that FTS5
-    /// should answer (deeper than `max_fetch`).
-    #[pyo3(signature = (terms, pool, then_any, bound, weights, sectors, allowed = None,
-        projects = None, wall = None, include_superseded = false, prefilter = 4,
-        max_fetch = 8192))]
+    /// Returns (missing, all_terms, hits, raw, calibrated, ids, scores, bm25, hidden,
+    /// damaged): `missing` the hits whose columns are not kept (keep them and ask
+    /// again: the search that found them is kept for that call, not run again; the rest
+    /// is empty then), `all_terms` whether the AND answered, `hits` the admitted hits'
+    /// ids in BM25 order with their BM25 (`raw`) and calibrated keyword score,
+    /// `ids`/`scores`/`bm25` the ranked memories (`bm25`: the calibrated keyword score),
+    /// `hidden` how many missed a floor, `damaged` whether an admitted hit's columns
+    /// failed validation (rank in Python, which names it). None when the filters reject
+    /// so many hits that FTS5 should answer (deeper than `max_fetch`).
+    #[pyo3(signature = (terms, pool, then_any, bound, slope, weights = None, sectors = None,
+        allowed = None, projects = None, wall = None, include_superseded = false,
+        prefilter = 4, max_fetch = 8192))]
     #[allow(clippy::too_many_arguments)]
     fn rank_page(
         &self,
@@ -538,8 +596,9 @@ impl KeywordIndex {
         pool: usize,
         then_any: bool,
         bound: f64,
-        weights: Weights,
-        sectors: HashMap<String, f64>,
+        slope: f64,
+        weights: Option<Weights>,
+        sectors: Option<HashMap<String, f64>>,
         allowed: Option<&Bound<'_, PyAny>>,
         projects: Option<&Bound<'_, PyAny>>,
         wall: Option<Vec<String>>,
@@ -562,36 +621,36 @@ impl KeywordIndex {
         })?;
         let allowed = allowed.map(|a| i64_array(a, "allowed")).transpose()?;
         let names = projects.map(|p| str_list(p, "projects")).transpose()?;
-        let (
-            now,
-            day,
-            ln2,
-            slope,
-            recency_weight,
-            half_life_days,
-            decay_floor,
-            salience_weight,
-            superseded_factor,
-            min_confidence,
-            threshold,
-            ascending,
-        ) = weights;
-        let params = Params {
-            now,
-            day,
-            ln2,
-            slope,
-            bound,
-            recency_weight,
-            half_life_days,
-            decay_floor,
-            salience_weight,
-            superseded_factor,
-            min_confidence,
-            threshold,
-            sectors,
-            ascending,
-        };
+        let params = weights.map(
+            |(
+                now,
+                day,
+                ln2,
+                recency_weight,
+                half_life_days,
+                decay_floor,
+                salience_weight,
+                superseded_factor,
+                min_confidence,
+                threshold,
+                ascending,
+            )| Params {
+                now,
+                day,
+                ln2,
+                slope,
+                bound,
+                recency_weight,
+                half_life_days,
+                decay_floor,
+                salience_weight,
+                superseded_factor,
+                min_confidence,
+                threshold,
+                sectors: sectors.unwrap_or_default(),
+                ascending,
+            },
+        );
         let admit = Admit {
             include_superseded,
             projects: wall.as_deref(),
@@ -599,31 +658,51 @@ impl KeywordIndex {
         let out = py.detach(|| -> Result<Option<(bool, Admitted, Option<rank::Page>)>> {
             let refs: Vec<&[u8]> = phrases.iter().map(Vec::as_slice).collect();
             let tier = |require_all: bool| -> Result<Option<Admitted>> {
-                let search = |k: usize, allowed: Option<&[i64]>| {
-                    self.read(|ix| {
-                        let scope = scope_of(ix, names.as_deref());
-                        ix.search(&refs, k, require_all, allowed, scope.as_ref())
-                    })
+                // the search, unless the last call stopped at its missing columns
+                // (the admitted hits, how many the search found)
+                let admitted = |k: usize, allowed: Option<&[i64]>| -> Result<(Admitted, usize)> {
+                    let kept =
+                        self.take_pending(&phrases, k, require_all, allowed, names.as_deref())?;
+                    let (hits, generation) = match kept {
+                        Some(hits) => (hits, None),
+                        None => self.read(|ix| {
+                            let scope = scope_of(ix, names.as_deref());
+                            let hits = ix.search(&refs, k, require_all, allowed, scope.as_ref());
+                            (hits, Some(self.generation.load(Ordering::Acquire)))
+                        })?,
+                    };
+                    let fetched = hits.len();
+                    let found = self.admitted(hits, &admit)?;
+                    if let (Admitted::Missing(_, hits), Some(generation)) = (&found, generation) {
+                        self.keep_pending(Tier {
+                            generation,
+                            phrases: phrases.clone(),
+                            k,
+                            require_all,
+                            allowed: allowed.map(<[i64]>::to_vec),
+                            projects: names.clone(),
+                            hits: hits.clone(),
+                        })?;
+                    }
+                    Ok((found, fetched))
                 };
                 if let Some(a) = allowed.as_deref() {
                     if a.is_empty() {
                         return Ok(Some(Admitted::Hits(Vec::new())));
                     }
-                    return self.admitted(search(pool, Some(a))?, &admit).map(Some);
+                    return admitted(pool, Some(a)).map(|(found, _)| Some(found));
                 }
                 // keyword._native: the pool, then deeper while the filters leave it short
                 let mut fetch = pool;
                 while fetch <= max_fetch {
-                    let hits = search(fetch, None)?;
-                    let fetched = hits.len();
-                    match self.admitted(hits, &admit)? {
-                        Admitted::Hits(mut kept) => {
+                    match admitted(fetch, None)? {
+                        (Admitted::Hits(mut kept), fetched) => {
                             if kept.len() >= pool || fetched < fetch {
                                 kept.truncate(pool);
                                 return Ok(Some(Admitted::Hits(kept)));
                             }
                         }
-                        missing => return Ok(Some(missing)),
+                        (missing, _) => return Ok(Some(missing)),
                     }
                     fetch = fetch.saturating_mul(prefilter);
                 }
@@ -637,7 +716,10 @@ impl KeywordIndex {
             };
             Ok(match found {
                 Some((all, Admitted::Hits(hits))) => {
-                    let page = self.ranked(&hits, &params)?;
+                    let page = match &params {
+                        Some(p) => self.ranked(&hits, p)?,
+                        None => None,
+                    };
                     Some((all, Admitted::Hits(hits), page))
                 }
                 Some((all, missing)) => Some((all, missing, None)),
@@ -645,9 +727,11 @@ impl KeywordIndex {
             })
         })?;
         Ok(out.map(|(all_terms, admitted, page)| match admitted {
-            Admitted::Missing(ids) => (
+            Admitted::Missing(ids, _) => (
                 ids,
                 all_terms,
+                Vec::new(),
+                Vec::new(),
                 Vec::new(),
                 Vec::new(),
                 Vec::new(),
@@ -657,28 +741,26 @@ impl KeywordIndex {
             ),
             Admitted::Hits(hits) => {
                 let ids: Vec<i64> = hits.iter().map(|h| h.id).collect();
-                match page {
-                    None => (
-                        Vec::new(),
-                        all_terms,
-                        ids,
-                        Vec::new(),
-                        Vec::new(),
-                        Vec::new(),
-                        0,
-                        true,
-                    ),
-                    Some(page) => (
-                        Vec::new(),
-                        all_terms,
-                        ids,
-                        page.ranked.iter().map(|r| r.id).collect(),
-                        page.ranked.iter().map(|r| r.score).collect(),
-                        page.ranked.iter().map(|r| r.base).collect(),
-                        page.hidden,
-                        false,
-                    ),
-                }
+                let raw: Vec<f64> = hits.iter().map(|h| h.score).collect();
+                let calibrated: Vec<f64> = raw
+                    .iter()
+                    .map(|&r| rank::keyword_score(r, bound, slope))
+                    .collect();
+                // no page where one was asked for: an admitted row failed validation
+                let damaged = page.is_none() && params.is_some();
+                let page = page.unwrap_or_default();
+                (
+                    Vec::new(),
+                    all_terms,
+                    ids,
+                    raw,
+                    calibrated,
+                    page.ranked.iter().map(|r| r.id).collect(),
+                    page.ranked.iter().map(|r| r.score).collect(),
+                    page.ranked.iter().map(|r| r.base).collect(),
+                    page.hidden,
+                    damaged,
+                )
             }
         }))
     }

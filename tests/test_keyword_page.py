@@ -302,3 +302,90 @@ def test_steady_probes_the_sparse_tables_once(tmp_path: Path) -> None:
             assert store.empty("facts")
         assert not store.empty("facts")
         other.close()
+
+
+def _leg(leg: Any) -> tuple[Any, ...]:
+    """What the pipeline reads of a keyword leg: its hits, notices, expression, terms,
+    tier, and of its state what rescoring, shares and suggestions read."""
+    state = leg.state
+    return (
+        [(h.memory_id, h.score, h.raw, h.info) for h in leg.hits],
+        leg.notices, leg.rewritten, leg.terms, leg.tier,
+        state.tier, state.expression, state.rewritten, state.terms, state.final, state.bound,
+        state.rescore_table, state.rescore_expression, state.held, state.weights,
+        state.scope.projects if state.scope is not None else None,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_hybrid_keyword_leg_is_keyword_searchs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    """A hybrid search's keyword leg over the in-memory index (KeywordIndexer.hits: one
+    native call that searches, filters by the kept columns and calibrates) is the leg
+    keyword.search gives, hit for hit and score for score, before and after writes; the
+    first search of a query stops at columns not kept yet, and the call after keeping
+    them answers from the same search (KeywordIndex's pending tier)."""
+    from cortex.search.plan import plan
+    from cortex.search.sqlite import KeywordRetriever
+
+    rng = random.Random(seed)
+    with _store(tmp_path / "kw.db", seed) as engine:
+        retriever = engine._pipeline._keyword
+        assert isinstance(retriever, KeywordRetriever)
+        plain = KeywordRetriever._plain
+        native = 0
+        for n in range(150):
+            query, opts = _query(rng), _options(rng).replace(mode="hybrid")
+            if n == 75:  # writes between: the index and the kept columns move on
+                engine.add("deploy cluster kafka billing", project="alpha", created_at=NOW)
+                ids = [r.memory.id for r in engine.search("deploy cluster", opts)]
+                if len(ids) >= 2:
+                    engine.supersede(ids[0], ids[1])
+            if rng.random() < 0.5:  # the kept columns dropped: the first call misses
+                retriever._native._forget_ranks(None)
+            p = plan(query, opts)
+            allowed = engine.store.allowed_ids(opts)
+            fast = plain(retriever, p, opts, allowed)
+            monkeypatch.setattr(KeywordRetriever, "_plain", lambda *a: None)
+            general = retriever.retrieve(p, opts, allowed)
+            monkeypatch.setattr(KeywordRetriever, "_plain", plain)
+            if fast is None:  # not plain text, or no plain-tier hit: keyword.search's own
+                assert general.tier != "fts" or not general.hits
+                continue
+            native += 1
+            assert _leg(fast) == _leg(general), (n, query, opts)
+        assert native >= 60, native
+
+
+def test_a_pinned_search_checks_the_change_log_once(tmp_path: Path) -> None:
+    """KeywordIndexer.pinned: the lookups of one search read the change log's position
+    once; a write committed meanwhile is read by the next search (outside the scope)."""
+    with _store(tmp_path / "kw.db", 9) as engine:
+        indexer = engine.keyword_index
+        seen: list[str] = []
+        engine.store.conn.set_trace_callback(seen.append)
+
+        def checks() -> int:  # the check's first statement (the log's end)
+            return sum(s == "SELECT COALESCE(MAX(seq), 0) FROM memory_changes" for s in seen)
+
+        def found(word: str) -> set[int]:
+            out = indexer.search([word], 500, require_all=False)
+            assert out is not None
+            return set(out[0].tolist())
+
+        before = found("deploy")
+        seen.clear()
+        with indexer.pinned():
+            assert found("deploy") == before
+            assert found("kafka") and indexer.holding(["deploy", "zyxw"], sorted(before))
+            assert checks() == 1
+            new = engine.add("deploy deploy zebra", created_at=NOW)
+            assert new not in found("deploy")  # the position the scope read first
+            with indexer.pinned():  # nested: the outer scope's position still
+                assert new not in found("deploy")
+        assert checks() == 1
+        assert new in found("deploy")  # out of the scope: brought up to the log
+        assert checks() == 2
+        found("kafka")
+        assert checks() == 3  # unpinned: every lookup checks

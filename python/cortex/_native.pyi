@@ -96,6 +96,9 @@ class NativeIndex:
         threads: int | None = None,
         candidates: int | None = None,
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]: ...
+    def moments(
+        self, query: npt.NDArray[np.float32], allowed: npt.NDArray[np.int64]
+    ) -> tuple[int, float, float] | None: ...
     def search_batch(
         self,
         queries: npt.NDArray[np.float32],
@@ -174,10 +177,10 @@ class KeywordIndex:
         pool: int,
         then_any: bool,
         bound: float,
-        weights: tuple[
-            float, float, float, float, float, float, float, float, float, float, float, bool
-        ],
-        sectors: dict[str, float],
+        slope: float,
+        weights: tuple[float, float, float, float, float, float, float, float, float, float, bool]
+        | None = None,
+        sectors: dict[str, float] | None = None,
         allowed: npt.NDArray[np.int64] | None = None,
         projects: list[str] | None = None,
         wall: list[str] | None = None,
@@ -185,7 +188,19 @@ class KeywordIndex:
         prefilter: int = 4,
         max_fetch: int = 8192,
     ) -> (
-        tuple[list[int], bool, list[int], list[int], list[float], list[float], int, bool] | None
+        tuple[
+            list[int],
+            bool,
+            list[int],
+            list[float],
+            list[float],
+            list[int],
+            list[float],
+            list[float],
+            int,
+            bool,
+        ]
+        | None
     ): ...
     def memory_bytes(self) -> int: ...
     def to_bytes(self, tag: int) -> bytes: ...

@@ -73,7 +73,7 @@ import os
 import sqlite3
 import threading
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 
@@ -90,7 +90,7 @@ if TYPE_CHECKING:
 else:  # imported when a vector is first touched (start-up of keyword-only commands)
     np = LazyModule("numpy")
 
-__all__ = ["AUTO_MIN", "POLICIES", "KeywordIndexer"]
+__all__ = ["AUTO_MIN", "POLICIES", "KeywordHits", "KeywordIndexer", "KeywordPage"]
 
 _T = TypeVar("_T")
 
@@ -128,6 +128,23 @@ class KeywordPage(NamedTuple):
     bm25: list[float]
     infos: list[RankInfo]
     hidden: int
+
+
+class KeywordHits(NamedTuple):
+    """The keyword leg of a hybrid search over the in-memory index (KeywordIndexer.hits):
+    the plain tier's expression, the terms a hit holds, the admitted hits in BM25 order
+    (ids, BM25, calibrated keyword scores, kept ranking columns), the terms' bound (the
+    sum of their IDFs, keyword._bound), and whether the AND of the terms answered (else
+    their OR)."""
+
+    expression: str
+    held: list[str]
+    ids: list[int]
+    raw: list[float]
+    scores: list[float]
+    infos: list[RankInfo]
+    bound: float
+    all_terms: bool
 
 
 def _query_terms(words: list[str]) -> list[str] | None:
@@ -174,6 +191,9 @@ class KeywordIndexer:
         self._saved_seq: int | None = None  # the log position of the file last saved/loaded
         self._tried_file = False
         self.error: str | None = None  # why the index is not available, if it failed
+        # per thread: how deep in `pinned` scopes, and the (index, log position) checked
+        # against the log in the outermost one
+        self._pins = threading.local()
         # only when the change log records changes of the ranking columns (an older file
         # opened read-only does not)
         self._keeps_ranks = bool(getattr(store, "logs_ranks", False))  # PostgreSQL: off
@@ -417,10 +437,55 @@ class KeywordIndexer:
         position for the whole search. None when this path cannot answer (no index,
         filters the kept columns do not judge, a term FTS5 reads as a phrase, no
         plain-tier hit, a damaged row): the general path does."""
+        with self._lock:
+            found = self._plain(terms, pool, opts, allowed, weights, sectors)
+            if found is None or found[1][9]:
+                return None  # the general path, or a damaged row to name
+            expression, out, held, _ = found
+            ids = out[5]
+            ranks = cast(dict[int, RankInfo], self._ranks)  # admitted: all kept, live
+            return KeywordPage(
+                expression, list(terms), held, out[2], ids, out[6], out[7],
+                [ranks[i] for i in ids], out[8],
+            )  # fmt: skip
+
+    def hits(self, terms: list[str], pool: int, opts: Any, allowed: Any) -> KeywordHits | None:
+        """The keyword leg of a hybrid search of the plain `terms` (stop words already
+        dropped): keyword.search's plain tiers (the AND of the terms, else their OR) over
+        the in-memory index, filtered by the kept ranking columns and calibrated
+        (hits.keyword_score against the terms' bound) in one native call
+        (`KeywordIndex.rank_page` without ranking: the fusion ranks). None when this
+        path cannot answer (as `page`): keyword.search does."""
+        with self._lock:
+            found = self._plain(terms, pool, opts, allowed, None, None)
+            if found is None:
+                return None
+            expression, out, held, bound = found
+            ids = out[2]
+            ranks = cast(dict[int, RankInfo], self._ranks)  # admitted: all kept, live
+            return KeywordHits(
+                expression, held, ids, out[3], out[4], [ranks[i] for i in ids], bound, out[1]
+            )
+
+    def _plain(
+        self,
+        terms: list[str],
+        pool: int,
+        opts: Any,
+        allowed: Any,
+        weights: tuple[Any, ...] | None,
+        sectors: dict[str, float] | None,
+    ) -> tuple[str, tuple[Any, ...], list[str], float] | None:
+        """`KeywordIndex.rank_page` of the plain `terms` (ranked with `weights`, else
+        not), its missing columns kept first: (the tier's expression, rank_page's answer,
+        the terms a hit holds, the terms' bound); None when the index cannot answer or no
+        plain tier found anything. Called under the lock."""
         if self._policy == "off" or self._closed or not self._keeps_ranks:
             return None
         if narrows_beyond_project(opts):
             return None
+        from cortex.search.hits import KEYWORD_SLOPE
+
         stems = _query_terms(terms)
         if stems is None:
             return None
@@ -431,45 +496,37 @@ class KeywordIndexer:
         scope = list(projects) if projects is not None else None
         if allowed is not None:
             allowed = np.asarray(allowed, dtype=np.int64)
-        with self._lock:
-            if not self._current():
-                return None
-            index = self._index
-            if not hasattr(index, "rank_page"):  # an older extension
-                return None
-            # keyword._bound over the index's counts: the sum of the terms' IDFs
-            if scoped is None:
-                rows, dfs = len(index), [index.df(t) for t in stems]
-            else:
-                names = list(scoped)
-                rows = int(index.stats(names)[0])
-                dfs = [index.df(t, names) for t in stems]
-            bound = sum(_idf(rows, n) for n in dfs)
-            for _ in range(3):
-                out = index.rank_page(
-                    terms, pool, len(terms) > 1, bound, weights, sectors, allowed, scope, wall,
-                    bool(opts.include_superseded), PREFILTER, NATIVE_MAX_FETCH,
-                )  # fmt: skip
-                if out is None or not out[0]:
-                    break
-                self._keep_missing(out[0], out[0])
-            else:
-                return None
-            if out is None or out[7] or not out[2]:
-                return None  # FTS5 answers, a damaged row to name, or no plain-tier hit
-            _, all_terms, hits, ids, scores, bm25, hidden, _ = out
-            quoted = [quote(t) for t in terms]
-            if all_terms:
-                expression, held = " ".join(quoted), list(terms)
-            else:
-                expression = " OR ".join(quoted)
-                found = index.holding(terms, hits)
-                held = [t for t, h in zip(terms, found, strict=True) if h]
-            ranks = cast(dict[int, RankInfo], self._ranks)  # admitted: all kept, live
-            return KeywordPage(
-                expression, list(terms), held, hits, ids, scores, bm25,
-                [ranks[i] for i in ids], hidden,
+        if not self._current():
+            return None
+        index = self._index
+        if not hasattr(index, "rank_page"):  # an older extension
+            return None
+        # keyword._bound over the index's counts: the sum of the terms' IDFs
+        if scoped is None:
+            rows, dfs = len(index), [index.df(t) for t in stems]
+        else:
+            names = list(scoped)
+            rows = int(index.stats(names)[0])
+            dfs = [index.df(t, names) for t in stems]
+        bound = sum(_idf(rows, n) for n in dfs)
+        for _ in range(3):
+            out = index.rank_page(
+                terms, pool, len(terms) > 1, bound, KEYWORD_SLOPE, weights, sectors, allowed,
+                scope, wall, bool(opts.include_superseded), PREFILTER, NATIVE_MAX_FETCH,
             )  # fmt: skip
+            if out is None or not out[0]:
+                break
+            self._keep_missing(out[0], out[0])
+        else:
+            return None
+        if out is None or not out[2]:
+            return None  # FTS5 answers, or no plain-tier hit
+        quoted = [quote(t) for t in terms]
+        if out[1]:
+            return " ".join(quoted), out, list(terms), bound
+        found = index.holding(terms, out[2])
+        held = [t for t, h in zip(terms, found, strict=True) if h]
+        return " OR ".join(quoted), out, held, bound
 
     def rescore(
         self, words: list[str], ids: list[int], projects: tuple[str, ...] | None = None
@@ -486,8 +543,46 @@ class KeywordIndexer:
             projects=projects,
         )
 
+    @contextlib.contextmanager
+    def pinned(self) -> Iterator[None]:
+        """Within (on this thread), the index is checked against the change log once:
+        the lookups of one search (its keyword leg, the names it checks, the rescoring of
+        the other leg's hits, the share of unknown names) then read the same log position
+        without a `MAX(seq)` statement each (4.4 per hybrid search before). A write
+        committed meanwhile is read by the next search, as one committed just after this
+        one's first check always was."""
+        pins = self._pins
+        depth = getattr(pins, "depth", 0)
+        pins.depth = depth + 1
+        if depth == 0:
+            pins.at = None
+        try:
+            yield
+        finally:
+            pins.depth = depth
+            if depth == 0:
+                pins.at = None
+
     def _current(self) -> bool:
         """Bring the index up to the log under the lock; False when it cannot answer now."""
+        pins = self._pins
+        pinned = getattr(pins, "depth", 0) > 0
+        if (
+            pinned
+            and self._index is not None
+            and pins.at is not None
+            and pins.at[0] is self._index
+            and pins.at[1] == self._seq
+        ):
+            return True  # checked in this pinned scope, and nothing moved it since
+        if self._at_log():
+            if pinned:
+                pins.at = (self._index, self._seq)
+            return True
+        return False
+
+    def _at_log(self) -> bool:
+        """_current without the pin: the index brought up to the log now."""
         if self._index is None:
             if not self._tried_file:
                 self._tried_file = True

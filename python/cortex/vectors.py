@@ -607,6 +607,21 @@ class VectorIndex:
             return self._search_numpy(qn, k, allowed_ids)
         return self._search_python(qn, k, allowed_ids)
 
+    def moments(self, query: np.ndarray, allowed: Any) -> tuple[int, float, float] | None:
+        """(n, mean, standard deviation) of the cosines of `query` with the live rows of
+        the memories `allowed`: the numbers ``search(query, len(allowed), allowed=
+        allowed)``'s scores give as float64 with numpy's ``mean()`` and ``std()``, to the
+        bit, without a top-k of every row; the rows of an `allowed` asked again (a
+        calibration sample) are read from a contiguous copy. None when the native
+        extension cannot answer (no extension, a damaged file): use `search`."""
+        moments = getattr(self._index, "moments", None)
+        if moments is None:
+            return None
+        q = _check_f32(query, "query", 1, self.dim)
+        _normalised(q, "query")
+        found: tuple[int, float, float] | None = moments(q, _as_ids(allowed, "allowed"))
+        return found
+
     def search_batch(
         self,
         queries: np.ndarray,

@@ -83,10 +83,12 @@ pub struct Page {
     pub hidden: usize,
 }
 
-/// The keyword score of a BM25 `raw` (hits.keyword_score with the leg's bound).
-fn keyword_score(raw: f64, p: &Params) -> f64 {
-    if p.bound > 0.0 {
-        1.0 - (-p.slope * f64::max(0.0, raw / p.bound)).exp()
+/// The keyword score of a BM25 `raw` against the leg's `bound`: hits.keyword_score of
+/// `raw / bound` with `slope` (0 when the bound is not positive), Python's operations
+/// in Python's order.
+pub fn keyword_score(raw: f64, bound: f64, slope: f64) -> f64 {
+    if bound > 0.0 {
+        1.0 - (-slope * f64::max(0.0, raw / bound)).exp()
     } else {
         0.0
     }
@@ -132,7 +134,7 @@ pub fn rank(hits: &[Hit], rows: &[&RankRow], p: &Params) -> Page {
     let mut ranked = Vec::with_capacity(hits.len());
     let mut hidden = 0;
     for (h, row) in hits.iter().zip(rows) {
-        let base = keyword_score(h.score, p);
+        let base = keyword_score(h.score, p.bound, p.slope);
         let score = score_of(base, row, p);
         if row.confidence < p.min_confidence || base < p.threshold {
             hidden += 1;

@@ -45,7 +45,9 @@ __all__ = [
     "Retriever",
     "combine",
     "keyword_score",
+    "keyword_scores",
     "semantic_score",
+    "semantic_scores",
 ]
 
 #: ``1 - exp(-KEYWORD_SLOPE * ratio)``: a memory holding every query term once at average
@@ -73,6 +75,24 @@ def semantic_score(
     mid = SEMANTIC_MID if mid is None else mid
     slope = SEMANTIC_SLOPE if slope is None else slope
     return 1.0 / (1.0 + math.exp(-slope * (z - mid)))
+
+
+def keyword_scores(raws: Sequence[float], bound: float) -> list[float]:
+    """keyword_score of each BM25 in `raws` against the query's `bound` (the sum of its
+    terms' IDFs; not positive: 0), the same arithmetic without a call per score (the
+    native index's rank_page computes the same in Rust, rank::keyword_score)."""
+    if bound <= 0:
+        return [keyword_score(0.0)] * len(raws)
+    exp, slope = math.exp, -KEYWORD_SLOPE
+    return [1.0 - exp(slope * max(0.0, r / bound)) for r in raws]
+
+
+def semantic_scores(cosines: Sequence[float], mean: float, sd: float) -> list[float]:
+    """semantic_score of each of `cosines` (default midpoint and slope), the same
+    arithmetic without a call per score."""
+    exp, spread = math.exp, max(sd, MIN_SD)
+    mid, slope = SEMANTIC_MID, -SEMANTIC_SLOPE
+    return [1.0 / (1.0 + exp(slope * ((c - mean) / spread - mid))) for c in cosines]
 
 
 def combine(keyword: float, semantic: float, alpha: float, fusion: str) -> float:

@@ -8,6 +8,7 @@ backend plugs in without touching them.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import re
@@ -40,7 +41,6 @@ from cortex.ranking import (
 from cortex.result import Fact, MatchType, Result, Results, from_epoch, iso
 from cortex.search import pages
 from cortex.search.hits import (
-    KEYWORD_SLOPE,
     SEMANTIC_MID,
     SEMANTIC_SLOPE,
     KeywordRetriever,
@@ -283,7 +283,11 @@ class Pipeline:
             if fast is not None:
                 return fast
         t0 = time.perf_counter()
-        p, kw, sem, mode, candidates, notices, allowed = self._candidates(text, opts, pool)
+        # the keyword index checked against the change log once for the legs, the names
+        # and the rescoring (KeywordIndexer.pinned), not at each of its lookups
+        pinned = getattr(self._keyword, "pinned", None)
+        with pinned() if pinned is not None else contextlib.nullcontext():
+            p, kw, sem, mode, candidates, notices, allowed = self._candidates(text, opts, pool)
         t1 = time.perf_counter()
         damaged: list[str] = []
         threshold = opts.threshold(mode)
@@ -348,7 +352,7 @@ class Pipeline:
             return None
         # KeywordIndex.rank_page's weights, in its order
         weights = (
-            now, DAY, LN2, KEYWORD_SLOPE, opts.recency_weight, opts.half_life_days,
+            now, DAY, LN2, opts.recency_weight, opts.half_life_days,
             DECAY_FLOOR, opts.salience_weight, SUPERSEDED_FACTOR, opts.min_confidence,
             opts.threshold(Mode.KEYWORD), opts.order is Order.ASC,
         )  # fmt: skip
@@ -653,8 +657,6 @@ class Pipeline:
                 pending = self._worker().submit(self._semantic.retrieve, p, opts, allowed)
         try:
             kw = self._keyword.retrieve(p, opts, allowed) if run_kw else None
-            if meanwhile is not None:
-                meanwhile()
             if (
                 ahead is not None
                 and vector is not None
@@ -662,12 +664,16 @@ class Pipeline:
                 and kw.hits
                 and mode is Mode.HYBRID
             ):
+                # handed over as the leg starts its scan: this thread's Python (the
+                # cosines, then the names) runs while that one needs no GIL
                 query = vector.wait(pending.done if pending is not None else None)
                 if query is not None:
                     try:
                         early = ahead(query, [h.memory_id for h in kw.hits])
                     except (IndexFormatError, StorageError):
                         early = None  # the leg (or the rescore after it) says what went wrong
+            if meanwhile is not None:
+                meanwhile()
         except BaseException:
             if pending is not None and not pending.cancel():
                 wait([pending])  # do not leave it running against a store being closed
@@ -891,12 +897,11 @@ class Pipeline:
         """The page of `ranked` that `opts` asks for, enriched, with the counts of all
         (`check`: called with the page's candidates before it is enriched)."""
         end = opts.offset + opts.limit
-        sessions = self._store.sessions_of([c.memory_id for c in ranked])
-        results = Results(
-            self._finish(ranked[opts.offset :], opts, now, match_type, terms, damaged, check),
-            total=len(ranked),
-            has_more=len(ranked) > end,
-        )
+        steady = getattr(self._store, "steady", None)  # the sparse tables probed once
+        with steady() if steady is not None else contextlib.nullcontext():
+            sessions = self._store.sessions_of([c.memory_id for c in ranked])
+            page = self._finish(ranked[opts.offset :], opts, now, match_type, terms, damaged, check)
+        results = Results(page, total=len(ranked), has_more=len(ranked) > end)
         # counted when first read, from what is read now (no store needed then)
         results._aggregations_of = partial(pages.aggregations, ranked, sessions)
         return results

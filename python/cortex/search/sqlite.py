@@ -8,6 +8,7 @@ hands the same array to both legs, which rank only those.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 from collections import OrderedDict
@@ -19,16 +20,13 @@ from cortex._lazy import LazyModule
 from cortex.errors import EmbeddingError, StorageError
 from cortex.filters import projects_of
 from cortex.keyword_index import KeywordIndexer, KeywordPage
-from cortex.options import Options
+from cortex.options import Options, OrderBy
 from cortex.search.hits import (
-    KEYWORD_SLOPE,
-    MIN_SD,
-    SEMANTIC_MID,
-    SEMANTIC_SLOPE,
     Hit,
     Leg,
     QueryVector,
-    keyword_score,
+    keyword_scores,
+    semantic_scores,
     shrunk_stats,
 )
 from cortex.search.plan import Plan
@@ -59,26 +57,66 @@ class KeywordRetriever:
         self._store = store
         self._native = native
 
+    def pinned(self) -> contextlib.AbstractContextManager[None]:
+        """A scope (one search) in which the in-memory index is checked against the
+        change log once (KeywordIndexer.pinned)."""
+        if self._native is None:
+            return contextlib.nullcontext()
+        return self._native.pinned()
+
     @property
     def in_memory(self) -> bool:
         """Whether the in-memory index answers now (it ranks the filters' ids itself)."""
         return self._native is not None and self._native.ready()
 
     def retrieve(self, plan: Plan, opts: Options, allowed: Any = None) -> Leg:
+        leg = self._plain(plan, opts, allowed)
+        if leg is not None:
+            return leg
         found = keyword.search(
             self._store, plan.text, opts, plan.pool, native=self._native, allowed=allowed
         )
-        bound = found.bound
-        if bound > 0:  # keyword_score(raw / bound), without a call per hit
-            exp, slope = math.exp, -KEYWORD_SLOPE
-            hits = [
-                Hit(h.memory_id, 1.0 - exp(slope * max(0.0, h.raw / bound)), h.raw, h.info)
-                for h in found.hits
-            ]
-        else:
-            zero = keyword_score(0.0)
-            hits = [Hit(h.memory_id, zero, h.raw, h.info) for h in found.hits]
+        scores = keyword_scores([h.raw for h in found.hits], found.bound)
+        hits = [
+            Hit(h.memory_id, score, h.raw, h.info)
+            for h, score in zip(found.hits, scores, strict=True)
+        ]
         return Leg(hits, list(found.notices), found.rewritten, list(found.terms), found.tier, found)
+
+    def _plain(self, plan: Plan, opts: Options, allowed: Any) -> Leg | None:
+        """keyword.search's answer for a plain-text query that the in-memory index's
+        plain tiers answer (KeywordIndexer.hits: searched, filtered by the kept ranking
+        columns and calibrated in one native call, the same hits and scores); None for
+        any other query (FTS5 syntax, CJK, filters the kept columns cannot judge, an
+        order other than relevance, no plain-tier hit): keyword.search answers it."""
+        if self._native is None or opts.order_by is not OrderBy.RELEVANCE:
+            return None
+        text = keyword.clean(plan.text)
+        terms = keyword.plain_terms(text) if text else None
+        if terms is None:
+            return None
+        found = self._native.hits(terms, plan.pool, opts, allowed)
+        if found is None:
+            return None
+        projects = projects_of(opts)
+        scope = (
+            keyword.Scope(self._store, projects)
+            if projects is not None and keyword.Scope.supported(self._store)
+            else None
+        )
+        any_term = " OR ".join(keyword.quote(t) for t in terms)  # _latin's rescoring
+        result = keyword.KeywordResult(
+            [], "fts", found.expression, found.expression, [], terms, bound=found.bound,
+            rescore_table="memories_fts", rescore_expression=any_term, held=found.held,
+            scope=scope,
+        )  # fmt: skip
+        hits = [
+            Hit(i, score, raw, info)
+            for i, score, raw, info in zip(
+                found.ids, found.scores, found.raw, found.infos, strict=True
+            )
+        ]
+        return Leg(hits, [], found.expression, list(terms), "fts", result)
 
     def page(
         self,
@@ -125,7 +163,10 @@ class KeywordRetriever:
         if found is None or found.bound <= 0:
             return {}
         raw = keyword.rescore(self._store, found, ids, self._native)
-        return {i: (keyword_score(r / found.bound), r) for i, r in raw.items()}
+        bm25 = list(raw.values())
+        return dict(
+            zip(raw, zip(keyword_scores(bm25, found.bound), bm25, strict=True), strict=True)
+        )
 
 
 class SemanticRetriever:
@@ -217,21 +258,29 @@ class SemanticRetriever:
         if sample is not None:
             if len(sample) == 0:
                 return shrunk_stats(0, 0.0, 0.0)
-            _, scores = index.search(query, len(sample), allowed=sample)
-        elif n <= STATS_ROWS:
-            _, scores = index.search(query, n)
-        else:
+        elif n > STATS_ROWS:
             where = (id(index), index.rows)
             with self._lock:
                 if self._sample is None or self._sample[:2] != where:
                     self._sample = (*where, np.sort(index.sample(STATS_ROWS)[0]))
                 sample = self._sample[2]
-            _, scores = index.search(query, len(sample), allowed=sample)
-        if len(scores) == 0:
-            stats = shrunk_stats(0, 0.0, 0.0)
+        # a sample's moments natively (VectorIndex.moments: the same numbers as numpy's
+        # over search's scores, its rows read from a contiguous copy), else its scores
+        moments = getattr(index, "moments", None)
+        found = moments(query, sample) if sample is not None and moments is not None else None
+        if found is not None:
+            count, mean, sd = found
+            stats = shrunk_stats(count, mean, sd) if count else shrunk_stats(0, 0.0, 0.0)
         else:
-            s = scores.astype(np.float64)
-            stats = shrunk_stats(len(s), float(s.mean()), float(s.std()))
+            if sample is not None:
+                _, scores = index.search(query, len(sample), allowed=sample)
+            else:
+                _, scores = index.search(query, n)
+            if len(scores) == 0:
+                stats = shrunk_stats(0, 0.0, 0.0)
+            else:
+                s = scores.astype(np.float64)
+                stats = shrunk_stats(len(s), float(s.mean()), float(s.std()))
         with self._lock:
             self._known_stats[key] = stats
             while len(self._known_stats) > STATS_KEPT:
@@ -245,16 +294,20 @@ class SemanticRetriever:
         (None if that fails), for the caller's `cosines` while this leg scans."""
         query: np.ndarray | None = None
         try:
+            # SQLite's position first (the index's check, `_wanted`), and the vector
+            # handed over once calibrated: between the model's run and the scan this
+            # thread's Python does not wait for the GIL behind the caller's, which
+            # scores the keyword hits (and checks the names) while this thread scans
+            index = self._semantic.index()
+            seen = self._semantic.state
+            live = self._live(index, seen)
             query = self._query(plan.semantic_text)
+            if live == 0:
+                return Leg(state=(query, 0.0, 1.0, seen))
+            mean, sd = self._stats(index, query, live, projects_of(opts))
         finally:
             if vector is not None:
                 vector.set(query)
-        index = self._semantic.index()
-        seen = self._semantic.state
-        live = self._live(index, seen)
-        if live == 0:
-            return Leg(state=(query, 0.0, 1.0, seen))
-        mean, sd = self._stats(index, query, live, projects_of(opts))
         # The rows that reach the answer are checked against their embeddings in SQLite
         # (`verify`, called by the pipeline on the page: a damaged index is rebuilt once,
         # or refused read-only), so no wrong id or score reaches the answer.
@@ -292,12 +345,10 @@ class SemanticRetriever:
         info = self._semantic.store.rank_info(found[: plan.pool], opts)
         if len(info) < len(found[: plan.pool]):
             info.update(self._semantic.store.rank_info(found[plan.pool :], opts))
-        # semantic_score(s, mean, sd) inline, the same arithmetic without a call per hit
-        exp, spread = math.exp, max(sd, MIN_SD)
-        mid, slope = SEMANTIC_MID, -SEMANTIC_SLOPE
+        cosines = scores.tolist()
         hits = [
-            Hit(i, 1.0 / (1.0 + exp(slope * ((s - mean) / spread - mid))), s, info[i])
-            for i, s in zip(found, scores.tolist(), strict=True)
+            Hit(i, score, s, info[i])
+            for i, s, score in zip(found, cosines, semantic_scores(cosines, mean, sd), strict=True)
             if i in info
         ]
         return Leg(hits[: plan.pool], state=state, tier="vector", approximate=approx)
@@ -358,12 +409,10 @@ class SemanticRetriever:
                 cos.update(self.cosines(query, rest))
         else:
             cos = self.cosines(query, ids)
-        # semantic_score inline (as in retrieve), the same arithmetic without a call per id
-        exp, spread = math.exp, max(sd, MIN_SD)
-        mid, slope = SEMANTIC_MID, -SEMANTIC_SLOPE
-        return {
-            i: (1.0 / (1.0 + exp(slope * ((s - mean) / spread - mid))), s) for i, s in cos.items()
-        }
+        found = list(cos.values())
+        return dict(
+            zip(cos, zip(semantic_scores(found, mean, sd), found, strict=True), strict=True)
+        )
 
     def verify(
         self, leg: Leg, rows: Sequence[tuple[int, float]], rebuilt: bool = False
