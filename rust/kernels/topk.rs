@@ -1321,7 +1321,7 @@ mod probe {
     #[cfg(target_arch = "x86_64")]
     fn probe_floor_variants() {
         use crate::kernels::simd::F16;
-        use quant::x86::{scores_pf, scores_vnni};
+        use quant::x86::{scores_avx2, scores_vnni};
         use std::arch::x86_64::{_MM_HINT_T0 as T0, _MM_HINT_T1 as T1};
         use std::hint::black_box;
 
@@ -1374,7 +1374,7 @@ mod probe {
                 "int8 kernel+bounds, prefetch (today)",
                 Box::new(|_| {
                     by_blocks(q8, stride, |c, o, h| unsafe {
-                        scores_pf::<8, T0>(&qq, c, o, Some(h))
+                        scores_avx2::<4, 8, T0>(&qq, c, o, Some(h))
                     })
                 }),
             ),
@@ -1382,7 +1382,7 @@ mod probe {
                 "int8 kernel+bounds, no prefetch",
                 Box::new(|_| {
                     by_blocks(q8, stride, |c, o, h| unsafe {
-                        scores_pf::<0, T0>(&qq, c, o, Some(h))
+                        scores_avx2::<4, 0, T0>(&qq, c, o, Some(h))
                     })
                 }),
             ),
@@ -1390,7 +1390,7 @@ mod probe {
                 "int8 VNNI kernel+bounds, prefetch",
                 Box::new(|_| {
                     by_blocks(q8, stride, |c, o, h| unsafe {
-                        scores_vnni::<8, T0>(&qq, c, o, Some(h))
+                        scores_vnni::<4, 8, T0>(&qq, c, o, Some(h))
                     })
                 }),
             ),
@@ -1398,7 +1398,7 @@ mod probe {
                 "int8 VNNI kernel+bounds, no prefetch",
                 Box::new(|_| {
                     by_blocks(q8, stride, |c, o, h| unsafe {
-                        scores_vnni::<0, T0>(&qq, c, o, Some(h))
+                        scores_vnni::<4, 0, T0>(&qq, c, o, Some(h))
                     })
                 }),
             ),
@@ -1406,7 +1406,7 @@ mod probe {
                 "int8 VNNI, prefetch 16 ahead T0",
                 Box::new(|_| {
                     by_blocks(q8, stride, |c, o, h| unsafe {
-                        scores_vnni::<16, T0>(&qq, c, o, Some(h))
+                        scores_vnni::<4, 16, T0>(&qq, c, o, Some(h))
                     })
                 }),
             ),
@@ -1414,7 +1414,7 @@ mod probe {
                 "int8 VNNI, prefetch 8 ahead T1",
                 Box::new(|_| {
                     by_blocks(q8, stride, |c, o, h| unsafe {
-                        scores_vnni::<8, T1>(&qq, c, o, Some(h))
+                        scores_vnni::<4, 8, T1>(&qq, c, o, Some(h))
                     })
                 }),
             ),
@@ -1422,7 +1422,7 @@ mod probe {
                 "int8 VNNI, prefetch 24 ahead T1",
                 Box::new(|_| {
                     by_blocks(q8, stride, |c, o, h| unsafe {
-                        scores_vnni::<24, T1>(&qq, c, o, Some(h))
+                        scores_vnni::<4, 24, T1>(&qq, c, o, Some(h))
                     })
                 }),
             ),
@@ -1430,7 +1430,7 @@ mod probe {
                 "int8 VNNI kernel, 512 records in cache x",
                 Box::new(|_| {
                     in_cache(q8, stride, rows, |c, o| unsafe {
-                        scores_vnni::<8, T0>(&qq, c, o, None)
+                        scores_vnni::<4, 8, T0>(&qq, c, o, None)
                     })
                 }),
             ),
@@ -1438,7 +1438,7 @@ mod probe {
                 "int8 AVX2 kernel, 512 records in cache x",
                 Box::new(|_| {
                     in_cache(q8, stride, rows, |c, o| unsafe {
-                        scores_pf::<8, T0>(&qq, c, o, None)
+                        scores_avx2::<4, 8, T0>(&qq, c, o, None)
                     })
                 }),
             ),
@@ -1539,5 +1539,177 @@ mod probe {
         time("full f32", &|| {
             std::hint::black_box(exact(isa, &rows, &q, dim, 10, &|_| true, 1));
         });
+    }
+}
+
+#[cfg(test)]
+mod probe_split {
+    use super::*;
+    use crate::kernels::quant::record_len;
+    use crate::kernels::simd::F16;
+    use std::hint::black_box;
+    use std::time::Instant;
+
+    type Case<'a> = (&'a str, Box<dyn Fn(usize) + 'a>);
+
+    fn interleaved(cases: &[Case], rounds: usize) -> Vec<(f64, f64)> {
+        let mut t: Vec<Vec<f64>> = vec![Vec::new(); cases.len()];
+        for round in 0..rounds {
+            for (i, (_, f)) in cases.iter().enumerate() {
+                let t0 = Instant::now();
+                f(round);
+                t[i].push(t0.elapsed().as_secs_f64() * 1e3);
+            }
+        }
+        t.into_iter()
+            .map(|mut v| {
+                let mut v = v.split_off(2.min(v.len()));
+                v.sort_by(f64::total_cmp);
+                (v[v.len() / 2], v[0])
+            })
+            .collect()
+    }
+
+    /// The screen's pass alone (kernel, bounds, threshold test, heap), one thread.
+    fn pass(isa: Isa, q8: &[u8], qq: &QuantQuery, k: usize, offer: bool) -> Screened {
+        let stride = record_len(qq.dim);
+        let n = q8.len() / stride;
+        let mut screen = Screen::new(Keep::Bound, k);
+        let mut t = f32::NEG_INFINITY;
+        let (mut s, mut h) = (vec![0.0f32; BLOCK], vec![0.0f32; BLOCK]);
+        let mut start = 0;
+        while start < n {
+            let end = (start + BLOCK).min(n);
+            let nb = end - start;
+            quant::scores_bounded(
+                isa,
+                qq,
+                &q8[start * stride..end * stride],
+                &mut s[..nb],
+                &mut h[..nb],
+            );
+            if offer {
+                for i0 in (0..nb).step_by(32) {
+                    let i1 = (i0 + 32).min(nb);
+                    let mut mask = 0u32;
+                    for i in i0..i1 {
+                        let u = s[i] + h[i];
+                        mask |= ((u >= t || u.is_nan()) as u32) << (i - i0);
+                    }
+                    while mask != 0 {
+                        let i = i0 + mask.trailing_zeros() as usize;
+                        mask &= mask - 1;
+                        screen.offer((start + i) as u32, s[i], h[i], &|_| true);
+                        t = screen.threshold();
+                    }
+                }
+            } else {
+                black_box((&s, &h));
+            }
+            start = end;
+        }
+        screen.finish()
+    }
+
+    /// `PROBE_FILE` (.cvx, f16 rows from 4096; .q8 beside it), `PROBE_ROWS` rows of 384.
+    /// `cargo test --release --lib probe_screen_file -- --ignored --nocapture`
+    #[test]
+    #[ignore]
+    fn probe_screen_file() {
+        let path = std::env::var("PROBE_FILE").expect("PROBE_FILE");
+        let n: usize = std::env::var("PROBE_ROWS").unwrap().parse().unwrap();
+        let threads: usize = std::env::var("PROBE_THREADS").map_or(1, |v| v.parse().unwrap());
+        let dim = 384;
+        let file = std::fs::File::open(&path).unwrap();
+        // SAFETY: a bench file nobody writes while the probe runs.
+        let map = unsafe { memmap2::Mmap::map(&file) }.unwrap();
+        let data = &map[4096..4096 + n * dim * 2];
+        // SAFETY: page-aligned + 4096; F16 is a u16.
+        let rows: &[F16] =
+            unsafe { std::slice::from_raw_parts(data.as_ptr() as *const F16, n * dim) };
+        let qfile = std::fs::File::open(format!("{path}.q8")).unwrap();
+        // SAFETY: as above.
+        let qmap = unsafe { memmap2::Mmap::map(&qfile) }.unwrap();
+        let stride = record_len(dim);
+        let q8 = &qmap[64..64 + n * stride];
+        let isa = Isa::detect();
+        let qs = super::tests::unit_rows(40, dim, 7);
+        let query = |r: usize| &qs[r * dim..(r + 1) * dim];
+        let full = |r: usize, k: usize| {
+            black_box(screened(
+                isa,
+                rows,
+                q8,
+                query(r),
+                dim,
+                k,
+                None,
+                Keep::Bound,
+                &|_| true,
+                threads,
+            ));
+        };
+        let cases: Vec<Case> = vec![
+            (
+                "floor q8, no prefetch",
+                Box::new(|_| {
+                    black_box(simd::read_floor(isa, q8, false));
+                }),
+            ),
+            (
+                "floor q8, prefetch",
+                Box::new(|_| {
+                    black_box(simd::read_floor(isa, q8, true));
+                }),
+            ),
+            (
+                "kernel + bounds (blocks of 256)",
+                Box::new(|r| {
+                    let qq = QuantQuery::new(query(r));
+                    black_box(pass(isa, q8, &qq, 10, false));
+                }),
+            ),
+            (
+                "kernel, no half-widths",
+                Box::new(|r| {
+                    let qq = QuantQuery::new(query(r));
+                    let mut o = vec![0.0f32; BLOCK];
+                    for c in q8.chunks(BLOCK * stride) {
+                        quant::scores(isa, &qq, c, &mut o[..c.len() / stride]);
+                        black_box(&o);
+                    }
+                }),
+            ),
+            (
+                "pass k=10 (kernel, test, heap)",
+                Box::new(|r| {
+                    let qq = QuantQuery::new(query(r));
+                    black_box(pass(isa, q8, &qq, 10, true));
+                }),
+            ),
+            (
+                "pass k=132",
+                Box::new(|r| {
+                    let qq = QuantQuery::new(query(r));
+                    black_box(pass(isa, q8, &qq, 132, true));
+                }),
+            ),
+            ("screen k=10", Box::new(|r| full(r, 10))),
+            ("screen k=132", Box::new(|r| full(r, 132))),
+        ];
+        let times = interleaved(&cases, 40);
+        let floor = times[0].0.min(times[1].0);
+        for ((name, _), (med, min)) in cases.iter().zip(&times) {
+            eprintln!(
+                "{name:<36} {med:8.2} ms  {:.2}x floor (min {min:.2} ms)",
+                med / floor
+            );
+        }
+        for k in [10usize, 132] {
+            let qq = QuantQuery::new(query(0));
+            let p = pass(isa, q8, &qq, k, true);
+            let surv = survivors(Keep::Bound, k, vec![p]);
+            eprintln!("k={k}: survivors {}", surv.len());
+        }
     }
 }
