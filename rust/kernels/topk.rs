@@ -611,35 +611,7 @@ pub fn screened<E: Elem>(
         (a..b)
             .map(|j| {
                 let q = &queries[j * dim..(j + 1) * dim];
-                let cand = &cands[j];
-                let mut top = TopK::new(k);
-                let row = |r: u32| &rows[r as usize * dim..(r as usize + 1) * dim];
-                // Four rows at a time (four FMA chains: a lone row's chain is
-                // latency-bound), the next four prefetched meanwhile.
-                for (g, four) in cand.chunks(4).enumerate() {
-                    // Highest upper bound first: once k rows are kept, a row whose
-                    // bound is below the k-th exact score cannot enter (its exact
-                    // score is at most its bound), and neither can any after it
-                    // (nor the rest of this group, which is offered anyway).
-                    if top.floor().is_some_and(|f| four[0].0 < f) {
-                        break;
-                    }
-                    for &(_, next) in cand.iter().skip(4 * g + 4).take(4) {
-                        simd::prefetch(row(next));
-                    }
-                    if let [a, b, c, d] = four {
-                        let s = simd::dot4(isa, q, [row(a.1), row(b.1), row(c.1), row(d.1)]);
-                        for (&(_, r), score) in four.iter().zip(s) {
-                            top.offer(Hit { score, row: r }, live);
-                        }
-                    } else {
-                        for &(_, r) in four {
-                            let score = simd::dot(isa, q, row(r));
-                            top.offer(Hit { score, row: r }, live);
-                        }
-                    }
-                }
-                top.into_sorted()
+                rescore::<E, RESCORE_AHEAD>(isa, rows, q, &cands[j], k, live)
             })
             .collect::<Vec<_>>()
     });
@@ -652,6 +624,54 @@ pub fn screened<E: Elem>(
             None => hits,
         })
         .collect()
+}
+
+/// Survivors ahead of the one being rescored whose f32 rows are prefetched
+/// (4, 8 and 16 measured the same: `probe_screen_file`).
+const RESCORE_AHEAD: usize = 4;
+
+/// The exact top-`k` of the candidates `cand` ((upper bound, row), highest
+/// bound first) for query `q`: their rows rescored in f32, four at a time (four
+/// FMA chains: a lone row's chain is latency-bound), the rows `AHEAD`
+/// candidates on prefetched meanwhile (scattered rows: each is a memory latency).
+fn rescore<E: Elem, const AHEAD: usize>(
+    isa: Isa,
+    rows: &[E],
+    q: &[f32],
+    cand: &[(f32, u32)],
+    k: usize,
+    live: &(dyn Fn(u32) -> bool + Sync),
+) -> Vec<Hit> {
+    let dim = q.len();
+    let mut top = TopK::new(k);
+    let row = |r: u32| &rows[r as usize * dim..(r as usize + 1) * dim];
+    for &(_, r) in cand.iter().take(AHEAD) {
+        simd::prefetch(row(r));
+    }
+    for (g, four) in cand.chunks(4).enumerate() {
+        // Highest upper bound first: once k rows are kept, a row whose bound is
+        // below the k-th exact score cannot enter (its exact score is at most
+        // its bound), and neither can any after it (nor the rest of this group,
+        // which is offered anyway).
+        if top.floor().is_some_and(|f| four[0].0 < f) {
+            break;
+        }
+        for &(_, next) in cand.iter().skip(4 * g + AHEAD).take(4) {
+            simd::prefetch(row(next));
+        }
+        if let [a, b, c, d] = four {
+            let s = simd::dot4(isa, q, [row(a.1), row(b.1), row(c.1), row(d.1)]);
+            for (&(_, r), score) in four.iter().zip(s) {
+                top.offer(Hit { score, row: r }, live);
+            }
+        } else {
+            for &(_, r) in four {
+                let score = simd::dot(isa, q, row(r));
+                top.offer(Hit { score, row: r }, live);
+            }
+        }
+    }
+    top.into_sorted()
 }
 
 /// Hint the CPU to bring `data` into cache (no effect where unsupported).
@@ -1714,6 +1734,35 @@ mod probe_split {
                 "{name:<36} {med:8.2} ms  {:.2}x floor (min {min:.2} ms)",
                 med / floor
             );
+        }
+        // The rescoring alone, candidates of k=132, prefetch 4 / 8 / 16 ahead:
+        // each case of each round rescoring a query of its own (cold rows).
+        {
+            let qs3 = super::tests::unit_rows(120, dim, 8);
+            let q3 = |i: usize| &qs3[i * dim..(i + 1) * dim];
+            let cands: Vec<Vec<(f32, u32)>> = (0..120)
+                .map(|i| {
+                    let qq = QuantQuery::with_levels(q3(i), quant::single_levels(isa));
+                    survivors(Keep::Bound, 132, vec![pass(isa, q8, &qq, 132, true)])
+                })
+                .collect();
+            let go = |i: usize, ahead: usize| {
+                let (q, c) = (q3(i), &cands[i]);
+                let live = |_| true;
+                match ahead {
+                    4 => black_box(rescore::<F16, 4>(isa, rows, q, c, 132, &live)),
+                    8 => black_box(rescore::<F16, 8>(isa, rows, q, c, 132, &live)),
+                    _ => black_box(rescore::<F16, 16>(isa, rows, q, c, 132, &live)),
+                };
+            };
+            let cases: Vec<Case> = vec![
+                ("rescore k=132, 4 ahead", Box::new(|r| go(3 * r, 4))),
+                ("rescore k=132, 8 ahead", Box::new(|r| go(3 * r + 1, 8))),
+                ("rescore k=132, 16 ahead", Box::new(|r| go(3 * r + 2, 16))),
+            ];
+            for ((name, _), (med, min)) in cases.iter().zip(interleaved(&cases, 40)) {
+                eprintln!("{name:<36} {med:8.3} ms (min {min:.3} ms)");
+            }
         }
         for k in [10usize, 132] {
             for levels in [quant::Q_MAX, 127] {
