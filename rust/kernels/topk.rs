@@ -1570,35 +1570,6 @@ mod probe {
             std::hint::black_box(exact(isa, &rows, &q, dim, 10, &|_| true, 1));
         });
     }
-}
-
-#[cfg(test)]
-mod probe_split {
-    use super::*;
-    use crate::kernels::quant::record_len;
-    use crate::kernels::simd::F16;
-    use std::hint::black_box;
-    use std::time::Instant;
-
-    type Case<'a> = (&'a str, Box<dyn Fn(usize) + 'a>);
-
-    fn interleaved(cases: &[Case], rounds: usize) -> Vec<(f64, f64)> {
-        let mut t: Vec<Vec<f64>> = vec![Vec::new(); cases.len()];
-        for round in 0..rounds {
-            for (i, (_, f)) in cases.iter().enumerate() {
-                let t0 = Instant::now();
-                f(round);
-                t[i].push(t0.elapsed().as_secs_f64() * 1e3);
-            }
-        }
-        t.into_iter()
-            .map(|mut v| {
-                let mut v = v.split_off(2.min(v.len()));
-                v.sort_by(f64::total_cmp);
-                (v[v.len() / 2], v[0])
-            })
-            .collect()
-    }
 
     /// The screen's pass alone (kernel, bounds, threshold test, heap), one thread.
     fn pass(isa: Isa, q8: &[u8], qq: &QuantQuery, k: usize, offer: bool) -> Screened {
@@ -1634,18 +1605,25 @@ mod probe_split {
                     }
                 }
             } else {
-                black_box((&s, &h));
+                std::hint::black_box((&s, &h));
             }
             start = end;
         }
         screen.finish()
     }
 
-    /// `PROBE_FILE` (.cvx, f16 rows from 4096; .q8 beside it), `PROBE_ROWS` rows of 384.
+    /// Where the exact int8 screen's time goes on a real index (BENCHMARKS.md,
+    /// "Exact scans beside their read floor, second pass"): the read floors, the
+    /// kernel, the pass (kernel, threshold test, heap), the whole screen, the
+    /// rescoring alone, and how many rows survive at 43 and 127 query levels.
+    /// `PROBE_FILE` (.cvx, f16 rows from byte 4096, its .q8 beside it), `PROBE_ROWS`
+    /// rows of 384 dimensions, `PROBE_THREADS` for the whole screens (default 1).
     /// `cargo test --release --lib probe_screen_file -- --ignored --nocapture`
     #[test]
     #[ignore]
     fn probe_screen_file() {
+        use crate::kernels::simd::F16;
+        use std::hint::black_box;
         let path = std::env::var("PROBE_FILE").expect("PROBE_FILE");
         let n: usize = std::env::var("PROBE_ROWS").unwrap().parse().unwrap();
         let threads: usize = std::env::var("PROBE_THREADS").map_or(1, |v| v.parse().unwrap());
