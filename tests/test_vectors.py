@@ -175,6 +175,74 @@ def test_the_screen_at_384_dimensions_and_the_hybrid_k_matches_the_plain_scan(tm
                 assert_same(vi.search(q, k, quantized=True, threads=threads), want, atol=0)
 
 
+_SCREEN_IN_A_CHILD = """
+import sys
+import numpy as np
+from cortex import _native
+from cortex.vectors import VectorIndex
+
+vi = VectorIndex.open(sys.argv[1])
+qs = np.load(sys.argv[2])
+out = {"kernel": np.array(_native.int8_kernel())}
+for i, q in enumerate(qs):
+    for k in (10, 132):
+        for threads in (1, 2):
+            ids, scores = vi.search(q, k, quantized=True, threads=threads)
+            out[f"{i}-{k}-{threads}-ids"] = ids
+            out[f"{i}-{k}-{threads}-scores"] = scores
+np.savez(sys.argv[3], **out)
+"""
+
+
+def test_the_screen_answers_the_same_with_every_int8_kernel(tmp_path):
+    """The screen of one query runs the AVX-VNNI kernel with queries at all 127 int8
+    levels where the CPU has it, and plain AVX2 with 43 levels elsewhere (or with
+    CORTEX_SIMD=avx2, in a child process here): different int8 scores and intervals,
+    the same answer, the plain f16 scan's ids, scores and order, on near-ties, exact
+    duplicates and masked rows, one thread or two."""
+    import subprocess
+    import sys
+
+    dim, n = 384, 20_001
+    rng = np.random.default_rng(31)
+    rows = unit_rows(n, dim, 30)
+    near = unit_rows(1, dim, 32)[0] + 3e-3 * rng.standard_normal((2_001, dim)).astype(np.float32)
+    rows[::10] = near / np.linalg.norm(near, axis=1, keepdims=True)
+    rows[7::1_000] = rows[0]
+    vi = VectorIndex.create(tmp_path / "v.cvx", dim, "m")
+    vi.append(np.arange(n) * 2 + 5, rows)
+    vi.mask(np.arange(0, n, 17) * 2 + 5)
+    vi.close()
+    qs = np.vstack([rows[0], unit_rows(1, dim, 32)[0], unit_rows(2, dim, 33)]).astype(np.float32)
+    np.save(tmp_path / "q.npy", qs)
+    env = {**os.environ, "CORTEX_SIMD": "avx2"}
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _SCREEN_IN_A_CHILD,
+            str(tmp_path / "v.cvx"),
+            str(tmp_path / "q.npy"),
+            str(tmp_path / "avx2.npz"),
+        ],
+        check=True,
+        env=env,
+    )
+    child = np.load(tmp_path / "avx2.npz")
+    if _native.simd_level() != "scalar":
+        assert str(child["kernel"]) != "avx-vnni"
+    vi = VectorIndex.open(tmp_path / "v.cvx")
+    for i, q in enumerate(qs):
+        for k in (10, 132):
+            want = vi.search(q, k, quantized=False, threads=1)
+            assert len(want[0]) == k
+            for threads in (1, 2):
+                got = vi.search(q, k, quantized=True, threads=threads)
+                assert_same(got, want, atol=0)
+                other = (child[f"{i}-{k}-{threads}-ids"], child[f"{i}-{k}-{threads}-scores"])
+                assert_same(other, want, atol=0)
+
+
 def test_subsets_scan_the_same_on_every_thread_count_and_path(tmp_path):
     """A filtered search (the calibration sample, the rescoring of the other leg's ids,
     an allowed set) answers the same ids and scores bit for bit on one thread or two,

@@ -28,6 +28,9 @@
 //! on real MiniLM vectors the whole exact search 1.52x the f32 scan against
 //! 1.42x with GROUP = 2 (the coarser query widens the bound, so a few more
 //! rows are rescored; GROUP = 4 needs 31 levels and rescored more still).
+//! With AVX-VNNI (`vpdpbusd`, 32-bit sums) one query is quantized to all 127
+//! levels instead ([`single_levels`]): a ~3x smaller query error, so a ~2.5x
+//! narrower screen; the tile kernel and plain AVX2 keep `Q_MAX`.
 //! The offset is removed once per query: `sum(u * q) - 64 * sum(q) = sum(r * q)`.
 //! The integer dot product is exact, so every instruction set returns the same bits.
 //!
@@ -247,14 +250,24 @@ pub struct QuantQuery {
     pub err: f32,
     /// [`margin`] of `dim`.
     pub margin: f32,
+    /// Largest |value| of `q` allowed: [`Q_MAX`] or, for AVX-VNNI, up to 127.
+    pub levels: i32,
 }
 
 impl QuantQuery {
+    /// `x` quantized to `[-Q_MAX, Q_MAX]`, the levels every kernel can take.
     pub fn new(x: &[f32]) -> QuantQuery {
+        QuantQuery::with_levels(x, Q_MAX)
+    }
+
+    /// `x` quantized to `[-levels, levels]` (`Q_MAX` for the AVX2 kernels'
+    /// 16-bit sums; up to 127 for AVX-VNNI's and the scalar kernel's 32-bit sums).
+    pub fn with_levels(x: &[f32], levels: i32) -> QuantQuery {
+        assert!((1..=127).contains(&levels), "quant: levels out of range");
         let dim = x.len();
         let m = x.iter().fold(0.0f32, |m, v| m.max(v.abs()));
         let scale = if m > 0.0 && m.is_finite() {
-            m / Q_MAX as f32
+            m / levels as f32
         } else {
             0.0
         };
@@ -262,7 +275,7 @@ impl QuantQuery {
         let (mut qn, mut err) = (0.0f64, 0.0f64);
         for (o, v) in q.iter_mut().zip(x) {
             *o = if scale > 0.0 {
-                (v / scale).round().clamp(-Q_MAX as f32, Q_MAX as f32) as i8
+                (v / scale).round().clamp(-levels as f32, levels as f32) as i8
             } else {
                 0
             };
@@ -284,6 +297,7 @@ impl QuantQuery {
             qnorm,
             err,
             margin: margin(dim),
+            levels,
         }
     }
 
@@ -313,6 +327,20 @@ impl QuantQuery {
     #[inline]
     fn score(&self, dot: i32, scale: f32) -> f32 {
         (dot - self.offset) as f32 * scale * self.scale
+    }
+}
+
+/// Query levels for the single-query kernel of `isa` ([`scores`]): 127 with
+/// AVX-VNNI, whose `vpdpbusd` sums the byte products in 32 bits, so a query
+/// can use every i8 level (its quantization error, half of each score's
+/// interval, is then ~3x smaller: 2.2-2.6x fewer rows survive the screen at
+/// 384 dimensions); [`Q_MAX`] elsewhere (AVX2's 16-bit sums, the tile kernel).
+/// The final answer is the f32 scan's either way.
+pub fn single_levels(isa: Isa) -> i32 {
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 if x86::vnni() => 127,
+        _ => Q_MAX,
     }
 }
 
@@ -374,11 +402,17 @@ fn scores_with(
         "quant::scores: shape mismatch"
     );
     assert_eq!(qq.q.len(), padded(dim), "quant::scores: query not padded");
+    // Plain AVX2 sums in 16 bits; AVX-VNNI and the scalar loop in 32.
+    #[cfg(target_arch = "x86_64")]
+    assert!(
+        qq.levels <= Q_MAX || isa != Isa::Avx2 || x86::vnni(),
+        "quant::scores: query levels too wide for 16-bit sums"
+    );
     match isa {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `Isa::Avx2` exists only once AVX2 was detected; shapes checked above.
         Isa::Avx2 if x86::vnni() => unsafe {
-            x86::scores_vnni::<8, { std::arch::x86_64::_MM_HINT_T0 }>(qq, records, out, half)
+            x86::scores_vnni::<8, 16, { std::arch::x86_64::_MM_HINT_T0 }>(qq, records, out, half)
         },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as above.
@@ -411,6 +445,10 @@ pub fn scores_tile(isa: Isa, qqs: &[QuantQuery], records: &[u8], out: &mut [f32]
     assert!(
         qqs.iter().all(|q| q.dim == dim && q.q.len() == padded(dim)),
         "quant::scores_tile: queries of different dims"
+    );
+    assert!(
+        qqs.iter().all(|q| q.levels <= Q_MAX),
+        "quant::scores_tile: query levels too wide for 16-bit sums"
     );
     assert_eq!(
         records.len() % stride,
@@ -529,9 +567,8 @@ pub(crate) mod x86 {
         hsum4(acc, acc, acc, acc)[0]
     }
 
-    /// [`super::scores`]; with `half`, also [`super::scores_bounded`]'s
-    /// half-widths, four records at a time in SSE (no FMA: the bits of the
-    /// scalar sum).
+    /// [`super::scores`] with plain AVX2 (CPUs without AVX-VNNI, Zen 1 among
+    /// them); with `half`, also [`super::scores_bounded`]'s half-widths.
     ///
     /// # Safety
     /// AVX2; `records.len() == out.len() * record_len(qq.dim)`, `qq.q.len() == padded(dim)`,
@@ -544,54 +581,62 @@ pub(crate) mod x86 {
         half: Option<&mut [f32]>,
     ) {
         // SAFETY: the caller's guarantees.
-        unsafe { scores_pf::<8, { std::arch::x86_64::_MM_HINT_T0 }>(qq, records, out, half) }
+        unsafe { scores_avx2::<4, 8, { _MM_HINT_T0 }>(qq, records, out, half) }
     }
 
-    /// [`scores_into`] with the software prefetch `AHEAD` records ahead (0:
-    /// none), hint `HINT`.
+    /// [`scores_into`] with `R` records an iteration (a multiple of 4) and the
+    /// software prefetch `AHEAD` records ahead (0: none), hint `HINT`.
     ///
     /// # Safety
     /// As [`scores_into`].
     #[target_feature(enable = "avx2")]
-    pub unsafe fn scores_pf<const AHEAD: usize, const HINT: i32>(
+    pub unsafe fn scores_avx2<const R: usize, const AHEAD: usize, const HINT: i32>(
         qq: &QuantQuery,
         records: &[u8],
         out: &mut [f32],
         half: Option<&mut [f32]>,
     ) {
         // SAFETY: the caller's guarantees; AVX2 is enabled here.
-        unsafe { scores_body::<AHEAD, HINT, false>(qq, records, out, half) }
+        unsafe { scores_body::<R, AHEAD, HINT, false>(qq, records, out, half) }
     }
 
-    /// [`scores_pf`] with AVX-VNNI's `vpdpbusd` (one instruction for the
+    /// [`scores_avx2`] with AVX-VNNI's `vpdpbusd` (one instruction for the
     /// byte products of a chunk, summed into i32: no i16 stage, no widening).
     /// The integer dot products are exact either way: same bits.
     ///
     /// # Safety
     /// As [`scores_into`], and the CPU must support AVX-VNNI.
     #[target_feature(enable = "avx2,avxvnni")]
-    pub unsafe fn scores_vnni<const AHEAD: usize, const HINT: i32>(
+    pub unsafe fn scores_vnni<const R: usize, const AHEAD: usize, const HINT: i32>(
         qq: &QuantQuery,
         records: &[u8],
         out: &mut [f32],
         half: Option<&mut [f32]>,
     ) {
         // SAFETY: the caller's guarantees; AVX2 and AVX-VNNI are enabled here.
-        unsafe { scores_body::<AHEAD, HINT, true>(qq, records, out, half) }
+        unsafe { scores_body::<R, AHEAD, HINT, true>(qq, records, out, half) }
     }
 
-    /// The body of [`scores_pf`] and [`scores_vnni`], inlined into each (and
-    /// compiled with its target features).
+    /// The body of [`scores_avx2`] and [`scores_vnni`], inlined into each (and
+    /// compiled with its target features): `R` records an iteration, chunk by
+    /// chunk (each query chunk loaded once for the `R` records), and every
+    /// cache line of the group `AHEAD` records on prefetched, spread over the
+    /// chunks. Measured on the mmap'd 1M-record file (BENCHMARKS.md, "second
+    /// pass"): the kernel that read each record's scale and norms through
+    /// bounds-checked slices, loaded the query chunk once per record and left
+    /// the last two lines of each group to the hardware prefetcher took 1.4x
+    /// the bare read of the same bytes; this one 1.03-1.10x.
     ///
     /// # Safety
     /// As [`scores_into`]; with `VNNI`, called only from an `avxvnni` function.
     #[inline(always)]
-    unsafe fn scores_body<const AHEAD: usize, const HINT: i32, const VNNI: bool>(
+    unsafe fn scores_body<const R: usize, const AHEAD: usize, const HINT: i32, const VNNI: bool>(
         qq: &QuantQuery,
         records: &[u8],
         out: &mut [f32],
         mut half: Option<&mut [f32]>,
     ) {
+        const { assert!(R > 0 && R.is_multiple_of(4)) };
         // SAFETY: (the whole body) the intrinsics need AVX2 (and AVX-VNNI when
         // `VNNI`), which the calling function enables; memory safety as noted.
         unsafe {
@@ -600,77 +645,91 @@ pub(crate) mod x86 {
             let chunks = padded(dim) / 32;
             let n = out.len();
             let pq = qq.q.as_ptr();
+            // Lines of a group of R records, and how many to prefetch per chunk.
+            let lines = (R * stride).div_ceil(64);
+            let per_chunk = lines.div_ceil(chunks);
             let mut r = 0;
-            while r + 4 <= n {
-                let p = records[r * stride..].as_ptr();
-                let mut a = [_mm256_setzero_si256(); 4];
-                // The four records are contiguous (4 * stride bytes): prefetch the
-                // group two ahead, two cache lines per chunk, so that it is in cache
-                // when its turn comes (1.9x faster than without on the AMD EPYC
-                // (Zen 1) this was tuned on: 10.7 -> 5.6 ms for 100k rows).
-                let ahead = if AHEAD > 0 && r + 4 + AHEAD <= n {
-                    AHEAD * stride
-                } else {
-                    0
-                };
+            while r + R <= n {
+                // Rows r..r+R exist: r * stride + R * stride <= records.len().
+                let p = records.as_ptr().add(r * stride);
+                let mut a = [_mm256_setzero_si256(); R];
+                let ahead = AHEAD > 0 && r + R + AHEAD <= n;
                 let mut c = 0;
                 while c < chunks {
                     let g = (chunks - c).min(GROUP);
-                    // SAFETY: rows r..r+4 exist and (c + g) * 32 <= record_len, so
-                    // each load stays inside its record; `qq.q` holds `chunks * 32`
-                    // bytes. Prefetches are hints (they never fault) and stay inside
-                    // rows r+8..r+12 when `ahead` is non-zero.
-                    {
-                        for line in (c * 128..(c + g) * 128).step_by(128) {
-                            if ahead != 0 && line + 128 <= 4 * stride {
-                                let pf = p.add(ahead + line) as *const i8;
-                                _mm_prefetch::<HINT>(pf);
-                                _mm_prefetch::<HINT>(pf.add(64));
+                    if ahead {
+                        // Hints (never fault), inside rows r+AHEAD..r+AHEAD+R.
+                        for cc in c..c + g {
+                            for l in cc * per_chunk..((cc + 1) * per_chunk).min(lines) {
+                                _mm_prefetch::<HINT>(p.add(AHEAD * stride + l * 64) as *const i8);
                             }
                         }
-                        if VNNI {
-                            for cc in c..c + g {
-                                for (k, ak) in a.iter_mut().enumerate() {
-                                    let u = ld(p.add(k * stride), cc * 32);
-                                    *ak = _mm256_dpbusd_avx_epi32(*ak, u, ld(pq, cc * 32));
-                                }
-                            }
-                        } else {
+                    }
+                    // (c + g) * 32 <= padded(dim) <= stride: each load stays
+                    // inside its record; `qq.q` holds `chunks * 32` bytes.
+                    if VNNI {
+                        for cc in c..c + g {
+                            let qv = ld(pq, cc * 32);
                             for (k, ak) in a.iter_mut().enumerate() {
-                                *ak = mac(*ak, p.add(k * stride), pq, c * 32, g);
+                                *ak = _mm256_dpbusd_avx_epi32(
+                                    *ak,
+                                    ld(p.add(k * stride), cc * 32),
+                                    qv,
+                                );
                             }
+                        }
+                    } else {
+                        for (k, ak) in a.iter_mut().enumerate() {
+                            *ak = mac(*ak, p.add(k * stride), pq, c * 32, g);
                         }
                     }
                     c += g;
                 }
-                // Four scores at once, in the order of `QuantQuery::score`
-                // ((d - offset) as f32 * scale * qscale): the scalar bits.
-                let at = |k: usize, off: usize| {
-                    super::f32_at(&records[(r + k) * stride..(r + k + 1) * stride], dim + off)
-                };
-                let f4 = |off: usize| _mm_setr_ps(at(0, off), at(1, off), at(2, off), at(3, off));
-                let d = hsum4v(a[0], a[1], a[2], a[3]);
-                let d = _mm_cvtepi32_ps(_mm_sub_epi32(d, _mm_set1_epi32(qq.offset)));
-                let f = _mm_mul_ps(_mm_mul_ps(d, f4(0)), _mm_set1_ps(qq.scale));
-                // SAFETY: r + 4 <= n = out.len(); storeu has no alignment need.
-                _mm_storeu_ps(out[r..r + 4].as_mut_ptr(), f);
-                if let Some(h) = half.as_deref_mut() {
-                    let w = _mm_add_ps(
-                        _mm_mul_ps(_mm_set1_ps(qq.qnorm), f4(4)),
-                        _mm_add_ps(
-                            _mm_mul_ps(_mm_set1_ps(qq.err), f4(8)),
-                            _mm_set1_ps(qq.margin),
-                        ),
-                    );
-                    // SAFETY: half.len() == out.len() >= r + 4.
-                    _mm_storeu_ps(h[r..r + 4].as_mut_ptr(), w);
+                for q4 in 0..R / 4 {
+                    let o = r + 4 * q4;
+                    // The f32 at byte `dim + off` of record `o + k` (scale, err,
+                    // norm: dim + 12 <= stride).
+                    let at = |k: usize, off: usize| {
+                        (p.add((4 * q4 + k) * stride + dim + off) as *const f32).read_unaligned()
+                    };
+                    let f4 =
+                        |off: usize| _mm_setr_ps(at(0, off), at(1, off), at(2, off), at(3, off));
+                    // Four scores at once, in the order of `QuantQuery::score`
+                    // ((d - offset) as f32 * scale * qscale): the scalar bits.
+                    let d = hsum4v(a[4 * q4], a[4 * q4 + 1], a[4 * q4 + 2], a[4 * q4 + 3]);
+                    let d = _mm_cvtepi32_ps(_mm_sub_epi32(d, _mm_set1_epi32(qq.offset)));
+                    let f = _mm_mul_ps(_mm_mul_ps(d, f4(0)), _mm_set1_ps(qq.scale));
+                    // o + 4 <= r + R <= n = out.len(); storeu has no alignment need.
+                    _mm_storeu_ps(out.as_mut_ptr().add(o), f);
+                    if let Some(h) = half.as_deref_mut() {
+                        // No FMA: the bits of the scalar sum.
+                        let w = _mm_add_ps(
+                            _mm_mul_ps(_mm_set1_ps(qq.qnorm), f4(4)),
+                            _mm_add_ps(
+                                _mm_mul_ps(_mm_set1_ps(qq.err), f4(8)),
+                                _mm_set1_ps(qq.margin),
+                            ),
+                        );
+                        // half.len() == out.len() >= o + 4.
+                        _mm_storeu_ps(h.as_mut_ptr().add(o), w);
+                    }
                 }
-                r += 4;
+                r += R;
             }
             while r < n {
                 let rec = &records[r * stride..(r + 1) * stride];
-                // SAFETY: `rec` is one whole record; the query is padded.
-                let d = dot1(rec.as_ptr(), pq, chunks);
+                // `rec` is one whole record; the query is padded.
+                let d = if VNNI {
+                    // 32-bit sums: any query levels (see `single_levels`).
+                    let mut acc = _mm256_setzero_si256();
+                    for c in 0..chunks {
+                        acc =
+                            _mm256_dpbusd_avx_epi32(acc, ld(rec.as_ptr(), c * 32), ld(pq, c * 32));
+                    }
+                    hsum4(acc, acc, acc, acc)[0]
+                } else {
+                    dot1(rec.as_ptr(), pq, chunks)
+                };
                 out[r] = qq.score(d, record_scale(rec, dim));
                 if let Some(h) = half.as_deref_mut() {
                     h[r] = qq.half_width(rec);
@@ -993,6 +1052,69 @@ mod tests {
     }
 
     #[test]
+    fn queries_at_127_levels_score_exactly_with_32_bit_sums() {
+        // AVX-VNNI (where present) and the scalar loop take queries at every i8
+        // level; their integer dot products are exact, so the same bits, and
+        // the interval still holds the f32 score (its query error is smaller).
+        for (dim, n) in [(384usize, 45usize), (384, 7), (33, 13), (96, 64)] {
+            let rows: Vec<Vec<f32>> = (0..n).map(|i| unit(dim, 300 + i as u64)).collect();
+            let recs = records(&rows);
+            for seed in [1u64, 2] {
+                let q = unit(dim, 700 + seed);
+                let narrow = QuantQuery::new(&q);
+                let qq = QuantQuery::with_levels(&q, 127);
+                assert_eq!(
+                    qq.q[..dim].iter().map(|v| v.unsigned_abs()).max(),
+                    Some(127)
+                );
+                assert!(qq.err < narrow.err / 2.0, "{} vs {}", qq.err, narrow.err);
+                let (mut a, mut ha) = (vec![0.0; n], vec![0.0; n]);
+                scores_bounded(Isa::Scalar, &qq, &recs, &mut a, &mut ha);
+                for isa in Isa::available() {
+                    if single_levels(isa) < 127 {
+                        continue;
+                    }
+                    let (mut b, mut hb) = (vec![0.0; n], vec![0.0; n]);
+                    scores_bounded(isa, &qq, &recs, &mut b, &mut hb);
+                    assert_eq!(a, b, "{isa:?} dim {dim}");
+                    assert_eq!(ha, hb, "{isa:?} dim {dim}");
+                }
+                for ((x, s), h) in rows.iter().zip(&a).zip(&ha) {
+                    let exact: f32 = x.iter().zip(&q).map(|(a, b)| a * b).sum();
+                    assert!((exact - s).abs() <= *h, "{exact} {s} {h}");
+                }
+            }
+        }
+        // The largest sums: every byte 127 against every query byte +-127.
+        let dim = 384;
+        let row = vec![1.0f32 / (dim as f32).sqrt(); dim];
+        let rec = records(std::slice::from_ref(&row));
+        for sign in [1.0f32, -1.0] {
+            let q: Vec<f32> = row.iter().map(|v| v * sign).collect();
+            let qq = QuantQuery::with_levels(&q, 127);
+            for isa in Isa::available() {
+                if isa != Isa::Scalar && single_levels(isa) < 127 {
+                    continue;
+                }
+                let mut out = [0.0f32; 1];
+                scores(isa, &qq, &rec, &mut out);
+                assert!((out[0] - sign).abs() < 1e-3, "{isa:?}: {}", out[0]);
+            }
+        }
+    }
+
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    #[should_panic(expected = "too wide")]
+    fn wide_queries_are_refused_by_sixteen_bit_sums() {
+        let q = unit(64, 3);
+        let qq = QuantQuery::with_levels(&q, 127);
+        let recs = records(&[unit(64, 4)]);
+        let mut out = [0.0f32; 1];
+        scores_tile(Isa::best(), std::slice::from_ref(&qq), &recs, &mut out);
+    }
+
+    #[test]
     #[cfg(target_arch = "x86_64")]
     fn the_vnni_kernel_gives_the_avx2_kernels_bits() {
         if !is_x86_feature_detected!("avxvnni") || Isa::best() != Isa::Avx2 {
@@ -1005,29 +1127,25 @@ mod tests {
             (5, 3),
             (390, 1),
             (96, 64),
+            (384, 45),
         ] {
             let rows: Vec<Vec<f32>> = (0..n).map(|i| unit(dim, 90 + i as u64)).collect();
             let recs = records(&rows);
             for seed in [1u64, 2, 3] {
                 let qq = QuantQuery::new(&unit(dim, 500 + seed));
+                use std::arch::x86_64::_MM_HINT_T0 as T0;
                 let (mut a, mut ha) = (vec![0.0; n], vec![0.0; n]);
                 let (mut b, mut hb) = (vec![0.0; n], vec![0.0; n]);
+                let (mut c, mut hc) = (vec![0.0; n], vec![0.0; n]);
                 // SAFETY: AVX2 and AVX-VNNI were detected; shapes match.
                 unsafe {
-                    x86::scores_pf::<8, { std::arch::x86_64::_MM_HINT_T0 }>(
-                        &qq,
-                        &recs,
-                        &mut a,
-                        Some(&mut ha),
-                    );
-                    x86::scores_vnni::<0, { std::arch::x86_64::_MM_HINT_T0 }>(
-                        &qq,
-                        &recs,
-                        &mut b,
-                        Some(&mut hb),
-                    );
+                    x86::scores_avx2::<4, 8, T0>(&qq, &recs, &mut a, Some(&mut ha));
+                    x86::scores_vnni::<4, 0, T0>(&qq, &recs, &mut b, Some(&mut hb));
+                    x86::scores_vnni::<8, 16, T0>(&qq, &recs, &mut c, Some(&mut hc));
                 }
                 assert_eq!(a, b, "dim {dim}");
+                assert_eq!(a, c, "dim {dim}, 8 records an iteration");
+                assert_eq!(ha, hc, "dim {dim}, 8 records an iteration");
                 assert_eq!(ha, hb, "dim {dim}");
             }
         }

@@ -441,7 +441,17 @@ pub fn screened<E: Elem>(
     }
     let stride = quant::record_len(dim);
     let q8_rows = (q8.len() / stride).min(n);
-    let qqs: Vec<QuantQuery> = queries.chunks_exact(dim).map(QuantQuery::new).collect();
+    // One query runs the single-query kernel (the widest levels it takes);
+    // several, the tile kernel (16-bit sums).
+    let levels = if m == 1 {
+        quant::single_levels(isa)
+    } else {
+        quant::Q_MAX
+    };
+    let qqs: Vec<QuantQuery> = queries
+        .chunks_exact(dim)
+        .map(|q| QuantQuery::with_levels(q, levels))
+        .collect();
     // Split the rows: covered by the copy (screened) and past it (f32).
     let (covered, tail): (Option<&[u32]>, Option<&[u32]>) = match subset {
         Some(s) => {
@@ -601,35 +611,7 @@ pub fn screened<E: Elem>(
         (a..b)
             .map(|j| {
                 let q = &queries[j * dim..(j + 1) * dim];
-                let cand = &cands[j];
-                let mut top = TopK::new(k);
-                let row = |r: u32| &rows[r as usize * dim..(r as usize + 1) * dim];
-                // Four rows at a time (four FMA chains: a lone row's chain is
-                // latency-bound), the next four prefetched meanwhile.
-                for (g, four) in cand.chunks(4).enumerate() {
-                    // Highest upper bound first: once k rows are kept, a row whose
-                    // bound is below the k-th exact score cannot enter (its exact
-                    // score is at most its bound), and neither can any after it
-                    // (nor the rest of this group, which is offered anyway).
-                    if top.floor().is_some_and(|f| four[0].0 < f) {
-                        break;
-                    }
-                    for &(_, next) in cand.iter().skip(4 * g + 4).take(4) {
-                        simd::prefetch(row(next));
-                    }
-                    if let [a, b, c, d] = four {
-                        let s = simd::dot4(isa, q, [row(a.1), row(b.1), row(c.1), row(d.1)]);
-                        for (&(_, r), score) in four.iter().zip(s) {
-                            top.offer(Hit { score, row: r }, live);
-                        }
-                    } else {
-                        for &(_, r) in four {
-                            let score = simd::dot(isa, q, row(r));
-                            top.offer(Hit { score, row: r }, live);
-                        }
-                    }
-                }
-                top.into_sorted()
+                rescore::<E, RESCORE_AHEAD>(isa, rows, q, &cands[j], k, live)
             })
             .collect::<Vec<_>>()
     });
@@ -642,6 +624,54 @@ pub fn screened<E: Elem>(
             None => hits,
         })
         .collect()
+}
+
+/// Survivors ahead of the one being rescored whose f32 rows are prefetched
+/// (4, 8 and 16 measured the same: `probe_screen_file`).
+const RESCORE_AHEAD: usize = 4;
+
+/// The exact top-`k` of the candidates `cand` ((upper bound, row), highest
+/// bound first) for query `q`: their rows rescored in f32, four at a time (four
+/// FMA chains: a lone row's chain is latency-bound), the rows `AHEAD`
+/// candidates on prefetched meanwhile (scattered rows: each is a memory latency).
+fn rescore<E: Elem, const AHEAD: usize>(
+    isa: Isa,
+    rows: &[E],
+    q: &[f32],
+    cand: &[(f32, u32)],
+    k: usize,
+    live: &(dyn Fn(u32) -> bool + Sync),
+) -> Vec<Hit> {
+    let dim = q.len();
+    let mut top = TopK::new(k);
+    let row = |r: u32| &rows[r as usize * dim..(r as usize + 1) * dim];
+    for &(_, r) in cand.iter().take(AHEAD) {
+        simd::prefetch(row(r));
+    }
+    for (g, four) in cand.chunks(4).enumerate() {
+        // Highest upper bound first: once k rows are kept, a row whose bound is
+        // below the k-th exact score cannot enter (its exact score is at most
+        // its bound), and neither can any after it (nor the rest of this group,
+        // which is offered anyway).
+        if top.floor().is_some_and(|f| four[0].0 < f) {
+            break;
+        }
+        for &(_, next) in cand.iter().skip(4 * g + AHEAD).take(4) {
+            simd::prefetch(row(next));
+        }
+        if let [a, b, c, d] = four {
+            let s = simd::dot4(isa, q, [row(a.1), row(b.1), row(c.1), row(d.1)]);
+            for (&(_, r), score) in four.iter().zip(s) {
+                top.offer(Hit { score, row: r }, live);
+            }
+        } else {
+            for &(_, r) in four {
+                let score = simd::dot(isa, q, row(r));
+                top.offer(Hit { score, row: r }, live);
+            }
+        }
+    }
+    top.into_sorted()
 }
 
 /// Hint the CPU to bring `data` into cache (no effect where unsupported).
@@ -1321,7 +1351,7 @@ mod probe {
     #[cfg(target_arch = "x86_64")]
     fn probe_floor_variants() {
         use crate::kernels::simd::F16;
-        use quant::x86::{scores_pf, scores_vnni};
+        use quant::x86::{scores_avx2, scores_vnni};
         use std::arch::x86_64::{_MM_HINT_T0 as T0, _MM_HINT_T1 as T1};
         use std::hint::black_box;
 
@@ -1374,7 +1404,7 @@ mod probe {
                 "int8 kernel+bounds, prefetch (today)",
                 Box::new(|_| {
                     by_blocks(q8, stride, |c, o, h| unsafe {
-                        scores_pf::<8, T0>(&qq, c, o, Some(h))
+                        scores_avx2::<4, 8, T0>(&qq, c, o, Some(h))
                     })
                 }),
             ),
@@ -1382,7 +1412,7 @@ mod probe {
                 "int8 kernel+bounds, no prefetch",
                 Box::new(|_| {
                     by_blocks(q8, stride, |c, o, h| unsafe {
-                        scores_pf::<0, T0>(&qq, c, o, Some(h))
+                        scores_avx2::<4, 0, T0>(&qq, c, o, Some(h))
                     })
                 }),
             ),
@@ -1390,7 +1420,7 @@ mod probe {
                 "int8 VNNI kernel+bounds, prefetch",
                 Box::new(|_| {
                     by_blocks(q8, stride, |c, o, h| unsafe {
-                        scores_vnni::<8, T0>(&qq, c, o, Some(h))
+                        scores_vnni::<4, 8, T0>(&qq, c, o, Some(h))
                     })
                 }),
             ),
@@ -1398,7 +1428,7 @@ mod probe {
                 "int8 VNNI kernel+bounds, no prefetch",
                 Box::new(|_| {
                     by_blocks(q8, stride, |c, o, h| unsafe {
-                        scores_vnni::<0, T0>(&qq, c, o, Some(h))
+                        scores_vnni::<4, 0, T0>(&qq, c, o, Some(h))
                     })
                 }),
             ),
@@ -1406,7 +1436,7 @@ mod probe {
                 "int8 VNNI, prefetch 16 ahead T0",
                 Box::new(|_| {
                     by_blocks(q8, stride, |c, o, h| unsafe {
-                        scores_vnni::<16, T0>(&qq, c, o, Some(h))
+                        scores_vnni::<4, 16, T0>(&qq, c, o, Some(h))
                     })
                 }),
             ),
@@ -1414,7 +1444,7 @@ mod probe {
                 "int8 VNNI, prefetch 8 ahead T1",
                 Box::new(|_| {
                     by_blocks(q8, stride, |c, o, h| unsafe {
-                        scores_vnni::<8, T1>(&qq, c, o, Some(h))
+                        scores_vnni::<4, 8, T1>(&qq, c, o, Some(h))
                     })
                 }),
             ),
@@ -1422,7 +1452,7 @@ mod probe {
                 "int8 VNNI, prefetch 24 ahead T1",
                 Box::new(|_| {
                     by_blocks(q8, stride, |c, o, h| unsafe {
-                        scores_vnni::<24, T1>(&qq, c, o, Some(h))
+                        scores_vnni::<4, 24, T1>(&qq, c, o, Some(h))
                     })
                 }),
             ),
@@ -1430,7 +1460,7 @@ mod probe {
                 "int8 VNNI kernel, 512 records in cache x",
                 Box::new(|_| {
                     in_cache(q8, stride, rows, |c, o| unsafe {
-                        scores_vnni::<8, T0>(&qq, c, o, None)
+                        scores_vnni::<4, 8, T0>(&qq, c, o, None)
                     })
                 }),
             ),
@@ -1438,7 +1468,7 @@ mod probe {
                 "int8 AVX2 kernel, 512 records in cache x",
                 Box::new(|_| {
                     in_cache(q8, stride, rows, |c, o| unsafe {
-                        scores_pf::<8, T0>(&qq, c, o, None)
+                        scores_avx2::<4, 8, T0>(&qq, c, o, None)
                     })
                 }),
             ),
@@ -1539,5 +1569,204 @@ mod probe {
         time("full f32", &|| {
             std::hint::black_box(exact(isa, &rows, &q, dim, 10, &|_| true, 1));
         });
+    }
+
+    /// The screen's pass alone (kernel, bounds, threshold test, heap), one thread.
+    fn pass(isa: Isa, q8: &[u8], qq: &QuantQuery, k: usize, offer: bool) -> Screened {
+        let stride = record_len(qq.dim);
+        let n = q8.len() / stride;
+        let mut screen = Screen::new(Keep::Bound, k);
+        let mut t = f32::NEG_INFINITY;
+        let (mut s, mut h) = (vec![0.0f32; BLOCK], vec![0.0f32; BLOCK]);
+        let mut start = 0;
+        while start < n {
+            let end = (start + BLOCK).min(n);
+            let nb = end - start;
+            quant::scores_bounded(
+                isa,
+                qq,
+                &q8[start * stride..end * stride],
+                &mut s[..nb],
+                &mut h[..nb],
+            );
+            if offer {
+                for i0 in (0..nb).step_by(32) {
+                    let i1 = (i0 + 32).min(nb);
+                    let mut mask = 0u32;
+                    for i in i0..i1 {
+                        let u = s[i] + h[i];
+                        mask |= ((u >= t || u.is_nan()) as u32) << (i - i0);
+                    }
+                    while mask != 0 {
+                        let i = i0 + mask.trailing_zeros() as usize;
+                        mask &= mask - 1;
+                        screen.offer((start + i) as u32, s[i], h[i], &|_| true);
+                        t = screen.threshold();
+                    }
+                }
+            } else {
+                std::hint::black_box((&s, &h));
+            }
+            start = end;
+        }
+        screen.finish()
+    }
+
+    /// Where the exact int8 screen's time goes on a real index (BENCHMARKS.md,
+    /// "Exact scans beside their read floor, second pass"): the read floors, the
+    /// kernel, the pass (kernel, threshold test, heap), the whole screen, the
+    /// rescoring alone, and how many rows survive at 43 and 127 query levels.
+    /// `PROBE_FILE` (.cvx, f16 rows from byte 4096, its .q8 beside it), `PROBE_ROWS`
+    /// rows of 384 dimensions, `PROBE_THREADS` for the whole screens (default 1).
+    /// `cargo test --release --lib probe_screen_file -- --ignored --nocapture`
+    #[test]
+    #[ignore]
+    fn probe_screen_file() {
+        use crate::kernels::simd::F16;
+        use std::hint::black_box;
+        let path = std::env::var("PROBE_FILE").expect("PROBE_FILE");
+        let n: usize = std::env::var("PROBE_ROWS").unwrap().parse().unwrap();
+        let threads: usize = std::env::var("PROBE_THREADS").map_or(1, |v| v.parse().unwrap());
+        let dim = 384;
+        let file = std::fs::File::open(&path).unwrap();
+        // SAFETY: a bench file nobody writes while the probe runs.
+        let map = unsafe { memmap2::Mmap::map(&file) }.unwrap();
+        let data = &map[4096..4096 + n * dim * 2];
+        // SAFETY: page-aligned + 4096; F16 is a u16.
+        let rows: &[F16] =
+            unsafe { std::slice::from_raw_parts(data.as_ptr() as *const F16, n * dim) };
+        let qfile = std::fs::File::open(format!("{path}.q8")).unwrap();
+        // SAFETY: as above.
+        let qmap = unsafe { memmap2::Mmap::map(&qfile) }.unwrap();
+        let stride = record_len(dim);
+        let q8 = &qmap[64..64 + n * stride];
+        let isa = Isa::detect();
+        let qs = super::tests::unit_rows(40, dim, 7);
+        let query = |r: usize| &qs[r * dim..(r + 1) * dim];
+        let full = |r: usize, k: usize| {
+            black_box(screened(
+                isa,
+                rows,
+                q8,
+                query(r),
+                dim,
+                k,
+                None,
+                Keep::Bound,
+                &|_| true,
+                threads,
+            ));
+        };
+        let cases: Vec<Case> = vec![
+            (
+                "floor q8, no prefetch",
+                Box::new(|_| {
+                    black_box(simd::read_floor(isa, q8, false));
+                }),
+            ),
+            (
+                "floor q8, prefetch",
+                Box::new(|_| {
+                    black_box(simd::read_floor(isa, q8, true));
+                }),
+            ),
+            (
+                "kernel + bounds (blocks of 256)",
+                Box::new(|r| {
+                    let qq = QuantQuery::with_levels(query(r), quant::single_levels(isa));
+                    black_box(pass(isa, q8, &qq, 10, false));
+                }),
+            ),
+            (
+                "kernel, no half-widths",
+                Box::new(|r| {
+                    let qq = QuantQuery::with_levels(query(r), quant::single_levels(isa));
+                    let mut o = vec![0.0f32; BLOCK];
+                    for c in q8.chunks(BLOCK * stride) {
+                        quant::scores(isa, &qq, c, &mut o[..c.len() / stride]);
+                        black_box(&o);
+                    }
+                }),
+            ),
+            (
+                "pass k=10 (kernel, test, heap)",
+                Box::new(|r| {
+                    let qq = QuantQuery::with_levels(query(r), quant::single_levels(isa));
+                    black_box(pass(isa, q8, &qq, 10, true));
+                }),
+            ),
+            (
+                "pass k=132",
+                Box::new(|r| {
+                    let qq = QuantQuery::with_levels(query(r), quant::single_levels(isa));
+                    black_box(pass(isa, q8, &qq, 132, true));
+                }),
+            ),
+            ("screen k=10", Box::new(|r| full(r, 10))),
+            ("screen k=132", Box::new(|r| full(r, 132))),
+        ];
+        let times = interleaved(&cases, 40);
+        let floor = times[0].0.min(times[1].0);
+        for ((name, _), (med, min)) in cases.iter().zip(&times) {
+            eprintln!(
+                "{name:<36} {med:8.2} ms  {:.2}x floor (min {min:.2} ms)",
+                med / floor
+            );
+        }
+        // The rescoring alone, candidates of k=132, prefetch 4 / 8 / 16 ahead:
+        // each case of each round rescoring a query of its own (cold rows).
+        {
+            let qs3 = super::tests::unit_rows(120, dim, 8);
+            let q3 = |i: usize| &qs3[i * dim..(i + 1) * dim];
+            let cands: Vec<Vec<(f32, u32)>> = (0..120)
+                .map(|i| {
+                    let qq = QuantQuery::with_levels(q3(i), quant::single_levels(isa));
+                    survivors(Keep::Bound, 132, vec![pass(isa, q8, &qq, 132, true)])
+                })
+                .collect();
+            let go = |i: usize, ahead: usize| {
+                let (q, c) = (q3(i), &cands[i]);
+                let live = |_| true;
+                match ahead {
+                    4 => black_box(rescore::<F16, 4>(isa, rows, q, c, 132, &live)),
+                    8 => black_box(rescore::<F16, 8>(isa, rows, q, c, 132, &live)),
+                    _ => black_box(rescore::<F16, 16>(isa, rows, q, c, 132, &live)),
+                };
+            };
+            let cases: Vec<Case> = vec![
+                ("rescore k=132, 4 ahead", Box::new(|r| go(3 * r, 4))),
+                ("rescore k=132, 8 ahead", Box::new(|r| go(3 * r + 1, 8))),
+                ("rescore k=132, 16 ahead", Box::new(|r| go(3 * r + 2, 16))),
+            ];
+            for ((name, _), (med, min)) in cases.iter().zip(interleaved(&cases, 40)) {
+                eprintln!("{name:<36} {med:8.3} ms (min {min:.3} ms)");
+            }
+        }
+        for k in [10usize, 132] {
+            for levels in [quant::Q_MAX, 127] {
+                let (mut sv, mut rs) = (0, 0);
+                for r in 0..4 {
+                    let qq = QuantQuery::with_levels(query(r), levels);
+                    let p = pass(Isa::Scalar, q8, &qq, k, true);
+                    let surv = survivors(Keep::Bound, k, vec![p]);
+                    let want = screened(
+                        isa,
+                        rows,
+                        q8,
+                        query(r),
+                        dim,
+                        k,
+                        None,
+                        Keep::Bound,
+                        &|_| true,
+                        1,
+                    );
+                    let f = want[0].last().unwrap().score;
+                    sv += surv.len();
+                    rs += surv.iter().filter(|c| c.0 >= f).count();
+                }
+                eprintln!("k={k} query levels {levels}: survivors {} rescored at most {} (mean of 4 queries)", sv / 4, rs / 4);
+            }
+        }
     }
 }
