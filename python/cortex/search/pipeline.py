@@ -144,6 +144,24 @@ CODE_WEIGHT = 0.5
 SUPERSEDED_FACTOR = 0.5
 
 
+def _held_by(kw: Leg | None, opts: Options) -> Callable[[str], bool]:
+    """Whether a word is held, as far as the keyword leg `kw` already knows: every term
+    of it is one that a hit of `kw` holds (its result's `held`). Such a memory is in the
+    searched projects and live, so the word is known there and keyword.holds need not
+    search for it (~0.2 ms a word at 100k). A leg that may hold superseded memories
+    (include_superseded) or says nothing of what its hits hold answers "not known"."""
+    terms = getattr(kw.state, "held", None) if kw is not None and kw.hits else None
+    if not terms or opts.include_superseded:
+        return lambda word: False
+    have = set(terms)
+
+    def held(word: str) -> bool:
+        parts = keyword.plain_terms(keyword.clean(word)) or []
+        return bool(parts) and all(t in have for t in parts)
+
+    return held
+
+
 class Pipeline:
     """The search of one Engine: a Store and a keyword and a semantic Retriever."""
 
@@ -497,18 +515,24 @@ class Pipeline:
         unknown_rare: list[str] = []
         relevance = 1.0
 
-        def names() -> None:
+        def names(kw: Leg | None) -> None:
             # Named where? In the project(s) searched, whatever the other filters: a name
             # the user's filter (a category, a date) leaves out is still a known name.
             wall = Options(project=opts.project)
-            walled = self._store.allowed_ids(wall) if allowed is not None else None
-            unknown.extend(self._keyword.absent(p.named, wall, walled))
-            if p.rare:
+            held = _held_by(kw, opts)
+            named = [w for w in p.named if not held(w)]
+            rare = [w for w in p.rare if not held(w)]
+            walled = (
+                self._store.allowed_ids(wall) if allowed is not None and (named or rare) else None
+            )
+            if named:
+                unknown.extend(self._keyword.absent(named, wall, walled))
+            if rare:
                 # A rare word no memory holds names something, unless it is a misspelling:
                 # of an English word, or of a word a memory holds (plan.RARE_WORD_RANK)
                 from cortex import commonness
 
-                gone = self._keyword.absent(p.rare, wall, walled)
+                gone = self._keyword.absent(rare, wall, walled)
                 vocab = commonness.ranks() if gone else None
                 gone = [w for w in gone if vocab is None or not commonness.misspelt(w, vocab)]
                 near = getattr(self._keyword, "near", None)
@@ -634,7 +658,7 @@ class Pipeline:
         opts: Options,
         allowed: Any,
         notices: list[str],
-        meanwhile: Callable[[], None] | None = None,
+        meanwhile: Callable[[Leg | None], None] | None = None,
     ) -> tuple[Leg | None, Leg | None, Mode]:
         """Run the legs the plan asks for (the semantic one on the worker thread while this
         thread runs the keyword one, then `meanwhile`). A constrained query runs the
@@ -673,7 +697,7 @@ class Pipeline:
                     except (IndexFormatError, StorageError):
                         early = None  # the leg (or the rescore after it) says what went wrong
             if meanwhile is not None:
-                meanwhile()
+                meanwhile(kw)
         except BaseException:
             if pending is not None and not pending.cancel():
                 wait([pending])  # do not leave it running against a store being closed
