@@ -361,10 +361,15 @@ class Semantic:
         def write(tx: Any, ids: list[int], hashes: list[str], rows: np.ndarray) -> None:
             half = _stored_array(rows)
             sums = row_checksums(half).tolist()
-            tx.executemany(
+            # One statement over the rows as a JSON array, in order, instead of one
+            # statement a row (executemany): the same rows, 30k of them 0.193 -> 0.148
+            # CPU-s in 5,000-row batches (benches: "third pass" in BENCHMARKS.md).
+            tx.execute(
                 "INSERT OR REPLACE INTO embeddings (memory_id, model_id, dim, content_hash,"
-                " checksum, created_at, supplied) VALUES (?, ?, ?, ?, ?, ?, 1)",
-                [(i, model, dim, h, c, now) for i, h, c in zip(ids, hashes, sums, strict=True)],
+                " checksum, created_at, supplied) SELECT json_extract(value, '$[0]'), ?, ?,"
+                " json_extract(value, '$[1]'), json_extract(value, '$[2]'), ?, 1"
+                " FROM json_each(?) ORDER BY key",
+                (model, dim, now, json.dumps(list(zip(ids, hashes, sums, strict=True)))),
             )
             self._pending(model, dim).add(ids, half, sums)
 
