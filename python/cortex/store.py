@@ -11,6 +11,7 @@ share cursors across threads). Every SQL value is a bound parameter.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import re
@@ -75,6 +76,31 @@ def _is_cjk(ch: str) -> bool:
         or 0xF900 <= o <= 0xFAFF  # CJK compatibility ideographs
         or 0x20000 <= o <= 0x2FA1F  # CJK extensions B-F, compatibility supplement
     )
+
+
+#: Rows a statement of `_insert_rows` inserts at most (and at most 999 parameters, the
+#: smallest limit an SQLite build may have).
+_ROWS_PER_INSERT = 100
+
+
+def _insert_rows(tx: sqlite3.Connection, head: str, rows: Sequence[tuple[Any, ...]]) -> None:
+    """``head VALUES (...), (...), ...``: `rows` (tuples of one width) inserted in order,
+    _ROWS_PER_INSERT to a statement: the same rows as an executemany of one row a
+    statement, for less work a row where the row itself is little (the change log of a
+    bulk write: 30k rows 0.027 -> 0.005 CPU-s). Not for every table: `memories` gained
+    nothing in a bulk write, and FTS5's two tables lost (0.34 -> 0.55 CPU-s a 5,000)."""
+    if not rows:
+        return
+    one = "(" + ",".join("?" * len(rows[0])) + ")"
+    k = max(1, min(_ROWS_PER_INSERT, 999 // len(rows[0])))
+    whole = len(rows) // k * k
+    if whole:
+        tx.executemany(
+            f"{head} VALUES {','.join([one] * k)}",
+            [tuple(itertools.chain.from_iterable(rows[i : i + k])) for i in range(0, whole, k)],
+        )
+    if whole < len(rows):
+        tx.executemany(f"{head} VALUES {one}", rows[whole:])
 
 
 def _varint(blob: bytes) -> int:
@@ -1414,7 +1440,7 @@ class Store:
         )
         for _, sql in triggers:
             tx.execute(sql)
-        tx.executemany("INSERT INTO memory_changes(memory_id) VALUES (?)", [(i,) for i in ids])
+        _insert_rows(tx, "INSERT INTO memory_changes(memory_id)", [(i,) for i in ids])
         totals: dict[str, list[int]] = {}
         for memory_id, item in zip(ids, items, strict=True):
             # keyword_totals keys a memory without a project as ifnull(project_id, char(0))
