@@ -362,8 +362,9 @@ class Semantic:
             half = _stored_array(rows)
             sums = row_checksums(half).tolist()
             # One statement over the rows as a JSON array, in order, instead of one
-            # statement a row (executemany): the same rows, 30k of them 0.193 -> 0.148
-            # CPU-s in 5,000-row batches (benches: "third pass" in BENCHMARKS.md).
+            # statement a row (executemany: OR REPLACE and the foreign key gave each its
+            # own statement journal): the same rows, 100k of them in 5,000-row batches
+            # 0.72 -> 0.33 CPU-s (BENCHMARKS.md, "third pass").
             tx.execute(
                 "INSERT OR REPLACE INTO embeddings (memory_id, model_id, dim, content_hash,"
                 " checksum, created_at, supplied) SELECT json_extract(value, '$[0]'), ?, ?,"

@@ -86,9 +86,14 @@ _ROWS_PER_INSERT = 100
 def _insert_rows(tx: sqlite3.Connection, head: str, rows: Sequence[tuple[Any, ...]]) -> None:
     """``head VALUES (...), (...), ...``: `rows` (tuples of one width) inserted in order,
     _ROWS_PER_INSERT to a statement: the same rows as an executemany of one row a
-    statement, for less work a row where the row itself is little (the change log of a
-    bulk write: 30k rows 0.027 -> 0.005 CPU-s). Not for every table: `memories` gained
-    nothing in a bulk write, and FTS5's two tables lost (0.34 -> 0.55 CPU-s a 5,000)."""
+    statement, for less work a row where the row itself is little (a bulk write's change
+    log and embeddings rows together: 30k rows 0.18 -> 0.16 CPU-s).
+
+    Not for every table. A statement of several rows opens a statement journal, and the
+    first one in a transaction makes FTS5 write out the terms it holds pending (~6 ms a
+    5,000 memories, which the commit would pay otherwise): per-statement timings move that
+    cost to whichever statement comes first. `memories` gained nothing; FTS5's own tables
+    lost (0.34 -> 0.55 CPU-s a 5,000: their pending terms written out every statement)."""
     if not rows:
         return
     one = "(" + ",".join("?" * len(rows[0])) + ")"
