@@ -196,6 +196,13 @@ EXTRACTION = [
         ],
     ),
     ("J.R.R. Tolkien wrote it", []),
+    # in order of first appearance, even where a word before holds a later one's text
+    (
+        "xMakefile and `x.y` then Makefile",
+        [("x.y", "symbol", None), ("Makefile", "file", None)],
+    ),
+    # words as str.split cuts them: any Unicode space ends one
+    ("see\u2003src/a.py\u00a0and\u2028b.rs", [("src/a.py", "file", None), ("b.rs", "file", None)]),
 ]
 
 

@@ -334,3 +334,18 @@ def test_add_many_with_vectors_checks_and_stores_them(engine: cortex.Engine, emb
     assert hits[0].explain is not None
     cosine = float(vecs[1] @ embedder.embed_query("what does alice drink"))
     assert abs(hits[0].explain["cosine"] - cosine) < 1e-4
+
+
+@pytest.mark.parametrize(("n", "width"), [(1, 1), (100, 1), (237, 1), (237, 3), (130, 17)])
+def test_insert_rows_writes_every_row_in_order(n: int, width: int) -> None:
+    # several rows a statement (the change log of a bulk write), whole statements and the
+    # rest one a statement: the table ends up as an executemany of one row each leaves it
+    from cortex.store import _insert_rows
+
+    conn = sqlite3.connect(":memory:")
+    cols = ", ".join(f"c{j}" for j in range(width))
+    conn.execute(f"CREATE TABLE t (seq INTEGER PRIMARY KEY AUTOINCREMENT, {cols})")
+    rows = [tuple(f"r{i}c{j}" if j % 2 else i * 10 + j for j in range(width)) for i in range(n)]
+    _insert_rows(conn, f"INSERT INTO t ({cols})", rows)
+    assert conn.execute(f"SELECT {cols} FROM t ORDER BY seq").fetchall() == rows
+    assert [s for (s,) in conn.execute("SELECT seq FROM t ORDER BY seq")] == list(range(1, n + 1))

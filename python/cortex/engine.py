@@ -267,9 +267,10 @@ class Engine:
         """
         items = []
         for record in records:
-            fields = dict(record)
+            # a copy only where a field changes or the record is not a dict
+            fields = record if type(record) is dict else dict(record)
             if "created_at" in fields:
-                fields["created_at"] = _epoch(fields["created_at"])
+                fields = {**fields, "created_at": _epoch(fields["created_at"])}
             try:
                 items.append(MemoryInput(**fields))
             except TypeError as exc:
