@@ -596,9 +596,6 @@ impl NativeIndex {
                         }
                     }
                 };
-                if sample.rows.len() > ids.len() {
-                    return Ok(None);
-                }
                 let isa = Isa::detect();
                 let mut hits: Vec<topk::Hit> = Vec::with_capacity(sample.rows.len());
                 for (&row, v) in sample.rows.iter().zip(sample.data.chunks_exact(dim)) {
@@ -610,8 +607,10 @@ impl NativeIndex {
                         hits.push(topk::Hit { score, row });
                     }
                 }
-                // search's order: the better first (higher score, then the lower row)
-                hits.sort_unstable_by(|a, b| b.score.total_cmp(&a.score).then(a.row.cmp(&b.row)));
+                if hits.len() > ids.len() {
+                    return Ok(None); // an id with two live rows (damage): search says so
+                }
+                hits.sort_unstable_by(topk::order);
                 let n = hits.len();
                 if n == 0 {
                     return Ok(Some((0, 0.0, 0.0)));

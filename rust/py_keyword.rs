@@ -672,18 +672,21 @@ impl KeywordIndex {
                         })?,
                     };
                     let fetched = hits.len();
-                    let found = self.admitted(hits, &admit)?;
-                    if let (Admitted::Missing(_, hits), Some(generation)) = (&found, generation) {
-                        self.keep_pending(Tier {
-                            generation,
-                            phrases: phrases.clone(),
-                            k,
-                            require_all,
-                            allowed: allowed.map(<[i64]>::to_vec),
-                            projects: names.clone(),
-                            hits: hits.clone(),
-                        })?;
-                    }
+                    let found = match (self.admitted(hits, &admit)?, generation) {
+                        (Admitted::Missing(ids, hits), Some(generation)) => {
+                            self.keep_pending(Tier {
+                                generation,
+                                phrases: phrases.clone(),
+                                k,
+                                require_all,
+                                allowed: allowed.map(<[i64]>::to_vec),
+                                projects: names.clone(),
+                                hits,
+                            })?;
+                            Admitted::Missing(ids, Vec::new())
+                        }
+                        (found, _) => found,
+                    };
                     Ok((found, fetched))
                 };
                 if let Some(a) = allowed.as_deref() {
@@ -741,11 +744,15 @@ impl KeywordIndex {
             ),
             Admitted::Hits(hits) => {
                 let ids: Vec<i64> = hits.iter().map(|h| h.id).collect();
-                let raw: Vec<f64> = hits.iter().map(|h| h.score).collect();
-                let calibrated: Vec<f64> = raw
-                    .iter()
-                    .map(|&r| rank::keyword_score(r, bound, slope))
-                    .collect();
+                // the hits' BM25 and calibrated scores: for the unranked call (a hybrid
+                // leg); a page's scores are its ranked rows'
+                let (raw, calibrated): (Vec<f64>, Vec<f64>) = if params.is_none() {
+                    hits.iter()
+                        .map(|h| (h.score, rank::keyword_score(h.score, bound, slope)))
+                        .unzip()
+                } else {
+                    (Vec::new(), Vec::new())
+                };
                 // no page where one was asked for: an admitted row failed validation
                 let damaged = page.is_none() && params.is_some();
                 let page = page.unwrap_or_default();

@@ -144,7 +144,6 @@ class KeywordHits(NamedTuple):
     scores: list[float]
     infos: list[RankInfo]
     bound: float
-    all_terms: bool
 
 
 def _query_terms(words: list[str]) -> list[str] | None:
@@ -464,7 +463,7 @@ class KeywordIndexer:
             ids = out[2]
             ranks = cast(dict[int, RankInfo], self._ranks)  # admitted: all kept, live
             return KeywordHits(
-                expression, held, ids, out[3], out[4], [ranks[i] for i in ids], bound, out[1]
+                expression, held, ids, out[3], out[4], [ranks[i] for i in ids], bound
             )
 
     def _plain(

@@ -510,7 +510,7 @@ impl Ivf {
         live: &dyn Fn(u32) -> bool,
     ) -> (Vec<Hit>, usize) {
         let dim = self.dim;
-        let qq = QuantQuery::new(q);
+        let qq = QuantQuery::single(isa, q);
         let ok = |r: u32| allowed.is_none_or(|a| a(r)) && live(r);
         let mut screen = Screen::new(Keep::Bound, k);
         // Offer a row; true when it counts as an admitted, live row. A row whose upper

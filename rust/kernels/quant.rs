@@ -260,6 +260,11 @@ impl QuantQuery {
         QuantQuery::with_levels(x, Q_MAX)
     }
 
+    /// `x` quantized for the single-query kernel of `isa` ([`single_levels`]).
+    pub fn single(isa: Isa, x: &[f32]) -> QuantQuery {
+        QuantQuery::with_levels(x, single_levels(isa))
+    }
+
     /// `x` quantized to `[-levels, levels]` (`Q_MAX` for the AVX2 kernels'
     /// 16-bit sums; up to 127 for AVX-VNNI's and the scalar kernel's 32-bit sums).
     pub fn with_levels(x: &[f32], levels: i32) -> QuantQuery {

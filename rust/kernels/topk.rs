@@ -32,7 +32,8 @@ pub fn better(a: Hit, b: Hit) -> bool {
     a.score > b.score || (a.score == b.score && a.row < b.row)
 }
 
-fn order(a: &Hit, b: &Hit) -> std::cmp::Ordering {
+/// Search's order: the better first (higher score, then the lower row).
+pub(crate) fn order(a: &Hit, b: &Hit) -> std::cmp::Ordering {
     b.score.total_cmp(&a.score).then(a.row.cmp(&b.row))
 }
 
@@ -443,14 +444,15 @@ pub fn screened<E: Elem>(
     let q8_rows = (q8.len() / stride).min(n);
     // One query runs the single-query kernel (the widest levels it takes);
     // several, the tile kernel (16-bit sums).
-    let levels = if m == 1 {
-        quant::single_levels(isa)
-    } else {
-        quant::Q_MAX
-    };
     let qqs: Vec<QuantQuery> = queries
         .chunks_exact(dim)
-        .map(|q| QuantQuery::with_levels(q, levels))
+        .map(|q| {
+            if m == 1 {
+                QuantQuery::single(isa, q)
+            } else {
+                QuantQuery::new(q)
+            }
+        })
         .collect();
     // Split the rows: covered by the copy (screened) and past it (f32).
     let (covered, tail): (Option<&[u32]>, Option<&[u32]>) = match subset {
@@ -1673,14 +1675,14 @@ mod probe {
             (
                 "kernel + bounds (blocks of 256)",
                 Box::new(|r| {
-                    let qq = QuantQuery::with_levels(query(r), quant::single_levels(isa));
+                    let qq = QuantQuery::single(isa, query(r));
                     black_box(pass(isa, q8, &qq, 10, false));
                 }),
             ),
             (
                 "kernel, no half-widths",
                 Box::new(|r| {
-                    let qq = QuantQuery::with_levels(query(r), quant::single_levels(isa));
+                    let qq = QuantQuery::single(isa, query(r));
                     let mut o = vec![0.0f32; BLOCK];
                     for c in q8.chunks(BLOCK * stride) {
                         quant::scores(isa, &qq, c, &mut o[..c.len() / stride]);
@@ -1691,14 +1693,14 @@ mod probe {
             (
                 "pass k=10 (kernel, test, heap)",
                 Box::new(|r| {
-                    let qq = QuantQuery::with_levels(query(r), quant::single_levels(isa));
+                    let qq = QuantQuery::single(isa, query(r));
                     black_box(pass(isa, q8, &qq, 10, true));
                 }),
             ),
             (
                 "pass k=132",
                 Box::new(|r| {
-                    let qq = QuantQuery::with_levels(query(r), quant::single_levels(isa));
+                    let qq = QuantQuery::single(isa, query(r));
                     black_box(pass(isa, q8, &qq, 132, true));
                 }),
             ),

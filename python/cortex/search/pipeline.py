@@ -551,6 +551,7 @@ class Pipeline:
             unknown.clear()
             unknown_rare.clear()
         missing = unknown + unknown_rare
+        share: float | None = None
         if missing:
             shown = ", ".join(missing[:3]) + (" ..." if len(missing) > 3 else "")
             notices.append(f"no memory holds {shown}: matches count for less")
@@ -563,10 +564,9 @@ class Pipeline:
         candidates = self._fuse(
             p, opts, kw, sem, mode, discount=bool(unknown), relevance=relevance, anchored=anchored
         )
-        if unknown_rare and not unknown and sem is not None and candidates:
-            rare_share = share if measure is not None and kw is not None else None
-            if rare_share is not None and rare_share >= RARE_IGNORED_SHARE:
-                self._ignored(p, unknown_rare, candidates)
+        rare_heavy = share is not None and share >= RARE_IGNORED_SHARE
+        if unknown_rare and not unknown and sem is not None and candidates and rare_heavy:
+            self._ignored(p, unknown_rare, candidates)
         if CODE_WEIGHT and not p.constrained and opts.fusion is not Fusion.RRF:
             candidates = self._code_named(p, opts, kw, sem, mode, candidates)
         return p, kw, sem, mode, candidates, notices, allowed
@@ -653,6 +653,9 @@ class Pipeline:
             c.base = 1.0 - (1.0 - c.base) * (1.0 - CODE_WEIGHT)
             if c.standout_base is not None:
                 c.standout_base = 1.0 - (1.0 - c.standout_base) * (1.0 - CODE_WEIGHT)
+            # a memory that references a file the query names is about what it asks,
+            # whatever rare word no memory holds (_ignored)
+            c.ignored = False
         return list(by_id.values())
 
     def _legs(

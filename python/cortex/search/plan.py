@@ -172,10 +172,10 @@ def named_terms(text: str) -> tuple[str, ...]:
 RARE_WORD_RANK = 8000
 
 
-def rare_terms(text: str, named: tuple[str, ...] = ()) -> tuple[str, ...]:
+def rare_terms(text: str) -> tuple[str, ...]:
     """The lower-case words of `text` rare in English (RARE_WORD_RANK; cortex.commonness),
     in order, without repeats, leaving out the words left out of every search (DROPPED):
-    a word with a capital or a digit is a name already (`named`, named_terms). Reads the
+    a word with a capital or a digit is a name already (named_terms). Reads the
     model's vocabulary at the first call of the process."""
     if RARE_WORD_RANK <= 0:
         return ()
@@ -253,5 +253,5 @@ def plan(
         threshold=opts.threshold(mode),
         notices=tuple(notices),
         named=named,
-        rare=rare_terms(text, named) if mode is Mode.HYBRID and not is_syntax else (),
+        rare=rare_terms(text) if mode is Mode.HYBRID and not is_syntax else (),
     )
