@@ -81,6 +81,7 @@ from cortex._lazy import LazyModule
 from cortex.errors import CortexError, IndexFormatError, InvalidOptionError, StorageError
 from cortex.filters import narrows_beyond_project, project_ids, projects_of
 from cortex.keyword import NATIVE_MAX_FETCH, PREFILTER, Scope, _idf, quote
+from cortex.log import get_logger
 from cortex.ranking import RANK_COLUMNS, RankInfo, is_dated
 from cortex.store import Store
 from cortex.validate import checked, rank_info_ok
@@ -89,6 +90,8 @@ if TYPE_CHECKING:
     import numpy as np
 else:  # imported when a vector is first touched (start-up of keyword-only commands)
     np = LazyModule("numpy")
+
+_log = get_logger("cortex.keyword")
 
 __all__ = ["AUTO_MIN", "POLICIES", "KeywordHits", "KeywordIndexer", "KeywordPage"]
 
@@ -520,6 +523,10 @@ class KeywordIndexer:
             return None
         if out is None or not out[2]:
             return None  # FTS5 answers, or no plain-tier hit
+        _log.debug(
+            "keyword %s of %d terms: in-memory index, %d hits",
+            "AND" if out[1] else "OR", len(terms), len(out[2]),
+        )  # fmt: skip
         quoted = [quote(t) for t in terms]
         if out[1]:
             return " ".join(quoted), out, list(terms), bound
