@@ -168,9 +168,10 @@ class Engine:
         return self._query_cache
 
     def flush_recalls(self, timeout: float | None = None) -> bool:
-        """Wait until every search recorded so far is written to the recall log (searches
-        record on a writer thread, after their answer: :mod:`cortex.search.recorder`).
-        False if `timeout` seconds passed first. Close and interpreter exit flush too."""
+        """Return once every search recorded so far is written to the recall log (searches
+        record on a writer thread, after their answer: :mod:`cortex.search.recorder`;
+        without a `timeout` this thread writes what is queued). False if `timeout`
+        seconds passed first. Close and interpreter exit flush too."""
         if self._recorder is None or not self._recorder.pending():
             return True
         if self._store.in_transaction():

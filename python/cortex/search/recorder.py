@@ -4,21 +4,33 @@ A search that records (pipeline step 7: the recall_log rows, access counts, 'rec
 session links) used to write them in its own transaction before returning: a commit on
 every answer, and behind another writer's lock a wait of up to the busy timeout. Now it
 hands them to a :class:`Recorder`: one worker thread per Engine takes what is queued and
-writes it in batches, one transaction per batch (under load, many searches per commit).
+writes it in batches, one transaction per batch (a stream of searches, one commit).
+
+Every commit by another connection makes SQLite drop the page cache of each of this
+Engine's connections at its next read (``PRAGMA data_version`` moves): a commit right
+after every search made the next search's statements read their pages again (~1–1.5 ms
+CPU of a first-time hybrid search at 100k). So the worker waits until the queue has been
+quiet for DELAY (or holds BATCH searches, or its oldest search has waited MAX_DELAY),
+and a thread that flushes writes what is queued itself, on its own connection: its own
+commit leaves its own cache warm (BENCHMARKS.md, "Recording without cold reads").
 
 Nothing is lost:
 
-- the worker writes as soon as something is queued (no timer), so a search's rows are
-  usually in the database a millisecond after its answer;
-- :meth:`Recorder.flush` waits until everything queued before it is written;
-  ``Engine.flush_recalls()`` calls it, and so does every Engine read of what recording
-  writes (``get``, ``timeline``, ``session_context``, ``stats``, the ``store`` handle): a
-  caller always reads its own searches;
+- the worker writes DELAY after the last search of a stream, MAX_DELAY after its first
+  at the latest, and at once when someone waits (``when_written``, ``flush(timeout)``,
+  close);
+- :meth:`Recorder.flush` returns once everything queued before it is written (without a
+  timeout the calling thread writes it); ``Engine.flush_recalls()`` calls it, and so does
+  every Engine read of what recording writes (``get``, ``timeline``,
+  ``session_context``, ``stats``, the ``store`` handle): a caller always reads its own
+  searches;
 - :meth:`Recorder.close` (``Engine.close()``) flushes, stops the worker and fsyncs the
   database's WAL; an Engine never closed is flushed the same way at interpreter exit;
 - a batch that fails (the database locked past the busy timeout, a full disk) is retried
   with back-off, then written search by search so that one bad entry cannot take the
   others with it; only what still fails is dropped, logged and counted (``stats()``).
+- one writer at a time (the worker or a flushing thread): the log stays in the order of
+  the searches.
 
 A search with reinforcement (``Options(reinforce=...)``) is still written before it
 returns: it changes later rankings, and the next search must see it.
@@ -40,12 +52,16 @@ from typing import Any
 from cortex import recall
 from cortex.log import get_logger
 
-__all__ = ["BATCH", "Recall", "Recorder"]
+__all__ = ["BATCH", "DELAY", "MAX_DELAY", "Recall", "Recorder"]
 
 log = get_logger("cortex.search")
 
 #: Searches written per transaction at most.
 BATCH = 256
+#: The worker writes once no search was queued for this long (seconds)...
+DELAY = 0.03
+#: ...or once the oldest queued search has waited this long, whichever first.
+MAX_DELAY = 0.25
 #: Pauses before the retries of a failed batch (seconds).
 RETRY_PAUSES = (0.05, 0.25, 1.0)
 #: How long close() waits for the worker before writing what is left itself.
@@ -68,17 +84,33 @@ class Recorder:
     """The queue of one Store's recalls and the thread that writes them (started on the
     first search that records)."""
 
-    def __init__(self, store: Any, *, batch: int = BATCH) -> None:
+    def __init__(
+        self,
+        store: Any,
+        *,
+        batch: int = BATCH,
+        delay: float = DELAY,
+        max_delay: float = MAX_DELAY,
+    ) -> None:
         self._store = store
         self._batch = batch
+        self._delay = delay
+        self._max_delay = max_delay
         self._queue: deque[Recall] = deque()
         self._cond = threading.Condition()
         self._submitted = 0  # searches queued so far
         self._done = 0  # of them written (or given up on)
-        self._busy = False  # the worker holds a batch it has not finished
+        self._busy = False  # a writer (the worker or a flushing thread) holds a batch
+        self._first = 0.0  # monotonic: when the queue last became non-empty
+        self._last = 0.0  # monotonic: the last submit
+        self._hurry = 0  # threads waiting in flush(timeout): the worker writes at once
         self._thread: threading.Thread | None = None
         self._closed = False
         self._waiters: list[tuple[int, Callable[[], None]]] = []  # (target, callback)
+        #: Runs a write on another thread and waits for it (raises RuntimeError when it
+        #: cannot): the Pipeline's semantic-leg thread, so that the worker's commits
+        #: leave that thread's connection warm. None: the worker writes on its own.
+        self.via: Callable[[Callable[[], None]], None] | None = None
         self.written = 0
         self.batches = 0
         self.retries = 0
@@ -88,9 +120,14 @@ class Recorder:
     # ------------------------------------------------------------------ callers
 
     def submit(self, entry: Recall) -> None:
-        """Queue one search's recording; written by the worker shortly after."""
+        """Queue one search's recording; written by the worker once the stream of
+        searches pauses for DELAY (MAX_DELAY at most), or by the next flush."""
         with self._cond:
             if not self._closed:
+                now = time.monotonic()
+                if not self._queue:
+                    self._first = now
+                self._last = now
                 self._queue.append(entry)
                 self._submitted += 1
                 if self._thread is None or not self._thread.is_alive():  # (or a fork's)
@@ -107,28 +144,36 @@ class Recorder:
         return self._submitted - self._done
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Wait until every search queued before this call is written; False if
-        `timeout` seconds passed first."""
+        """Return once every search queued before this call is written. Without a
+        `timeout` the calling thread writes what is queued (on its own connection, whose
+        cache its own commit leaves warm); with one, the worker writes at once and this
+        returns False if `timeout` seconds pass first."""
         with self._cond:
             target = self._submitted
             if self._done >= target:
                 return True
-            if self._thread is None or not self._thread.is_alive():
-                pass  # no worker (it died, or exit is tearing threads down): write below
-            else:
-                return self._cond.wait_for(lambda: self._done >= target, timeout)
-        self._drain()
+            alive = self._thread is not None and self._thread.is_alive()
+            if timeout is not None and alive:
+                self._hurry += 1
+                self._cond.notify_all()
+                try:
+                    return self._cond.wait_for(lambda: self._done >= target, timeout)
+                finally:
+                    self._hurry -= 1
+        # no timeout, or no worker (it died, or exit is tearing threads down)
+        self._drain(target)
         return True
 
     def when_written(self, callback: Callable[[], None]) -> None:
         """Call `callback` once every search queued before this call is written (at once,
-        in this thread, if it already is; else on the writer thread: keep it short, e.g.
-        ``loop.call_soon_threadsafe(...)``). What an event loop waits on without a
-        thread of its own."""
+        in this thread, if it already is; else on the thread that writes them, at once:
+        keep it short, e.g. ``loop.call_soon_threadsafe(...)``). What an event loop
+        waits on without a thread of its own."""
         with self._cond:
             target = self._submitted
             if self._done < target:
                 self._waiters.append((target, callback))
+                self._cond.notify_all()  # someone waits: no coalescing delay
                 return
         callback()
 
@@ -159,7 +204,7 @@ class Recorder:
             thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(CLOSE_WAIT)
-        self._drain()  # whatever the worker did not get to (or all of it, if it died)
+        self._drain(None)  # whatever the worker did not get to (or all of it, if it died)
         _live.discard(self)
         if self.written:
             _fsync_wal(self._store)
@@ -189,42 +234,83 @@ class Recorder:
                 with contextlib.suppress(Exception):
                     closer()  # so that the Engine's last connection checkpoints the WAL
 
+    def _due(self) -> float | None:
+        """Seconds until the worker should write what is queued; None: nothing queued
+        (called under the lock)."""
+        if not self._queue:
+            return None
+        if self._closed or self._hurry or self._waiters or len(self._queue) >= self._batch:
+            return 0.0
+        now = time.monotonic()
+        return max(0.0, min(self._last + self._delay, self._first + self._max_delay) - now)
+
     def _loop(self) -> None:
         while True:
             with self._cond:
-                while not self._queue and not self._closed:
-                    self._cond.wait()
-                if not self._queue:
-                    return  # closed and empty
+                while True:
+                    due = self._due()
+                    if due is None:
+                        if self._closed:
+                            return  # closed and empty
+                        self._cond.wait()
+                    elif due > 0.0:
+                        self._cond.wait(due)
+                    elif self._busy:  # a flushing thread is writing: let it finish
+                        self._cond.wait()
+                    else:
+                        break
                 batch = self._take()
                 self._busy = True
-            try:
-                self._write(batch)
-            finally:
-                with self._cond:
-                    self._busy = False
-                    self._done += len(batch)
-                    self._cond.notify_all()
-                    ready = self._wake()
-                self._notify(ready)
+                via = None if self._closed else self.via
+            if via is None:
+                self._write_taken(batch)
+                continue
+            ran = False
 
-    def _drain(self) -> None:
-        """Write what is queued in the calling thread (close, or no live worker)."""
+            def write(taken: list[Recall] = batch) -> None:
+                nonlocal ran
+                ran = True
+                self._write_taken(taken)
+
+            try:
+                via(write)
+            except BaseException:
+                if not ran:  # not handed over (the thread is shut down): written here
+                    self._write_taken(batch)
+                    continue
+                raise
+
+    def _write_taken(self, batch: list[Recall]) -> None:
+        """Write a batch taken under the lock (with ``_busy`` set), then account for it."""
+        try:
+            self._write(batch)
+        finally:
+            with self._cond:
+                self._busy = False
+                self._done += len(batch)
+                if self._queue:
+                    self._first = time.monotonic()  # what is left is due at MAX_DELAY
+                self._cond.notify_all()
+                ready = self._wake()
+            self._notify(ready)
+
+    def _drain(self, target: int | None) -> None:
+        """Write in the calling thread what is queued, up to the `target`-th search
+        (None: all of it): flush, close, or no live worker. One writer at a time: a batch
+        the worker holds is waited for."""
         while True:
             with self._cond:
+                if target is not None and self._done >= target:
+                    return
+                if self._busy:  # the worker (or another thread) is writing a batch
+                    if not self._cond.wait_for(lambda: not self._busy, CLOSE_WAIT):
+                        return
+                    continue
                 if not self._queue:
-                    if self._busy:  # the worker is writing its last batch: let it finish
-                        self._cond.wait_for(lambda: not self._busy, CLOSE_WAIT)
                     return
                 batch = self._take()
-            try:
-                self._write(batch)
-            finally:
-                with self._cond:
-                    self._done += len(batch)
-                    self._cond.notify_all()
-                    ready = self._wake()
-                self._notify(ready)
+                self._busy = True
+            self._write_taken(batch)
 
     def _write(self, batch: Sequence[Recall]) -> None:
         """One transaction for the batch; retried, then search by search."""
