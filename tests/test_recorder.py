@@ -207,29 +207,3 @@ def test_a_failed_batch_is_retried_then_written_search_by_search(
     finally:
         recorder.close()
         store.close()
-
-
-def written_on(engine: cortex.Engine) -> str:
-    """The name of the thread that wrote what is queued (the waiter runs there)."""
-    names: list[str] = []
-    done = threading.Event()
-    engine.when_recalls_written(lambda: (names.append(threading.current_thread().name), done.set()))
-    assert done.wait(timeout=60)
-    return names[0]
-
-
-def test_the_worker_writes_on_the_semantic_legs_thread(filled: Path, embedder: Any) -> None:
-    """The next hybrid search's semantic leg reads on that thread's connection: its own
-    commit leaves its cache warm. Without that thread (a keyword-only engine so far, or
-    one shut down) the worker writes on its own connection; nothing is lost either way."""
-    with cortex.open(filled, embedder=embedder) as e:
-        keyword = e.search("canary", mode="keyword", recorded_as="kw")
-        assert keyword and written_on(e) == "cortex-recorder"
-        hybrid = e.search("staging database snapshot", recorded_as="hy")
-        assert hybrid and written_on(e).startswith("cortex-semantic")
-        e._pipeline.close()  # the semantic thread is gone: the worker writes itself
-        after = e.search("release tag", mode="keyword", recorded_as="after")
-        assert after and written_on(e) == "cortex-recorder"
-        assert len(logged(filled, "kw")) == len(keyword)
-        assert len(logged(filled, "hy")) == len(hybrid)
-        assert len(logged(filled, "after")) == len(after)

@@ -179,17 +179,6 @@ class Pipeline:
         self._recorder = recorder  # None: each search writes its recall before returning
         self._executor: ThreadPoolExecutor | None = None
         self._executor_lock = threading.Lock()
-        if recorder is not None:
-            recorder.via = self._on_semantic_thread
-
-    def _on_semantic_thread(self, fn: Callable[[], None]) -> None:
-        """Run `fn` on the semantic leg's thread and wait (the recorder's writes: that
-        thread's own commits leave its connection's page cache warm for the next hybrid
-        search); RuntimeError when the thread is not running."""
-        executor = self._executor
-        if executor is None:
-            raise RuntimeError("no semantic-leg thread")
-        executor.submit(fn).result()
 
     def close(self) -> None:
         if self._executor is not None:

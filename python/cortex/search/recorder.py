@@ -107,10 +107,6 @@ class Recorder:
         self._thread: threading.Thread | None = None
         self._closed = False
         self._waiters: list[tuple[int, Callable[[], None]]] = []  # (target, callback)
-        #: Runs a write on another thread and waits for it (raises RuntimeError when it
-        #: cannot): the Pipeline's semantic-leg thread, so that the worker's commits
-        #: leave that thread's connection warm. None: the worker writes on its own.
-        self.via: Callable[[Callable[[], None]], None] | None = None
         self.written = 0
         self.batches = 0
         self.retries = 0
@@ -261,24 +257,7 @@ class Recorder:
                         break
                 batch = self._take()
                 self._busy = True
-                via = None if self._closed else self.via
-            if via is None:
-                self._write_taken(batch)
-                continue
-            ran = False
-
-            def write(taken: list[Recall] = batch) -> None:
-                nonlocal ran
-                ran = True
-                self._write_taken(taken)
-
-            try:
-                via(write)
-            except BaseException:
-                if not ran:  # not handed over (the thread is shut down): written here
-                    self._write_taken(batch)
-                    continue
-                raise
+            self._write_taken(batch)
 
     def _write_taken(self, batch: list[Recall]) -> None:
         """Write a batch taken under the lock (with ``_busy`` set), then account for it."""
