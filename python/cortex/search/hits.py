@@ -26,8 +26,7 @@ SciFact's train split (eval/README.md, benches/tune_fusion.py).
 from __future__ import annotations
 
 import math
-import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -143,34 +142,6 @@ class Leg:
     tier: str = "none"
     state: Any = None  # the retriever's own, for rescore (the query vector, the expression)
     approximate: dict[str, Any] | None = None  # how an approximate search ran (cortex.ann)
-    # raw measures of memories this leg did not return, computed ahead by its retriever
-    # while the search waited (the other leg's hits): its rescore reads them from here
-    known: dict[int, float | None] | None = None  # None: no measure of that memory
-
-
-class QueryVector:
-    """The query vector of one hybrid search, handed from the semantic leg's thread to
-    the caller's as soon as it is embedded (None when the embedding failed): the caller,
-    done with the keyword leg, scores the keyword hits' cosines meanwhile
-    (SemanticRetriever.cosines) instead of after both legs."""
-
-    __slots__ = ("_ready", "vector")
-
-    def __init__(self) -> None:
-        self._ready = threading.Event()
-        self.vector: Any = None
-
-    def set(self, vector: Any) -> None:
-        self.vector = vector
-        self._ready.set()
-
-    def wait(self, gone: Callable[[], bool] | None = None) -> Any:
-        """The vector once set; None at once when `gone()` says the leg ended without
-        setting it (it never ran, or failed before embedding)."""
-        while not self._ready.wait(None if gone is None else 0.01):
-            if gone is not None and gone() and not self._ready.is_set():
-                return None
-        return self.vector
 
 
 class Retriever(Protocol):

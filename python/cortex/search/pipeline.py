@@ -44,7 +44,6 @@ from cortex.search.hits import (
     SEMANTIC_SLOPE,
     KeywordRetriever,
     Leg,
-    QueryVector,
     Retriever,
     combine,
 )
@@ -542,14 +541,11 @@ class Pipeline:
                 spelt = near(gone, wall) if gone and near is not None else set()
                 unknown_rare.extend(w for w in gone if w not in spelt)
 
-        # Checked while the semantic leg still runs (it needs neither leg's hits); used
-        # only when both legs answered (a failed semantic leg leaves a keyword search).
+        # Checked once both legs answered (a failed semantic leg leaves a keyword search,
+        # which weighs no names).
         check = bool(p.named or p.rare) and p.mode is Mode.HYBRID
         check = check and min(UNKNOWN_NAME_FACTOR, UNKNOWN_NAME_BASE) < 1.0
-        kw, sem, mode = self._legs(p, opts, allowed, notices, meanwhile=names if check else None)
-        if mode is not Mode.HYBRID:
-            unknown.clear()
-            unknown_rare.clear()
+        kw, sem, mode = self._legs(p, opts, allowed, notices, after=names if check else None)
         missing = unknown + unknown_rare
         share: float | None = None
         if missing:
@@ -664,46 +660,19 @@ class Pipeline:
         opts: Options,
         allowed: Any,
         notices: list[str],
-        meanwhile: Callable[[Leg | None], None] | None = None,
+        after: Callable[[Leg | None], None] | None = None,
     ) -> tuple[Leg | None, Leg | None, Mode]:
         """Run the legs the plan asks for (the semantic one on the worker thread while this
-        thread runs the keyword one, then `meanwhile`). A constrained query runs the
-        keyword leg in every mode: it decides which memories the expression admits."""
+        thread runs the keyword one), then `after(keyword leg)` when both answered. A
+        constrained query runs the keyword leg in every mode: it decides which memories
+        the expression admits."""
         mode = p.mode
         run_kw = p.use_keyword or (p.constrained and p.use_semantic)
         pending: Future[Leg] | None = None
-        # The embedded backend's semantic leg hands its query vector over once embedded:
-        # this thread, done with the keyword leg, scores the keyword hits' cosines while
-        # that leg scans (what _fuse's rescore would do after both legs).
-        ahead = getattr(self._semantic, "known", None)
-        vector: QueryVector | None = None
-        early: dict[int, float | None] | None = None
         if p.use_semantic and run_kw:
-            if ahead is not None:
-                vector = QueryVector()
-                retrieve: Any = self._semantic.retrieve
-                pending = self._worker().submit(partial(retrieve, vector=vector), p, opts, allowed)
-            else:
-                pending = self._worker().submit(self._semantic.retrieve, p, opts, allowed)
+            pending = self._worker().submit(self._semantic.retrieve, p, opts, allowed)
         try:
             kw = self._keyword.retrieve(p, opts, allowed) if run_kw else None
-            if (
-                ahead is not None
-                and vector is not None
-                and kw is not None
-                and kw.hits
-                and mode is Mode.HYBRID
-            ):
-                # handed over as the leg starts its scan: this thread's Python (the
-                # cosines, then the names) runs while that one needs no GIL
-                query = vector.wait(pending.done if pending is not None else None)
-                if query is not None:
-                    try:
-                        early = ahead(query, [h.memory_id for h in kw.hits])
-                    except (IndexFormatError, StorageError):
-                        early = None  # the leg (or the rescore after it) says what went wrong
-            if meanwhile is not None:
-                meanwhile(kw)
         except BaseException:
             if pending is not None and not pending.cancel():
                 wait([pending])  # do not leave it running against a store being closed
@@ -718,14 +687,20 @@ class Pipeline:
                     if pending is not None
                     else self._semantic.retrieve(p, opts, allowed)
                 )
-                if early is not None:
-                    sem.known = early
             except (IndexFormatError, EmbeddingError) as exc:
                 if mode is Mode.SEMANTIC or kw is None:
                     raise
                 # hybrid: the keyword half still answers; say why the other half did not
                 notices.append(f"semantic search failed, keyword results only: {exc}")
                 mode = Mode.KEYWORD
+        # After both legs, not beside the semantic one: the leg's thread needs the GIL
+        # back after each native step (the model's run, the scan), and waits behind this
+        # thread's Python for up to the switch interval. Run beside the scan, the names
+        # check and the keyword hits' cosines made the scan 5.2 ms instead of 2.2 at 100k;
+        # after it, the first-time p50 was 0.875x (BENCHMARKS.md, "Session of
+        # 2026-11-26 evening").
+        if after is not None and mode is Mode.HYBRID:
+            after(kw)
         return kw, sem, mode
 
     def _fuse(

@@ -24,7 +24,6 @@ from cortex.options import Options, OrderBy
 from cortex.search.hits import (
     Hit,
     Leg,
-    QueryVector,
     keyword_scores,
     semantic_scores,
     shrunk_stats,
@@ -287,27 +286,15 @@ class SemanticRetriever:
                 self._known_stats.popitem(last=False)
         return stats
 
-    def retrieve(
-        self, plan: Plan, opts: Options, allowed: Any = None, vector: QueryVector | None = None
-    ) -> Leg:
-        """The leg's hits; `vector` is given the query vector as soon as it is embedded
-        (None if that fails), for the caller's `cosines` while this leg scans."""
-        query: np.ndarray | None = None
-        try:
-            # SQLite's position first (the index's check, `_wanted`), and the vector
-            # handed over once calibrated: between the model's run and the scan this
-            # thread's Python does not wait for the GIL behind the caller's, which
-            # scores the keyword hits (and checks the names) while this thread scans
-            index = self._semantic.index()
-            seen = self._semantic.state
-            live = self._live(index, seen)
-            query = self._query(plan.semantic_text)
-            if live == 0:
-                return Leg(state=(query, 0.0, 1.0, seen))
-            mean, sd = self._stats(index, query, live, projects_of(opts))
-        finally:
-            if vector is not None:
-                vector.set(query)
+    def retrieve(self, plan: Plan, opts: Options, allowed: Any = None) -> Leg:
+        # SQLite's position first (the index's check, `_wanted`), then the model's run
+        index = self._semantic.index()
+        seen = self._semantic.state
+        live = self._live(index, seen)
+        query = self._query(plan.semantic_text)
+        if live == 0:
+            return Leg(state=(query, 0.0, 1.0, seen))
+        mean, sd = self._stats(index, query, live, projects_of(opts))
         # The rows that reach the answer are checked against their embeddings in SQLite
         # (`verify`, called by the pipeline on the page: a damaged index is rebuilt once,
         # or refused read-only), so no wrong id or score reaches the answer.
@@ -385,30 +372,13 @@ class SemanticRetriever:
             if finite(s) and abs(s) <= 1.001
         }
 
-    def known(self, query: np.ndarray, ids: Sequence[int]) -> dict[int, float | None]:
-        """`cosines` of `ids` as Leg.known holds them: None for an id it has none of."""
-        found = self.cosines(query, ids)
-        return {i: found.get(i) for i in ids}
-
     def rescore(
         self, plan: Plan, opts: Options, leg: Leg, ids: Sequence[int]
     ) -> dict[int, tuple[float, float]]:
         if leg.state is None or not ids:
             return {}
         query, mean, sd, _ = leg.state  # checked with the leg's position (`verify`)
-        known = leg.known
-        if known is not None:  # scored ahead (`cosines` while the leg ran): the rest now
-            cos: dict[int, float] = {}
-            rest: list[int] = []
-            for i in ids:
-                if i not in known:
-                    rest.append(i)
-                elif (c := known[i]) is not None:
-                    cos[i] = c
-            if rest:
-                cos.update(self.cosines(query, rest))
-        else:
-            cos = self.cosines(query, ids)
+        cos = self.cosines(query, ids)
         found = list(cos.values())
         return dict(
             zip(cos, zip(semantic_scores(found, mean, sd), found, strict=True), strict=True)
