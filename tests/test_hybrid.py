@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import random
+import threading
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -302,3 +303,30 @@ def test_limit_is_a_prefix_of_a_larger_limit_over_random_queries(hy: cortex.Engi
 def engine(any_engine: cortex.Engine) -> cortex.Engine:
     """This module's behaviour on both backends (SQLite and PostgreSQL)."""
     return any_engine
+
+
+def test_a_failed_embedding_leaves_the_keyword_half_and_says_so(
+    hy: cortex.Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The model errors while embedding the query: the hybrid search answers with its
+    keyword half, says why, and does not wait on the failed leg."""
+    from cortex.errors import EmbeddingError
+
+    retriever = hy._pipeline._semantic  # either backend's: both embed in `_query`
+
+    def broken(text: str) -> None:
+        raise EmbeddingError("the model is gone")
+
+    monkeypatch.setattr(retriever, "_query", broken)
+    done = threading.Event()
+    out: list[cortex.Results] = []
+
+    def search() -> None:
+        out.append(hy.search("release pipeline", PLAIN))
+        done.set()
+
+    worker = threading.Thread(target=search, daemon=True)
+    worker.start()
+    assert done.wait(60), "the search did not come back after its semantic leg failed"
+    assert len(out[0]) > 0  # the keyword half answers
+    assert any("semantic search failed" in n for n in out[0].notices)
