@@ -336,16 +336,12 @@ def test_add_many_with_vectors_checks_and_stores_them(engine: cortex.Engine, emb
     assert abs(hits[0].explain["cosine"] - cosine) < 1e-4
 
 
-@pytest.mark.parametrize(("n", "width"), [(1, 1), (100, 1), (237, 1), (237, 3), (130, 17)])
-def test_insert_rows_writes_every_row_in_order(n: int, width: int) -> None:
-    # several rows a statement (the change log of a bulk write), whole statements and the
-    # rest one a statement: the table ends up as an executemany of one row each leaves it
-    from cortex.store import _insert_rows
-
-    conn = sqlite3.connect(":memory:")
-    cols = ", ".join(f"c{j}" for j in range(width))
-    conn.execute(f"CREATE TABLE t (seq INTEGER PRIMARY KEY AUTOINCREMENT, {cols})")
-    rows = [tuple(f"r{i}c{j}" if j % 2 else i * 10 + j for j in range(width)) for i in range(n)]
-    _insert_rows(conn, f"INSERT INTO t ({cols})", rows)
-    assert conn.execute(f"SELECT {cols} FROM t ORDER BY seq").fetchall() == rows
-    assert [s for (s,) in conn.execute("SELECT seq FROM t ORDER BY seq")] == list(range(1, n + 1))
+@pytest.mark.parametrize("n", [1, 237])
+def test_a_bulk_write_logs_every_memory_in_order(engine: cortex.Engine, n: int) -> None:
+    # the change log of a bulk write: one row a memory, in the order written
+    before = engine.store.query("SELECT COALESCE(MAX(seq), 0) FROM memory_changes")[0][0]
+    ids = engine.add_many({"content": f"note {i} about the deploy"} for i in range(n))
+    log = engine.store.query(
+        "SELECT memory_id FROM memory_changes WHERE seq > ? ORDER BY seq", (before,)
+    )
+    assert [m for (m,) in log] == ids
