@@ -48,26 +48,11 @@ def ranks(path: str | Path | None = None) -> Mapping[str, int] | None:
     return found
 
 
-#: The variables that choose the active model's folder (model_dir, paths.data_home).
-_CHOOSERS = ("CORTEX_MODEL_DIR", "CORTEX_HOME", "LOCALAPPDATA", "XDG_DATA_HOME", "HOME")
-_DEFAULT: tuple[tuple[str | None, ...], str] | None = None
-
-
 def _default_key() -> str:
-    """The active model's tokenizer.json (cortex.model_dir.resolve_model_dir), resolved
-    again only when the variables that choose it change."""
-    import os
-
-    global _DEFAULT
-    env = tuple(os.environ.get(name) for name in _CHOOSERS)
-    known = _DEFAULT
-    if known is not None and known[0] == env:
-        return known[1]
+    """The active model's tokenizer.json (cortex.model_dir.resolve_model_dir: ~11 us)."""
     from cortex.model_dir import TOKENIZER_FILE, resolve_model_dir
 
-    key = str(resolve_model_dir()[0] / TOKENIZER_FILE)
-    _DEFAULT = (env, key)
-    return key
+    return str(resolve_model_dir()[0] / TOKENIZER_FILE)
 
 
 def _read(path: Path) -> Mapping[str, int] | None:
