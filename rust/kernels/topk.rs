@@ -2084,4 +2084,160 @@ mod probe {
             }
         }
     }
+
+    /// The exact f16 scan's kernel shapes (rows an iteration, rows prefetched
+    /// ahead), each as the whole one-thread scan `exact` runs (blocks of BLOCK,
+    /// top-k offers), interleaved with the f16 rows' read floors on the mmap'd
+    /// file, wall and thread CPU. `PROBE_FILE`, `PROBE_ROWS` as [`probe_screen_file`].
+    #[test]
+    #[ignore]
+    #[cfg(target_arch = "x86_64")]
+    fn probe_f16_scan() {
+        use crate::kernels::simd::x86::scores_rows;
+        use crate::kernels::simd::F16;
+        use std::hint::black_box;
+        let path = std::env::var("PROBE_FILE").expect("PROBE_FILE");
+        let n: usize = std::env::var("PROBE_ROWS").unwrap().parse().unwrap();
+        let rounds: usize = std::env::var("PROBE_ROUNDS").map_or(30, |v| v.parse().unwrap());
+        let dim = 384;
+        let file = std::fs::File::open(&path).unwrap();
+        // SAFETY: a bench file nobody writes while the probe runs.
+        let map = unsafe { memmap2::Mmap::map(&file) }.unwrap();
+        let data = &map[4096..4096 + n * dim * 2];
+        // SAFETY: page-aligned + 4096; F16 is a u16.
+        let rows: &[F16] =
+            unsafe { std::slice::from_raw_parts(data.as_ptr() as *const F16, n * dim) };
+        assert_eq!(Isa::best(), Isa::Avx2);
+        let isa = Isa::Avx2;
+        let nq = 40;
+        let qs = super::tests::unit_rows(nq, dim, 7);
+        let query = |r: usize| &qs[(r % nq) * dim..(r % nq + 1) * dim];
+        type K<'a> = &'a dyn Fn(&[f32], &[F16], &mut [f32]);
+        // SAFETY (all): AVX2+FMA+F16C detected (Isa::Avx2); shapes as `exact`'s.
+        let all: Vec<(&str, K)> = vec![
+            ("4 rows, 8 ahead (main)", &|q, r, o| unsafe {
+                scores_rows::<F16, 4, 8>(q, r, o)
+            }),
+            ("4 rows, none", &|q, r, o| unsafe {
+                scores_rows::<F16, 4, 0>(q, r, o)
+            }),
+            ("4 rows, 16 ahead", &|q, r, o| unsafe {
+                scores_rows::<F16, 4, 16>(q, r, o)
+            }),
+            ("8 rows, 8 ahead", &|q, r, o| unsafe {
+                scores_rows::<F16, 8, 8>(q, r, o)
+            }),
+            ("8 rows, 16 ahead", &|q, r, o| unsafe {
+                scores_rows::<F16, 8, 16>(q, r, o)
+            }),
+            ("8 rows, none", &|q, r, o| unsafe {
+                scores_rows::<F16, 8, 0>(q, r, o)
+            }),
+            ("4 rows, 4 ahead", &|q, r, o| unsafe {
+                scores_rows::<F16, 4, 4>(q, r, o)
+            }),
+            ("8 rows, 24 ahead", &|q, r, o| unsafe {
+                scores_rows::<F16, 8, 24>(q, r, o)
+            }),
+            ("4 rows, 12 ahead", &|q, r, o| unsafe {
+                scores_rows::<F16, 4, 12>(q, r, o)
+            }),
+            ("4 rows, 24 ahead", &|q, r, o| unsafe {
+                scores_rows::<F16, 4, 24>(q, r, o)
+            }),
+            ("4 rows, 32 ahead", &|q, r, o| unsafe {
+                scores_rows::<F16, 4, 32>(q, r, o)
+            }),
+        ];
+        let pick: Vec<usize> = std::env::var("PROBE_VARIANTS")
+            .map_or((0..all.len()).collect(), |v| {
+                v.split(',').map(|x| x.parse().unwrap()).collect()
+            });
+        let scan = |kern: K, q: &[f32], k: usize| -> Vec<Hit> {
+            let mut top = TopK::new(k);
+            let mut buf = vec![0.0f32; BLOCK];
+            let mut start = 0;
+            while start < n {
+                let end = (start + BLOCK).min(n);
+                let out = &mut buf[..end - start];
+                kern(q, &rows[start * dim..end * dim], out);
+                for (i, s) in out.iter().enumerate() {
+                    top.offer(
+                        Hit {
+                            score: *s,
+                            row: (start + i) as u32,
+                        },
+                        &|_| true,
+                    );
+                }
+                start = end;
+            }
+            top.into_sorted()
+        };
+        for r in 0..3 {
+            let want = exact(isa, rows, query(r), dim, 10, &|_| true, 1);
+            for &i in &pick {
+                assert!(scan(all[i].1, query(r), 10) == want[0], "{}", all[i].0);
+            }
+        }
+        let mut cases: Vec<Case> = vec![
+            (
+                "floor f16, no prefetch",
+                Box::new(|_| {
+                    black_box(simd::read_floor(isa, data, false));
+                }),
+            ),
+            (
+                "floor f16, prefetch",
+                Box::new(|_| {
+                    black_box(simd::read_floor(isa, data, true));
+                }),
+            ),
+        ];
+        for &i in &pick {
+            let kern = all[i].1;
+            cases.push((
+                all[i].0,
+                Box::new(move |r| {
+                    black_box(scan(kern, query(r), 10));
+                }),
+            ));
+        }
+        let cpu = || {
+            let mut ts = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            // SAFETY: a valid timespec to fill.
+            unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+            ts.tv_sec as f64 * 1e3 + ts.tv_nsec as f64 * 1e-6
+        };
+        let (mut wall, mut cput) = (vec![Vec::new(); cases.len()], vec![Vec::new(); cases.len()]);
+        for round in 0..rounds {
+            for (i, (_, f)) in cases.iter().enumerate() {
+                let (t0, c0) = (Instant::now(), cpu());
+                f(round);
+                if round >= 2 {
+                    wall[i].push(t0.elapsed().as_secs_f64() * 1e3);
+                    cput[i].push(cpu() - c0);
+                }
+            }
+        }
+        let med = |v: &mut Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        let w: Vec<f64> = wall.iter_mut().map(med).collect();
+        let c: Vec<f64> = cput.iter_mut().map(med).collect();
+        let (fw, fc) = (w[0].min(w[1]), if w[0] <= w[1] { c[0] } else { c[1] });
+        for (i, (name, _)) in cases.iter().enumerate() {
+            eprintln!(
+                "{name:<28} {:8.2} ms {:.3}x floor  cpu {:8.2} ms {:.3}x",
+                w[i],
+                w[i] / fw,
+                c[i],
+                c[i] / fc
+            );
+        }
+    }
 }
