@@ -484,25 +484,18 @@ pub(crate) mod x86 {
     }
 
     /// Four rows at a time against one query: four independent FMA chains
-    /// hide the FMA latency and one horizontal reduction serves four rows.
-    /// f16 rows are prefetched 16 rows ahead (12 KiB at 384 dimensions), f32
-    /// rows 8: on the mmap'd 1M-row f16 file (BENCHMARKS.md, "The int8 screen
-    /// on AVX2"), the scan took 1.10-1.13x its read floor 16 rows ahead
-    /// against 1.23-1.30x 8 ahead (12: 1.20, 24: 1.17-1.21, 32: 1.22-1.26;
-    /// eight rows an iteration 1.30-1.46).
+    /// hide the FMA latency and one horizontal reduction serves four rows; the
+    /// rows 8 on prefetched. Measured against 16 ahead on the 1M-row f16 file
+    /// (BENCHMARKS.md, "The int8 screen on AVX2"): 1.10-1.13x the read floor
+    /// in-process against 1.23-1.30x, but through the Python API both
+    /// 1.12-1.16x in alternated processes, so unchanged.
     ///
     /// # Safety
     /// AVX2+FMA; `rows.len() == out.len() * q.len()`.
     #[target_feature(enable = "avx2,fma,f16c")]
     pub unsafe fn scores<E: Elem>(q: &[f32], rows: &[E], out: &mut [f32]) {
         // SAFETY: the caller's guarantees.
-        unsafe {
-            if E::HALF {
-                scores_rows::<E, 4, 16>(q, rows, out)
-            } else {
-                scores_rows::<E, 4, 8>(q, rows, out)
-            }
-        }
+        unsafe { scores_rows::<E, 4, 8>(q, rows, out) }
     }
 
     /// [`scores`] with `R` rows an iteration (a multiple of 4: `R` FMA chains,

@@ -1905,6 +1905,12 @@ mod probe {
         let g2r8: Kern = &|qq, c, o, h| unsafe { scores_avx2g::<8, 16, T0, 2>(qq, c, o, Some(h)) };
         let g3r8a8: Kern = &|qq, c, o, h| unsafe { scores_avx2g::<8, 8, T0, 3>(qq, c, o, Some(h)) };
         let g2r8a8: Kern = &|qq, c, o, h| unsafe { scores_avx2g::<8, 8, T0, 2>(qq, c, o, Some(h)) };
+        let vn8: Kern = &|qq, c, o, h| unsafe {
+            crate::kernels::quant::x86::scores_vnni::<8, 8, T0>(qq, c, o, Some(h))
+        };
+        let vn24: Kern = &|qq, c, o, h| unsafe {
+            crate::kernels::quant::x86::scores_vnni::<8, 24, T0>(qq, c, o, Some(h))
+        };
         let vn: Kern = &|qq, c, o, h| unsafe {
             crate::kernels::quant::x86::scores_vnni::<8, 16, T0>(qq, c, o, Some(h))
         };
@@ -1956,6 +1962,10 @@ mod probe {
                 QuantQuery::widest(q, 2)
             }),
             ("1 chunk, 127, R8 A8 (again)", g1r8a8, &|q| {
+                QuantQuery::with_levels(q, 127)
+            }),
+            ("vnni 127 R8 A8", vn8, &|q| QuantQuery::with_levels(q, 127)),
+            ("vnni 127 R8 A24", vn24, &|q| {
                 QuantQuery::with_levels(q, 127)
             }),
         ];
