@@ -1173,7 +1173,15 @@ mod tests {
 
     #[test]
     fn bounded_scores_are_the_scores_and_the_scalar_half_widths() {
-        for (dim, n) in [(384usize, 13usize), (384, 8), (33, 7), (5, 3), (390, 1)] {
+        for (dim, n) in [
+            (384usize, 13usize),
+            (384, 8),
+            (33, 7),
+            (5, 3),
+            (390, 1),
+            (20, 9),
+            (52, 8),
+        ] {
             let rows: Vec<Vec<f32>> = (0..n).map(|i| unit(dim, 40 + i as u64)).collect();
             let mut recs = records(&rows);
             // A damaged record: its half-width is NaN, never a finite number.
@@ -1278,6 +1286,7 @@ mod tests {
             (390, 1),
             (96, 64),
             (384, 45),
+            (20, 17),
         ] {
             let rows: Vec<Vec<f32>> = (0..n).map(|i| unit(dim, 90 + i as u64)).collect();
             let recs = records(&rows);
