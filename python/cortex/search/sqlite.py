@@ -150,10 +150,12 @@ class KeywordRetriever:
 
     def near(self, words: Sequence[str], opts: Options) -> set[str]:
         """The `words` (held by no memory under `opts`'s filters) that a memory there holds
-        a near spelling of: misspellings (cortex.suggest.corrections)."""
+        a near spelling of: misspellings (cortex.suggest.corrections; `words` are known
+        absent, as `absent` found them: not looked up again)."""
         from cortex import suggest
 
-        return set(suggest.corrections(self._store, words, opts, native=self._native))
+        seen = dict.fromkeys(words, False)
+        return set(suggest.corrections(self._store, words, opts, seen=seen, native=self._native))
 
     def rescore(
         self, plan: Plan, opts: Options, leg: Leg, ids: Sequence[int]
