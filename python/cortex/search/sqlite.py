@@ -97,18 +97,10 @@ class KeywordRetriever:
         found = self._native.hits(terms, plan.pool, opts, allowed)
         if found is None:
             return None
-        projects = projects_of(opts)
-        scope = (
-            keyword.Scope(self._store, projects)
-            if projects is not None and keyword.Scope.supported(self._store)
-            else None
+        scope = keyword.Scope.of(self._store, opts)
+        result = keyword.tier_result(
+            [], found.expression, terms, found.bound, found.held, scope=scope
         )
-        any_term = " OR ".join(keyword.quote(t) for t in terms)  # _latin's rescoring
-        result = keyword.KeywordResult(
-            [], "fts", found.expression, found.expression, [], terms, bound=found.bound,
-            rescore_table="memories_fts", rescore_expression=any_term, held=found.held,
-            scope=scope,
-        )  # fmt: skip
         hits = [
             Hit(i, score, raw, info)
             for i, score, raw, info in zip(
