@@ -49,7 +49,6 @@ from cortex.search.hits import (
 )
 from cortex.search.plan import DROPPED, Plan, clean, plan, pool_for
 from cortex.search.recorder import Recall, Recorder
-from cortex.store import has_cjk
 
 __all__ = ["SUPERSEDED_FACTOR", "Pipeline"]
 
@@ -571,7 +570,7 @@ class Pipeline:
                 unknown_rare.extend(w for w in gone if w not in spelt)
             if p.cjk and CJK_UNKNOWN_WORDS and kw is not None:
                 # the CJK words written apart (CJK_UNKNOWN_WORDS), as the keyword leg has them
-                words = {w for w in re.findall(r"\w+", p.text) if has_cjk(w)}
+                words = {w for w in re.findall(r"\w+", p.text) if keyword.has_cjk(w)}
                 runs = [t for t in kw.terms if t in words and not held(t)] if len(words) > 1 else []
                 if runs:
                     if walled is None and allowed is not None:
