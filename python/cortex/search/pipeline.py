@@ -97,8 +97,12 @@ UNKNOWN_SHARE_POWER = 0.5
 #: question without them), the search does not answer (Pipeline._ignored). Chosen on the
 #: tune halves and SciFact train (a claim's best abstract holds its other words by
 #: keyword, 0.45-0.76, where the tune split's unanswerable questions' best notes hold
-#: 0.24-0.29): BENCHMARKS.md, "Ranking: rare words as names".
-RARE_IGNORED_SHARE = 0.25
+#: 0.24-0.29): BENCHMARKS.md, "Ranking: rare words as names". The share, 0.25 then, is
+#: 0.19 since the tune split grew: the midpoint between "how do we throttle the ledger
+#: dunning emails per customer?" (0.247, answered at 0.25) and the nearest answerable
+#: query the rest of the test would empty ("handset power ran down fast…", 0.126); SciFact
+#: train unchanged: BENCHMARKS.md, "Ranking: a larger agent set, abstention chosen again".
+RARE_IGNORED_SHARE = 0.19
 RARE_IGNORED_KEYWORD = 0.4
 
 #: A name no memory holds (a capital or a digit: Bazel, Twilio) has no rare-word test of its
