@@ -1888,7 +1888,27 @@ mod probe {
         let q8 = &qmap[64..64 + n * stride];
         let isa = Isa::Avx2;
         let nq = 40;
-        let qs = super::tests::unit_rows(nq, dim, 7);
+        // Uniform unit queries (the probe's rows), or with PROBE_GAUSS=1 normal
+        // ones (Box-Muller), as the Python bench and real embeddings are shaped.
+        let qs = if std::env::var("PROBE_GAUSS").is_ok() {
+            let mut s = 12345u64;
+            let mut u = || {
+                s = s
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                ((s >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+            };
+            let mut v: Vec<f32> = (0..nq * dim)
+                .map(|_| ((-2.0 * u().ln()).sqrt() * (std::f64::consts::TAU * u()).cos()) as f32)
+                .collect();
+            for q in v.chunks_exact_mut(dim) {
+                let n = q.iter().map(|x| x * x).sum::<f32>().sqrt();
+                q.iter_mut().for_each(|x| *x /= n);
+            }
+            v
+        } else {
+            super::tests::unit_rows(nq, dim, 7)
+        };
         let query = |r: usize| &qs[(r % nq) * dim..(r % nq + 1) * dim];
         // SAFETY (all kernels): AVX2 is present (Isa::Avx2 only runs where
         // detected: checked below); shapes are the screen's.
