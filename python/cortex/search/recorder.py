@@ -45,7 +45,7 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,6 +107,10 @@ class Recorder:
         self._thread: threading.Thread | None = None
         self._closed = False
         self._waiters: list[tuple[int, Callable[[], None]]] = []  # (target, callback)
+        # threads inside `deferred` (thread id -> depth): their submits wake the worker
+        # when they leave it
+        self._deferring: dict[int, int] = {}
+        self._owed = False  # a deferred submit has not woken the worker yet
         self.written = 0
         self.batches = 0
         self.retries = 0
@@ -126,14 +130,42 @@ class Recorder:
                 self._last = now
                 self._queue.append(entry)
                 self._submitted += 1
-                if self._thread is None or not self._thread.is_alive():  # (or a fork's)
-                    self._thread = threading.Thread(
-                        target=self._run, name="cortex-recorder", daemon=True
-                    )
-                    self._thread.start()
-                self._cond.notify_all()
+                if self._deferring.get(threading.get_ident()):
+                    self._owed = True  # woken when the caller leaves `deferred`
+                else:
+                    self._start_and_wake()
                 return
         self._write([entry])  # closed (a search racing close()): written here and now
+
+    def _start_and_wake(self) -> None:
+        """Start the worker if it is not running, and wake it (under the lock)."""
+        self._owed = False
+        if self._thread is None or not self._thread.is_alive():  # (or a fork's)
+            self._thread = threading.Thread(target=self._run, name="cortex-recorder", daemon=True)
+            self._thread.start()
+        self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def deferred(self) -> Iterator[None]:
+        """Within, this thread's submits queue their searches without waking the worker;
+        it is woken (and started) when the thread leaves, once. A search that records
+        is submitted before its suggestions are made: woken then, the worker took the
+        GIL back and forth with the search's last steps (its wake-up is Python: the
+        condition's wait, `_due`); the write itself waits DELAY after the submit in
+        any case. What the thread queued is never left unwoken: leaving wakes it, an
+        exception included."""
+        me = threading.get_ident()
+        with self._cond:
+            self._deferring[me] = self._deferring.get(me, 0) + 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                depth = self._deferring.pop(me) - 1
+                if depth:
+                    self._deferring[me] = depth
+                elif self._owed and self._queue:
+                    self._start_and_wake()
 
     def pending(self) -> int:
         """Searches queued and not written yet."""
