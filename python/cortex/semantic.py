@@ -1205,7 +1205,8 @@ class Semantic:
             index = self.index()
             seen = self._index_state
         ids, scores = index.search(query, k, allowed=allowed)
-        if len(np.unique(ids)) != len(ids):  # damage: verified_search repairs or refuses
+        # (a set of a few hundred ids: np.unique's Python layers cost more in a search)
+        if len(set(ids.tolist())) != len(ids):  # damage: verified_search repairs or refuses
             ids, scores = self.verified_search(query, k, allowed=allowed)
             seen = self._index_state
         return ids, scores, seen

@@ -592,7 +592,9 @@ class VectorIndex:
         q = _check_f32(query, "query", 1, self.dim)
         allowed_ids = None if allowed is None else _as_ids(allowed, "allowed")
         if backend == "native":
-            _normalised(q, "query")  # same checks and messages as the other backends
+            # the extension checks the query as _normalised does (a NaN or infinite
+            # value, zero length: InvalidOptionError) and scales it the same way; not
+            # checked here first (~9 numpy calls, 0.09 ms of a search's cold tail)
             ids, scores = self._index.search(
                 q,
                 k,
@@ -617,8 +619,7 @@ class VectorIndex:
         moments = getattr(self._index, "moments", None)
         if moments is None:
             return None
-        q = _check_f32(query, "query", 1, self.dim)
-        _normalised(q, "query")
+        q = _check_f32(query, "query", 1, self.dim)  # checked and scaled natively (search)
         found: tuple[int, float, float] | None = moments(q, _as_ids(allowed, "allowed"))
         return found
 
