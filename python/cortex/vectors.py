@@ -511,6 +511,18 @@ class VectorIndex:
             return np.zeros((0, self.dim), dtype=_ROW_DTYPE)
         return np.asarray(self._file().matrix()[at], dtype=_ROW_DTYPE)
 
+    def check_rows(self, query: np.ndarray, rows: Any) -> tuple[np.ndarray, np.ndarray] | None:
+        """(checksum, exact score) of each stored row of `rows` against `query`, as
+        `cortex.semantic.row_checksums` and a float64 product of the stored row with the
+        query over its length give them, in one native call; None without the
+        extension's method (the caller computes them from `stored`)."""
+        check = getattr(self._index, "check_rows", None)
+        if check is None:
+            return None
+        q = _check_f32(query, "query", 1, self.dim)
+        found: tuple[np.ndarray, np.ndarray] = check(q, np.asarray(rows, dtype=np.int64))
+        return found
+
     # ------------------------------------------------------------ writing
 
     def append(self, ids: Any, vectors: np.ndarray) -> None:
