@@ -9,9 +9,11 @@ use pyo3::prelude::*;
 use crate::errors::{Error, Result};
 use crate::kernels::ann::{self, Ivf, Params};
 use crate::kernels::simd::Isa;
-use crate::kernels::topk::{self, Keep};
-use crate::kernels::vecfile::{VecFile, Q8_MIN_ROWS};
-use crate::py_index::{check_k, check_threads, f32_array, i64_array, normalise_rows, NativeIndex};
+use crate::kernels::topk::Keep;
+use crate::kernels::vecfile::VecFile;
+use crate::py_index::{
+    check_k, check_threads, f32_array, i64_array, normalise_rows, top_rows, NativeIndex,
+};
 
 fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
@@ -173,25 +175,9 @@ impl AnnIndex {
                         let probes = &ranked[..nprobe.min(ranked.len())];
                         let budget = self.ivf.probed_rows(probes) + (count - self.ivf.rows);
                         if subset.len() <= budget {
-                            let screen = vf.q8_rows() >= Q8_MIN_ROWS;
-                            let hits = if screen {
-                                topk::screened(
-                                    isa,
-                                    vf.rows(),
-                                    vf.q8(),
-                                    &q,
-                                    dim,
-                                    k,
-                                    Some(&subset),
-                                    Keep::Bound,
-                                    &live,
-                                    1,
-                                )
+                            let hits = top_rows(vf, &q, k, Some(&subset), None, Keep::Bound, 1)
                                 .pop()
-                                .unwrap_or_default()
-                            } else {
-                                topk::exact_subset(isa, vf.rows(), &q, k, &subset, &live, 1)
-                            };
+                                .unwrap_or_default();
                             (hits, subset.len(), true)
                         } else {
                             let mut bits = vec![0u64; count.div_ceil(64)];

@@ -287,39 +287,17 @@ impl NativeIndex {
         py.detach(|| {
             normalise_rows(&mut qs, dim, name)?;
             self.read(|vf| {
-                let isa = Isa::detect();
-                let live = |r: u32| vf.is_live(r);
                 let subset = allowed.map(|a| vf.rows_for_ids(a));
-                // A subset no larger than k keeps every row it holds: the screen can
-                // rule nothing out, so `None` scores the rows directly (the same hits:
-                // the screen's answer is the plain scan's). The calibration sample and
-                // the rescoring of the other leg's ids ask for exactly this.
-                let whole = subset.as_ref().is_some_and(|s| s.len() <= how.k);
-                let screen = how
-                    .quantized
-                    .unwrap_or(!whole && vf.q8_rows() >= QUANT_MIN_ROWS);
-                let (k, threads) = (how.k, how.threads);
-                let res = if screen {
-                    let keep = how.candidates.map_or(Keep::Bound, Keep::Candidates);
-                    topk::screened(
-                        isa,
-                        vf.rows(),
-                        vf.q8(),
-                        &qs,
-                        dim,
-                        k,
-                        subset.as_deref(),
-                        keep,
-                        &live,
-                        threads,
-                    )
-                } else if let Some(rows) = &subset {
-                    qs.chunks_exact(dim)
-                        .map(|q| topk::exact_subset(isa, vf.rows(), q, k, rows, &live, threads))
-                        .collect()
-                } else {
-                    topk::exact(isa, vf.rows(), &qs, dim, k, &live, threads)
-                };
+                let keep = how.candidates.map_or(Keep::Bound, Keep::Candidates);
+                let res = top_rows(
+                    vf,
+                    &qs,
+                    how.k,
+                    subset.as_deref(),
+                    how.quantized,
+                    keep,
+                    how.threads,
+                );
                 let width = res.iter().map(Vec::len).max().unwrap_or(0);
                 let mut ids = vec![-1i64; m * width];
                 let mut scores = vec![f32::NAN; m * width];
@@ -332,6 +310,48 @@ impl NativeIndex {
                 Ok((ids, scores, width))
             })
         })
+    }
+}
+
+/// The `k` best live rows of `vf` for each query of `qs` (normalised rows of
+/// `vf.dim()`), best first, ties to the lower row; `subset`: only these rows.
+/// `quantized`: True the int8 screen, False the plain scan, None the screen when
+/// the int8 copy covers QUANT_MIN_ROWS rows and more than `k` rows are searched (a
+/// subset no larger than k keeps every row it holds: the screen could rule nothing
+/// out; the calibration sample and the rescoring of the other leg's ids ask for
+/// exactly this). Every choice gives the same hits: the screen's are the plain
+/// scan's. `keep`: what the screen rescores (topk::Keep).
+pub(crate) fn top_rows(
+    vf: &VecFile,
+    qs: &[f32],
+    k: usize,
+    subset: Option<&[u32]>,
+    quantized: Option<bool>,
+    keep: Keep,
+    threads: usize,
+) -> Vec<Vec<topk::Hit>> {
+    let (isa, dim) = (Isa::detect(), vf.dim());
+    let live = |r: u32| vf.is_live(r);
+    let whole = subset.is_some_and(|s| s.len() <= k);
+    if quantized.unwrap_or(!whole && vf.q8_rows() >= QUANT_MIN_ROWS) {
+        topk::screened(
+            isa,
+            vf.rows(),
+            vf.q8(),
+            qs,
+            dim,
+            k,
+            subset,
+            keep,
+            &live,
+            threads,
+        )
+    } else if let Some(rows) = subset {
+        qs.chunks_exact(dim)
+            .map(|q| topk::exact_subset(isa, vf.rows(), q, k, rows, &live, threads))
+            .collect()
+    } else {
+        topk::exact(isa, vf.rows(), qs, dim, k, &live, threads)
     }
 }
 

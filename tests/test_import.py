@@ -243,3 +243,30 @@ def test_a_folder_is_embedded_in_one_length_sorted_call(tmp_path: Path, embedder
         sources = engine.store.query("SELECT DISTINCT source_path FROM memories")
         assert str((folder / "c.jsonl").resolve()) not in {r[0] for r in sources}  # skipped whole
         assert engine.search("gamma", mode="keyword")[0].memory.content == "gamma ray"
+
+
+def test_sync_plan_keeps_moves_rewrites_and_retires_memories() -> None:
+    from cortex.store import SYNC_COLUMNS, MemoryInput, plan_sync
+
+    assert SYNC_COLUMNS.startswith("id, chunk_index, content_hash")
+    old = [MemoryInput(t, source_path="n.md", chunk_index=i) for i, t in enumerate("abcd")]
+    # (id, chunk_index, hash, sector, tier, scope, category, salience, confidence,
+    # created_at, metadata) as the store reads them
+    rows = [
+        (10 + i, i, m.content_hash, m.sector, m.tier, m.scope, m.category,
+         float(m.salience), float(m.confidence), None, m.metadata_json())
+        for i, m in enumerate(old)
+    ]  # fmt: skip
+    # "a" stays, "x" is inserted before "c" (which moves), "b" is edited, "d" is gone:
+    now = [MemoryInput(t, source_path="n.md") for t in ("a", "b2", "x", "c")]
+    plan = plan_sync(rows, now)
+    assert [(i, c.content, moved) for i, c, moved in plan.kept] == [(10, "a", None), (12, "c", 3)]
+    # the edited "b2" takes the memory at its position; "x" has none left (12 kept "c")
+    assert [(i, p, c.content) for i, p, c in plan.rewritten] == [(11, 1, "b2")]
+    assert [(c.content, c.chunk_index) for c in plan.fresh] == [("x", 2)]
+    assert plan.stale == [13]
+    counts = plan.counts()
+    assert (counts.added, counts.updated, counts.unchanged, counts.removed) == (1, 1, 2, 1)
+    # a changed field is a change, not the same chunk
+    salty = [MemoryInput("a", source_path="n.md", salience=0.9)]
+    assert plan_sync(rows[:1], salty).rewritten == [(10, 0, salty[0])]

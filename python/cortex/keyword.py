@@ -279,8 +279,7 @@ def holds(
         return False
     if has_cjk(text):
         return bool(search(store, text, opts, 1, native=native, allowed=allowed).hits)
-    projects = projects_of(opts)
-    scope = Scope(store, projects) if projects is not None and Scope.supported(store) else None
+    scope = Scope.of(store, opts)
     try:
         found = _latin(store, text, opts, 1, "memories_fts", native, allowed, scope, probe=True)
     except sqlite3.Error:
@@ -330,8 +329,7 @@ def search(
     if not text:
         return KeywordResult(notices=["the query is empty"])
     started = time.perf_counter()
-    projects = projects_of(opts)
-    scope = Scope(store, projects) if projects is not None and Scope.supported(store) else None
+    scope = Scope.of(store, opts)
     try:
         if has_cjk(text):
             result = _cjk(store, text, opts, pool, scope)
@@ -454,6 +452,13 @@ class Scope:
         # (table, phrase) -> {memory id: frequency}; (table, memory id) -> token count
         self._phrases: dict[tuple[str, str], dict[int, int]] = {}
         self._lengths: dict[tuple[str, int], int] = {}
+
+    @classmethod
+    def of(cls, store: Store, opts: Options) -> Scope | None:
+        """The statistics a search under `opts` scores with: its projects' (None: every
+        project's, or a file without per-project totals: the table's, FTS5's bm25())."""
+        projects = projects_of(opts)
+        return cls(store, projects) if projects is not None and cls.supported(store) else None
 
     @staticmethod
     def supported(store: Store) -> bool:
@@ -744,10 +749,7 @@ def _latin(
                 else None
             )
             held = known if known is not None else []
-        return KeywordResult(
-            hits, "fts", tier_expr, tier_expr, notices, terms, bound=bound,
-            rescore_table=words, rescore_expression=any_term, held=held,
-        )  # fmt: skip
+        return tier_result(hits, tier_expr, terms, bound, held, notices, table=words)
     prefix_expr = " OR ".join(q + "*" for q in quoted)
     hits = _fts(store, EXACT, prefix_expr, opts, pool, scope=scope, probe=probe)
     probed = [q + "*" for q in quoted]
@@ -755,6 +757,26 @@ def _latin(
     return KeywordResult(
         hits, "prefix" if hits else "none", prefix_expr, prefix_expr, notices, terms,
         bound=bound, rescore_table=EXACT, rescore_expression=prefix_expr,
+    )  # fmt: skip
+
+
+def tier_result(
+    hits: list[Hit],
+    expression: str,
+    terms: list[str],
+    bound: float,
+    held: list[str],
+    notices: Sequence[str] = (),
+    *,
+    table: str = "memories_fts",
+    scope: Scope | None = None,
+) -> KeywordResult:
+    """The answer of a plain-text tier: `expression` (the AND or the OR of `terms`) ran
+    on `table`; other memories are scored against the OR of the terms there."""
+    return KeywordResult(
+        hits, "fts", expression, expression, list(notices), terms, bound=bound,
+        rescore_table=table, rescore_expression=" OR ".join(quote(t) for t in terms),
+        held=held, scope=scope,
     )  # fmt: skip
 
 

@@ -944,6 +944,69 @@ class SyncCounts:
         return self
 
 
+@dataclass(slots=True)
+class SyncPlan:
+    """How a store makes the live memories of one source equal its chunks (plan_sync):
+    what each backend then writes, in this order."""
+
+    #: (memory, chunk, new position or None): unchanged chunks keep their memory (its id,
+    #: counts and vector); a chunk that moved within the source only changes its position
+    kept: list[tuple[int, MemoryInput, int | None]] = field(default_factory=list)
+    #: (memory, position, chunk): a changed chunk updates the memory at its position
+    rewritten: list[tuple[int, int, MemoryInput]] = field(default_factory=list)
+    #: new memories, each chunk at its position (chunk_index)
+    fresh: list[MemoryInput] = field(default_factory=list)
+    #: memories of chunks gone from the source: soft-deleted
+    stale: list[int] = field(default_factory=list)
+
+    def counts(self) -> SyncCounts:
+        return SyncCounts(len(self.fresh), len(self.rewritten), len(self.kept), len(self.stale))
+
+
+SYNC_COLUMNS = (
+    "id, chunk_index, content_hash, sector, tier, scope, category, salience, confidence,"
+    " created_at, metadata"
+)
+
+
+def plan_sync(rows: Sequence[Sequence[Any]], chunks: Sequence[MemoryInput]) -> SyncPlan:
+    """The plan of a source's sync: `rows` are its live memories (SYNC_COLUMNS, by
+    chunk_index then id), `chunks` what the source holds now, in order. A chunk whose
+    content and fields a memory holds unchanged keeps that memory (the one already at its
+    position first); any other chunk updates the memory at its position when one is left,
+    else is new; the memories left over are stale."""
+    out = SyncPlan()
+    by_hash: dict[str, list[Sequence[Any]]] = {}
+    by_index: dict[int, int] = {}
+    for row in rows:
+        by_hash.setdefault(row[2], []).append(row)
+        by_index.setdefault(row[1], row[0])
+    index_of = {row[0]: row[1] for row in rows}
+    used: set[int] = set()
+    pending: list[tuple[int, MemoryInput]] = []
+    for position, chunk in enumerate(chunks):
+        same = [
+            row[0]
+            for row in by_hash.get(chunk.content_hash, [])
+            if row[0] not in used and _unchanged(chunk, row)
+        ]
+        if same:
+            pick = next((i for i in same if index_of[i] == position), same[0])
+            used.add(pick)
+            out.kept.append((pick, chunk, position if index_of[pick] != position else None))
+        else:
+            pending.append((position, chunk))
+    for position, chunk in pending:
+        target = by_index.get(position)
+        if target is not None and target not in used:
+            used.add(target)
+            out.rewritten.append((target, position, chunk))
+        else:
+            out.fresh.append(with_chunk_index(chunk, position))
+    out.stale = [row[0] for row in rows if row[0] not in used]
+    return out
+
+
 # --------------------------------------------------------------------------- store
 
 #: Sources whose memories are chunks of one text (cortex.ingest's Markdown suffixes): a
@@ -1567,68 +1630,37 @@ class Store:
         chunk updates the memory at its position; chunks gone from the source are soft-deleted.
         `on_write` runs in the transaction for every live chunk (`changed` False when kept).
         """
-        counts = SyncCounts()
         now = time.time()
         with self.transaction() as tx:
             rows = tx.execute(
-                "SELECT id, chunk_index, content_hash, sector, tier, scope, category, salience,"
-                " confidence, created_at, metadata FROM memories"
+                f"SELECT {SYNC_COLUMNS} FROM memories"
                 " WHERE source_path = ? AND project_id IS ? AND deleted_at IS NULL"
                 " ORDER BY chunk_index, id",
                 (source_path, project),
             ).fetchall()
-            by_hash: dict[str, list[tuple[Any, ...]]] = {}
-            by_index: dict[int, int] = {}
-            for row in rows:
-                by_hash.setdefault(row[2], []).append(row)
-                by_index.setdefault(row[1], row[0])
-            index_of = {row[0]: row[1] for row in rows}
-            used: set[int] = set()
-            pending: list[tuple[int, MemoryInput]] = []
-            for position, chunk in enumerate(chunks):
-                same = [
-                    row[0]
-                    for row in by_hash.get(chunk.content_hash, [])
-                    if row[0] not in used and _unchanged(chunk, row)
-                ]
-                if same:
-                    # Unchanged: prefer the memory already at this position.
-                    pick = next((i for i in same if index_of[i] == position), same[0])
-                    used.add(pick)
-                    counts.unchanged += 1
-                    if on_write is not None:
-                        on_write(tx, pick, chunk, False)
-                    if index_of[pick] != position:
-                        tx.execute(
-                            "UPDATE memories SET chunk_index = ? WHERE id = ?", (position, pick)
-                        )
-                else:
-                    pending.append((position, chunk))
-            fresh: list[MemoryInput] = []  # inserted together at the end (_insert_bulk)
-            for position, chunk in pending:
-                target = by_index.get(position)
-                if target is not None and target not in used:
-                    used.add(target)
-                    self._rewrite(tx, target, _with_index(chunk, position), now)
-                    counts.updated += 1
-                    if on_write is not None:
-                        on_write(tx, target, chunk, True)
-                else:
-                    fresh.append(_with_index(chunk, position))
+            plan = plan_sync(rows, chunks)
+            for pick, chunk, moved in plan.kept:
+                if on_write is not None:
+                    on_write(tx, pick, chunk, False)
+                if moved is not None:
+                    tx.execute("UPDATE memories SET chunk_index = ? WHERE id = ?", (moved, pick))
+            for target, position, chunk in plan.rewritten:
+                self._rewrite(tx, target, with_chunk_index(chunk, position), now)
+                if on_write is not None:
+                    on_write(tx, target, chunk, True)
+            fresh = plan.fresh  # inserted together (_insert_bulk)
             if fresh:
                 added = (
                     self._insert_bulk(tx, fresh, now)
                     if len(fresh) > 1
                     else [self._insert(tx, fresh[0], now)]
                 )
-                counts.added += len(added)
                 if on_write is not None:
                     for target, chunk in zip(added, fresh, strict=True):
                         on_write(tx, target, chunk, True)
-            stale = [row[0] for row in rows if row[0] not in used]
-            for memory_id in stale:
+            for memory_id in plan.stale:
                 tx.execute("UPDATE memories SET deleted_at = ? WHERE id = ?", (now, memory_id))
-            counts.removed = len(stale)
+            counts = plan.counts()
         return counts
 
     def sync_file(
@@ -2451,7 +2483,8 @@ def _unchanged(chunk: MemoryInput, row: Sequence[Any]) -> bool:
     )
 
 
-def _with_index(chunk: MemoryInput, index: int) -> MemoryInput:
+def with_chunk_index(chunk: MemoryInput, index: int) -> MemoryInput:
+    """`chunk` at position `index` of its source."""
     if chunk.chunk_index == index:
         return chunk
     from dataclasses import replace

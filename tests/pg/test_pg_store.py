@@ -207,3 +207,19 @@ def test_empty_project_is_its_own_project(store: PgStore) -> None:
     for project, wanted in (("", ids[0]), ("\x1fx", ids[2]), ("x", ids[3])):
         found = keyword.search(store, "shared", opts.replace(project=project), 10).hits
         assert [h.memory_id for h in found] == [wanted], project
+
+
+def test_sync_source_keeps_the_ids_of_moved_chunks(store: PgStore) -> None:
+    def chunks(*texts: str) -> list[MemoryInput]:
+        return [MemoryInput(t, project="p", source_path="notes.md") for t in texts]
+
+    store.sync_source("notes.md", "p", chunks("alpha", "charlie"))
+    ids = {m.content: m.id for m in store.get_many([1, 2]).values()}
+    counts = store.sync_source("notes.md", "p", chunks("alpha", "bravo", "charlie"))
+    assert (counts.added, counts.updated, counts.unchanged, counts.removed) == (1, 0, 2, 0)
+    moved = store.get(ids["charlie"])
+    assert (moved.content, moved.chunk_index) == ("charlie", 2)
+    rows = store.query(
+        "SELECT content, chunk_index FROM memories WHERE deleted_at IS NULL ORDER BY chunk_index"
+    )
+    assert [tuple(r) for r in rows] == [("alpha", 0), ("bravo", 1), ("charlie", 2)]

@@ -392,17 +392,22 @@ def _sqlite_insert(
             " created_at) VALUES (?, ?, ?, ?, ?)"
         )
     elif table == "embeddings":  # checksums in SQLite, the rows in the vector file
-        new: dict[tuple[str, int], list[tuple[int, bytes]]] = {}
+        groups: dict[tuple[str, int], list[Any]] = {}
         for r in rows:
-            half = encode_stored(np.asarray(r[6], dtype=np.float32)[None, :])[0]
-            check = int(row_checksums(np.frombuffer(half, dtype="<f2")[None, :])[0])
-            cur = conn.execute(
-                "INSERT OR IGNORE INTO embeddings (memory_id, model_id, dim, content_hash,"
-                " checksum, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-                (r[2], r[3], r[4], r[5], check, r[7]),
-            )
-            if cur.rowcount:
-                new.setdefault((str(r[3]), int(r[4])), []).append((int(r[2]), half))
+            groups.setdefault((str(r[3]), int(r[4])), []).append(r)
+        new: dict[tuple[str, int], list[tuple[int, bytes]]] = {}
+        for key, group in groups.items():
+            # each model's rows stored and checksummed in one call
+            stored = encode_stored(np.asarray([r[6] for r in group], dtype=np.float32))
+            checks = row_checksums(np.frombuffer(b"".join(stored), "<f2").reshape(len(stored), -1))
+            for r, half, check in zip(group, stored, checks.tolist(), strict=True):
+                cur = conn.execute(
+                    "INSERT OR IGNORE INTO embeddings (memory_id, model_id, dim, content_hash,"
+                    " checksum, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+                    (r[2], r[3], r[4], r[5], check, r[7]),
+                )
+                if cur.rowcount:
+                    new.setdefault(key, []).append((int(r[2]), half))
         for (model, dim), got in new.items():
             half_rows = np.frombuffer(b"".join(h for _, h in got), dtype="<f2").reshape(-1, dim)
             append_vectors(conn, path, model, dim, [i for i, _ in got], half_rows)

@@ -24,7 +24,15 @@ from cortex.pg.db import Database, Vector, redact
 from cortex.pg.text import index_text
 from cortex.ranking import RANK_COLUMNS, RankInfo
 from cortex.result import Memory, from_epoch
-from cortex.store import MemoryInput, SyncCounts, has_cjk, split_chunks
+from cortex.store import (
+    SYNC_COLUMNS,
+    MemoryInput,
+    SyncCounts,
+    has_cjk,
+    plan_sync,
+    split_chunks,
+    with_chunk_index,
+)
 
 _log = logging.getLogger("cortex.pg")
 
@@ -537,7 +545,6 @@ class PgStore:
         counts and vector; changed ones update the memory at their position; chunks gone
         from the source are soft-deleted). Two importers of the same source queue on an
         advisory lock of (project, source) instead of both inserting its chunks."""
-        counts = SyncCounts()
         now = time.time()
         with self.transaction() as tx:
             tx.execute(
@@ -545,57 +552,28 @@ class PgStore:
                 (f"cortex.source\x1f{db_project(project)}\x1f{source_path}",),
             )
             rows = tx.execute(
-                "SELECT id, chunk_index, content_hash, sector, tier, scope, category, salience,"
-                " confidence, created_at, metadata FROM memories"
+                f"SELECT {SYNC_COLUMNS} FROM memories"
                 " WHERE project_id = %s AND source_path = %s AND deleted_at IS NULL"
                 " ORDER BY chunk_index, id",
                 (db_project(project), source_path),
             ).fetchall()
-            by_hash: dict[str, list[tuple[Any, ...]]] = {}
-            by_index: dict[int, int] = {}
-            for row in rows:
-                by_hash.setdefault(row[2], []).append(row)
-                by_index.setdefault(row[1], row[0])
-            index_of = {row[0]: row[1] for row in rows}
-            used: set[int] = set()
-            pending: list[tuple[int, MemoryInput]] = []
-            kept: list[tuple[int, MemoryInput]] = []
+            plan = plan_sync(rows, chunks)
+            kept = [(pick, chunk) for pick, chunk, _ in plan.kept]
+            for pick, _, moved in plan.kept:
+                if moved is not None:
+                    tx.execute("UPDATE memories SET chunk_index = %s WHERE id = %s", (moved, pick))
             written: list[tuple[int, MemoryInput]] = []
-            for position, chunk in enumerate(chunks):
-                same = [
-                    row[0]
-                    for row in by_hash.get(chunk.content_hash, [])
-                    if row[0] not in used and _unchanged(chunk, row)
-                ]
-                if same:
-                    pick = next((i for i in same if index_of[i] == position), same[0])
-                    used.add(pick)
-                    counts.unchanged += 1
-                    kept.append((pick, chunk))
-                    if index_of[pick] != position:
-                        tx.execute(
-                            "UPDATE memories SET chunk_index = %s WHERE id = %s", (position, pick)
-                        )
-                else:
-                    pending.append((position, chunk))
-            new: list[MemoryInput] = []
-            for position, chunk in pending:
-                target = by_index.get(position)
-                if target is not None and target not in used:
-                    used.add(target)
-                    self._rewrite(tx, target, _with_index(chunk, position), now)
-                    counts.updated += 1
-                    written.append((target, chunk))
-                else:
-                    new.append(_with_index(chunk, position))
-            if new:
-                ids = self._insert_many(tx, new, now)
-                counts.added = len(ids)
-                written.extend(zip(ids, new, strict=True))
-            stale = [row[0] for row in rows if row[0] not in used]
-            if stale:
-                tx.execute("UPDATE memories SET deleted_at = %s WHERE id = ANY(%s)", (now, stale))
-            counts.removed = len(stale)
+            for target, position, chunk in plan.rewritten:
+                self._rewrite(tx, target, with_chunk_index(chunk, position), now)
+                written.append((target, chunk))
+            if plan.fresh:
+                ids = self._insert_many(tx, plan.fresh, now)
+                written.extend(zip(ids, plan.fresh, strict=True))
+            if plan.stale:
+                tx.execute(
+                    "UPDATE memories SET deleted_at = %s WHERE id = ANY(%s)", (now, plan.stale)
+                )
+            counts = plan.counts()
             if embeddings is not None:
                 self._write_embeddings(tx, embeddings, written, now)
                 self._write_embeddings(tx, embeddings, kept, now, replace=False)
@@ -1214,26 +1192,3 @@ def _check_id(memory_id: object) -> None:
         raise InvalidOptionError(f"a memory id is an integer, not {memory_id!r}")
     if not -(2**63) <= memory_id < 2**63:
         raise NotFoundError(f"no memory with id {memory_id}")
-
-
-def _unchanged(chunk: MemoryInput, row: Sequence[Any]) -> bool:
-    """Whether a stored row (id, chunk_index, hash, sector, tier, scope, category, salience,
-    confidence, created_at, metadata) already holds `chunk` (as the SQLite store decides)."""
-    return bool(
-        row[3] == chunk.sector
-        and row[4] == chunk.tier
-        and row[5] == chunk.scope
-        and row[6] == chunk.category
-        and row[7] == float(chunk.salience)
-        and row[8] == float(chunk.confidence)
-        and (chunk.created_at is None or row[9] == chunk.created_at)
-        and row[10] == chunk.metadata_json()
-    )
-
-
-def _with_index(chunk: MemoryInput, index: int) -> MemoryInput:
-    if chunk.chunk_index == index:
-        return chunk
-    from dataclasses import replace
-
-    return replace(chunk, chunk_index=index)

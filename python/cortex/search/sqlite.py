@@ -97,18 +97,10 @@ class KeywordRetriever:
         found = self._native.hits(terms, plan.pool, opts, allowed)
         if found is None:
             return None
-        projects = projects_of(opts)
-        scope = (
-            keyword.Scope(self._store, projects)
-            if projects is not None and keyword.Scope.supported(self._store)
-            else None
+        scope = keyword.Scope.of(self._store, opts)
+        result = keyword.tier_result(
+            [], found.expression, terms, found.bound, found.held, scope=scope
         )
-        any_term = " OR ".join(keyword.quote(t) for t in terms)  # _latin's rescoring
-        result = keyword.KeywordResult(
-            [], "fts", found.expression, found.expression, [], terms, bound=found.bound,
-            rescore_table="memories_fts", rescore_expression=any_term, held=found.held,
-            scope=scope,
-        )  # fmt: skip
         hits = [
             Hit(i, score, raw, info)
             for i, score, raw, info in zip(
@@ -150,10 +142,12 @@ class KeywordRetriever:
 
     def near(self, words: Sequence[str], opts: Options) -> set[str]:
         """The `words` (held by no memory under `opts`'s filters) that a memory there holds
-        a near spelling of: misspellings (cortex.suggest.corrections)."""
+        a near spelling of: misspellings (cortex.suggest.corrections; `words` are known
+        absent, as `absent` found them: not looked up again)."""
         from cortex import suggest
 
-        return set(suggest.corrections(self._store, words, opts, native=self._native))
+        seen = dict.fromkeys(words, False)
+        return set(suggest.corrections(self._store, words, opts, seen=seen, native=self._native))
 
     def rescore(
         self, plan: Plan, opts: Options, leg: Leg, ids: Sequence[int]
