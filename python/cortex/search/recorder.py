@@ -107,10 +107,9 @@ class Recorder:
         self._thread: threading.Thread | None = None
         self._closed = False
         self._waiters: list[tuple[int, Callable[[], None]]] = []  # (target, callback)
-        # threads inside `deferred` (thread id -> depth): their submits wake the worker
-        # when they leave it
-        self._deferring: dict[int, int] = {}
-        self._owed = False  # a deferred submit has not woken the worker yet
+        # per thread: how deep inside `deferred` it is, and whether a submit of its own
+        # there has not woken the worker yet (woken when it leaves)
+        self._deferring = threading.local()
         self.written = 0
         self.batches = 0
         self.retries = 0
@@ -130,8 +129,8 @@ class Recorder:
                 self._last = now
                 self._queue.append(entry)
                 self._submitted += 1
-                if self._deferring.get(threading.get_ident()):
-                    self._owed = True  # woken when the caller leaves `deferred`
+                if getattr(self._deferring, "depth", 0):
+                    self._deferring.owed = True  # woken when the caller leaves `deferred`
                 else:
                     self._start_and_wake()
                 return
@@ -139,7 +138,6 @@ class Recorder:
 
     def _start_and_wake(self) -> None:
         """Start the worker if it is not running, and wake it (under the lock)."""
-        self._owed = False
         if self._thread is None or not self._thread.is_alive():  # (or a fork's)
             self._thread = threading.Thread(target=self._run, name="cortex-recorder", daemon=True)
             self._thread.start()
@@ -154,18 +152,18 @@ class Recorder:
         condition's wait, `_due`); the write itself waits DELAY after the submit in
         any case. What the thread queued is never left unwoken: leaving wakes it, an
         exception included."""
-        me = threading.get_ident()
-        with self._cond:
-            self._deferring[me] = self._deferring.get(me, 0) + 1
+        mine = self._deferring
+        depth = getattr(mine, "depth", 0)
+        mine.depth = depth + 1
         try:
             yield
         finally:
-            with self._cond:
-                depth = self._deferring.pop(me) - 1
-                if depth:
-                    self._deferring[me] = depth
-                elif self._owed and self._queue:
-                    self._start_and_wake()
+            mine.depth = depth
+            if not depth and getattr(mine, "owed", False):
+                mine.owed = False
+                with self._cond:
+                    if self._queue:
+                        self._start_and_wake()
 
     def pending(self) -> int:
         """Searches queued and not written yet."""
