@@ -45,7 +45,7 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -110,6 +110,7 @@ class Recorder:
         # per thread: how deep inside `deferred` it is, and whether a submit of its own
         # there has not woken the worker yet (woken when it leaves)
         self._deferring = threading.local()
+        self._deferral = _Deferral(self)  # what `deferred` returns (its state is per thread)
         self.written = 0
         self.batches = 0
         self.retries = 0
@@ -143,8 +144,7 @@ class Recorder:
             self._thread.start()
         self._cond.notify_all()
 
-    @contextlib.contextmanager
-    def deferred(self) -> Iterator[None]:
+    def deferred(self) -> contextlib.AbstractContextManager[None]:
         """Within, this thread's submits queue their searches without waking the worker;
         it is woken (and started) when the thread leaves, once. A search that records
         is submitted before its suggestions are made: woken then, the worker took the
@@ -152,18 +152,7 @@ class Recorder:
         condition's wait, `_due`); the write itself waits DELAY after the submit in
         any case. What the thread queued is never left unwoken: leaving wakes it, an
         exception included."""
-        mine = self._deferring
-        depth = getattr(mine, "depth", 0)
-        mine.depth = depth + 1
-        try:
-            yield
-        finally:
-            mine.depth = depth
-            if not depth and getattr(mine, "owed", False):
-                mine.owed = False
-                with self._cond:
-                    if self._queue:
-                        self._start_and_wake()
+        return self._deferral
 
     def pending(self) -> int:
         """Searches queued and not written yet."""
@@ -363,6 +352,30 @@ class Recorder:
 def _describe(entry: Recall) -> str:
     # the query may be private: its length and the ids, never its text
     return f"{len(entry.rows)} result(s), query of {len(entry.query or '')} characters"
+
+
+class _Deferral:
+    """Recorder.deferred's scope: re-entrant, its state in the recorder's per-thread
+    `_deferring` (a class, not a generator: entered on every search)."""
+
+    __slots__ = ("_recorder",)
+
+    def __init__(self, recorder: Recorder) -> None:
+        self._recorder = recorder
+
+    def __enter__(self) -> None:
+        mine = self._recorder._deferring
+        mine.depth = getattr(mine, "depth", 0) + 1
+
+    def __exit__(self, *exc: object) -> None:
+        recorder = self._recorder
+        mine = recorder._deferring
+        mine.depth -= 1
+        if not mine.depth and getattr(mine, "owed", False):
+            mine.owed = False
+            with recorder._cond:
+                if recorder._queue:
+                    recorder._start_and_wake()
 
 
 def _fsync_wal(store: Any) -> None:
