@@ -273,13 +273,19 @@ def holds(
 ) -> bool:
     """Whether a memory under `opts`'s filters holds `word` as a word or a word's prefix
     (the index tiers of a search, never its substring scan: this runs on the hot path of
-    a hybrid search, and LIKE '%word%' reads every row). CJK text asks the whole search."""
+    a hybrid search, and LIKE '%word%' reads every row). CJK text asks the CJK tier
+    (:func:`_cjk`: the word as a trigram phrase, or a short one as a substring), not the
+    last tier, whose bigrams find a word no memory holds in memories holding its pieces
+    ("シール解除": "シー" and "ール" are in other words)."""
     text = clean(word)
     if not text:
         return False
-    if has_cjk(text):
-        return bool(search(store, text, opts, 1, native=native, allowed=allowed).hits)
     scope = Scope.of(store, opts)
+    if has_cjk(text):
+        try:
+            return bool(_cjk(store, text, opts, 1, scope).hits)
+        except sqlite3.Error:
+            return True  # not an answer either way: never discount on a failed check
     try:
         found = _latin(store, text, opts, 1, "memories_fts", native, allowed, scope, probe=True)
     except sqlite3.Error:

@@ -516,16 +516,16 @@ def holds(store: PgStore, word: str, opts: Options) -> bool:
     """Whether a memory under `opts`'s filters holds `word` as a word or a word's prefix:
     the index tiers of a search, never its substring scan (as
     :func:`cortex.keyword.holds`; the hybrid search's unknown-name check). CJK text asks
-    the whole search."""
+    the CJK tier (:func:`_cjk`), not the last tier's bigrams, as on SQLite."""
     text = clean(word)
     if not text:
         return False
-    if has_cjk(text):
-        return bool(search(store, text, opts, 1).hits)
     import psycopg
 
     try:
         with store.db.reads() as conn:
+            if has_cjk(text):
+                return bool(_cjk(store, conn, text, opts, 1).hits)
             return bool(_latin(store, conn, text, opts, 1, Ran(exists_only=True)).hits)
     except psycopg.Error:
         return True  # not an answer either way: never discount on a failed check
