@@ -14,7 +14,7 @@ import math
 import re
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from datetime import UTC, datetime, timedelta
 from functools import partial
@@ -33,8 +33,6 @@ from cortex.ranking import (
     estimate_tokens,
     fact_confidence,
     is_dated,
-    recency_factor,
-    salience_factor,
     temporal_decay,
 )
 from cortex.result import Fact, MatchType, Result, Results, from_epoch, iso
@@ -332,27 +330,31 @@ class Pipeline:
             if fast is not None:
                 return fast
         t0 = time.perf_counter()
-        # the keyword index checked against the change log once for the legs, the names
-        # and the rescoring (KeywordIndexer.pinned), not at each of its lookups
-        pinned = getattr(self._keyword, "pinned", None)
-        with pinned() if pinned is not None else contextlib.nullcontext():
-            p, kw, sem, mode, candidates, notices, allowed = self._candidates(text, opts, pool)
-        t1 = time.perf_counter()
-        damaged: list[str] = []
-        threshold = opts.threshold(mode)
-        ranked, hidden = self._rank(
-            candidates, opts, now, threshold=threshold, window=window, damaged=damaged
-        )
-        if not ranked and hidden and opts.min_score is None and self._narrow(opts, allowed):
-            # nothing cleared the floor, and the filters picked a handful: show them
-            damaged = []
+        # the sparse tables probed once for the whole search (Store.steady: the
+        # neighbours, the facts and the page's reads ask whether they are empty)
+        steady = getattr(self._store, "steady", None)
+        with steady() if steady is not None else contextlib.nullcontext():
+            # the keyword index checked against the change log once for the legs, the names
+            # and the rescoring (KeywordIndexer.pinned), not at each of its lookups
+            pinned = getattr(self._keyword, "pinned", None)
+            with pinned() if pinned is not None else contextlib.nullcontext():
+                p, kw, sem, mode, candidates, notices, allowed = self._candidates(text, opts, pool)
+            t1 = time.perf_counter()
+            damaged: list[str] = []
+            threshold = opts.threshold(mode)
             ranked, hidden = self._rank(
-                candidates, opts, now, threshold=0.0, window=window, damaged=damaged
+                candidates, opts, now, threshold=threshold, window=window, damaged=damaged
             )
-        default_type = MatchType.SEMANTIC if mode is Mode.SEMANTIC else MatchType.BM25
-        terms = kw.terms if kw is not None else _content_words(p.text)
-        check = self._page_check(sem, rebuilt)
-        results = self._results(ranked, opts, now, default_type, terms, damaged, check)
+            if not ranked and hidden and opts.min_score is None and self._narrow(opts, allowed):
+                # nothing cleared the floor, and the filters picked a handful: show them
+                damaged = []
+                ranked, hidden = self._rank(
+                    candidates, opts, now, threshold=0.0, window=window, damaged=damaged
+                )
+            default_type = MatchType.SEMANTIC if mode is Mode.SEMANTIC else MatchType.BM25
+            terms = kw.terms if kw is not None else _content_words(p.text)
+            check = self._page_check(sem, rebuilt)
+            results = self._results(ranked, opts, now, default_type, terms, damaged, check)
         self._close(
             results, opts, shown, mode, hidden, damaged, notices,
             rewritten=kw.rewritten if kw is not None else None,
@@ -813,10 +815,7 @@ class Pipeline:
                 if sem is not None and not anchored
                 else 1.0
             )
-            for c in by_id.values():
-                c.base = combine(c.bm25, c.semantic, alpha, opts.fusion)
-                if standout < 1.0:
-                    c.standout_base = combine(c.bm25, c.semantic * standout, alpha, opts.fusion)
+            _combine_all(by_id.values(), alpha, opts.fusion, standout)
             if NEIGHBOUR_WEIGHT and not p.constrained:
                 self._borrow(p, opts, kw, sem, by_id, alpha, factor, standout)
             if relevance < 1.0:
@@ -856,8 +855,12 @@ class Pipeline:
         Friday"): the neighbours of the best candidates join the candidates, scored on
         both legs, and each candidate's score rises by NEIGHBOUR_WEIGHT times its best
         neighbour's (as evidence: ``1 - (1 - own) * (1 - w * neighbour)``)."""
-        top = sorted(by_id.values(), key=lambda c: -c.base)[:NEIGHBOUR_TOP]
-        adjacent = self._store.adjacent([c.memory_id for c in top if c.base > 0])
+        top = [
+            c for c in sorted(by_id.values(), key=lambda c: -c.base)[:NEIGHBOUR_TOP] if c.base > 0
+        ]
+        # the documents looked along only when one of them comes from a Markdown file
+        documents = any(_from_document(c.info.source_path) for c in top)
+        adjacent = self._store.adjacent([c.memory_id for c in top], documents=documents)
         fresh = sorted({n for ns in adjacent.values() for n in ns if n not in by_id})
         if fresh:
             info = self._store.rank_info(fresh, opts)
@@ -991,12 +994,15 @@ class Pipeline:
             else:
                 created = info.created_at
                 if recency_weight:
-                    c.recency = recency_factor(created, now, recency_weight)
+                    # recency_factor's arithmetic, inline (its max(0.0, days) as the
+                    # comparison max makes): one call less per candidate
+                    days = (now - created) / DAY
+                    c.recency = 1.0 + recency_weight / (1.0 + (days if days > 0.0 else 0.0))
                 if half_life and info.source_path and is_dated(info.source_path):
                     c.decay = DECAY_FLOOR + (1.0 - DECAY_FLOOR) * temporal_decay(
                         created, now, half_life
                     )
-                c.salience = salience_factor(info.salience, salience_weight)
+                c.salience = 1.0 + salience_weight * (info.salience - 0.5)  # salience_factor
                 if info.sector:
                     c.sector = sectors.get(info.sector, 1.0)
                 if info.superseded:
@@ -1167,6 +1173,48 @@ class Pipeline:
             )
         except StorageError as exc:  # the answer stands; say that it was not recorded
             notices.append(f"recall not recorded: {exc}")
+
+
+def _from_document(path: Any) -> bool:
+    """Whether a memory of this source path may be a chunk of a Markdown document (what
+    Store.adjacent looks along): a path that is not text is not ruled out."""
+    return path is not None and (
+        not isinstance(path, str) or path.lower().endswith((".md", ".markdown"))
+    )
+
+
+def _combine_all(
+    candidates: Iterable[Candidate], alpha: float, fusion: str, standout: float
+) -> None:
+    """Each candidate's `base` = combine(bm25, semantic, alpha, fusion), and its
+    `standout_base` = combine(bm25, semantic * standout, ...) when `standout` < 1: the
+    same arithmetic as `combine`, in the same order (the same bits), without two calls
+    per candidate (~180 of them in a hybrid search at 100k)."""
+    if fusion != "evidence":
+        keep = 1.0 - alpha
+        for c in candidates:
+            k, s = c.bm25, c.semantic
+            c.base = keep * k + alpha * s
+            if standout < 1.0:
+                c.standout_base = keep * k + alpha * (s * standout)
+        return
+    # combine's min(max(x, 0.0), 1.0 - 1e-12), written as the comparisons it makes
+    top = 1.0 - 1e-12
+    wk, ws = 2.0 * (1.0 - alpha), 2.0 * alpha
+    for c in candidates:
+        k = c.bm25
+        k = 0.0 if k < 0.0 else k
+        k = top if k > top else k
+        s = c.semantic
+        low = 0.0 if s < 0.0 else s
+        low = top if low > top else low
+        miss = (1.0 - k) ** wk
+        c.base = 1.0 - miss * (1.0 - low) ** ws
+        if standout < 1.0:
+            t = s * standout
+            t = 0.0 if t < 0.0 else t
+            t = top if t > top else t
+            c.standout_base = 1.0 - miss * (1.0 - t) ** ws
 
 
 def unknown_name_factor(share: float | None) -> float:
