@@ -447,3 +447,45 @@ def test_an_old_exact_match_outranks_fresh_notes_found_by_meaning_alone(
 def engine(any_engine: cortex.Engine) -> cortex.Engine:
     """This module's behaviour on both backends (SQLite and PostgreSQL)."""
     return any_engine
+
+
+# ------------------------------------------------------------------ neighbours
+
+
+def test_neighbours_are_looked_for_only_where_they_can_be(engine: cortex.Engine) -> None:
+    """A chunk of a Markdown document borrows from the chunks beside it, and a turn of a
+    session from the turns beside it; `Store.adjacent(ids, documents=False)` leaves the
+    documents out (the pipeline passes it when none of the best candidates comes from a
+    Markdown file: their ranking columns' source paths), the sessions still answer."""
+    store = engine._store
+    doc = engine.add_many(
+        {"content": text, "source_path": "runbooks/Deploy.MD", "chunk_index": i}
+        for i, text in enumerate(
+            (
+                "The canary deploy runs on Tuesdays.",
+                "Rollback: revert the release tag and redeploy the previous image.",
+                "Page the on-call engineer when the canary fails twice.",
+            )
+        )
+    )
+    turns = engine.add_many(
+        {"content": text, "session": "s-1"}
+        for text in ("Which bucket holds the backups?", "The blue one, in eu-west-1.")
+    )
+    loose = engine.add_many([{"content": "Lunch is at noon on Fridays."}])
+    doc_ids = [m if isinstance(m, int) else m.id for m in doc]
+    turn_ids = [m if isinstance(m, int) else m.id for m in turns]
+    loose_id = loose[0] if isinstance(loose[0], int) else loose[0].id
+    both = store.adjacent([doc_ids[1], turn_ids[0], loose_id])
+    assert sorted(both[doc_ids[1]]) == sorted([doc_ids[0], doc_ids[2]])
+    assert both[turn_ids[0]] == [turn_ids[1]]
+    assert loose_id not in both
+    sessions_only = store.adjacent([doc_ids[1], turn_ids[0]], documents=False)
+    assert doc_ids[1] not in sessions_only
+    assert sessions_only[turn_ids[0]] == [turn_ids[1]]
+    # the search borrows along the document (its source path in capitals: still Markdown)
+    found = engine.search("rollback release tag", explain=True, min_score=0.0, record=False)
+    by_id = {r.memory.id: r for r in found}
+    assert doc_ids[1] in by_id
+    neighbours = [by_id[i].explain["neighbour"] for i in (doc_ids[0], doc_ids[2]) if i in by_id]
+    assert neighbours and all(n > 0.0 for n in neighbours)

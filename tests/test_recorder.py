@@ -85,6 +85,56 @@ def test_the_delay_is_bounded(filled: Path) -> None:
         store.close()
 
 
+def test_a_deferred_submit_wakes_the_worker_when_the_caller_leaves(filled: Path) -> None:
+    """Within `deferred` (Engine.search: the pipeline, then the suggestions), a submit
+    queues the search without starting or waking the worker; leaving wakes it, an
+    exception included, and what was queued is written."""
+    store = Store.open(filled)
+    recorder = Recorder(store, delay=0.0, max_delay=0.0)
+    try:
+        with recorder.deferred():
+            recorder.submit(entry(1, "held", "deferred"))
+            with recorder.deferred():  # nested: only the outermost exit wakes it
+                recorder.submit(entry(2, "nested", "deferred"))
+            assert recorder._thread is None  # not started, so not writing
+            assert recorder.pending() == 2
+            assert logged(filled, "deferred") == []
+        deadline = time.monotonic() + 60  # the worker writes at once (delay 0)
+        while recorder.pending() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert recorder.pending() == 0
+        assert logged(filled, "deferred") == [(1, "held"), (2, "nested")]
+        with pytest.raises(RuntimeError), recorder.deferred():
+            recorder.submit(entry(3, "failed", "deferred"))
+            raise RuntimeError("the search failed after its submit")
+        deadline = time.monotonic() + 60
+        while recorder.pending() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert logged(filled, "deferred")[-1] == (3, "failed")
+    finally:
+        recorder.close()
+        store.close()
+
+
+def test_another_thread_is_not_deferred(filled: Path) -> None:
+    """`deferred` holds back the calling thread's submits only."""
+    store = Store.open(filled)
+    recorder = Recorder(store, delay=0.0, max_delay=0.0)
+    try:
+        with recorder.deferred():
+            other = threading.Thread(target=recorder.submit, args=(entry(4, "other", "th"),))
+            other.start()
+            other.join()
+            assert recorder._thread is not None  # started (and woken) by the other thread
+            deadline = time.monotonic() + 60
+            while recorder.pending() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert logged(filled, "th") == [(4, "other")]
+    finally:
+        recorder.close()
+        store.close()
+
+
 def test_a_search_is_written_by_the_first_flush(filled: Path) -> None:
     """flush() without a timeout writes in the calling thread, on its connection: the
     rows are in the log when it returns, and the waiters run on that thread."""

@@ -196,3 +196,38 @@ def test_the_origin_of_each_vector_is_recorded_and_supplied_ones_are_not_reused(
         assert "embeddings_hash" in plan
         names = {r[0] for r in engine.store.query("SELECT name FROM sqlite_master")}
         assert "embeddings_model_hash" not in names
+
+
+@pytest.mark.parametrize("dim", [384, 6])  # 64-bit words; 16-bit values (dim % 4 != 0)
+def test_the_native_row_check_is_the_numpy_one(tmp_path: Path, dim: int) -> None:
+    """VectorIndex.check_rows (what Semantic.check reads of a search's page rows in one
+    call) gives row_checksums' checksums to the bit and the float64 product of each
+    stored row with the query over its length that the numpy path computes; a changed
+    row's checksum differs."""
+    from cortex.vectors import VectorIndex
+
+    rng = np.random.default_rng(dim)
+    vi = VectorIndex.create(tmp_path / "v.cvx", dim, "m")
+    try:
+        rows = rng.normal(size=(40, dim)).astype(np.float32)
+        vi.append(np.arange(1, 41, dtype=np.int64), rows)
+        query = rng.normal(size=dim).astype(np.float32)
+        at = np.array([39, 0, 7, 7, 21], dtype=np.int64)
+        found = vi.check_rows(query, at)
+        assert found is not None
+        sums, exact = found
+        half = vi.stored(at)
+        assert sums.dtype == np.int64 and sums.tolist() == row_checksums(half).tolist()
+        q = query.astype(np.float64)
+        want = (half.astype(np.float64) @ q) / np.sqrt(q @ q)
+        assert np.allclose(exact, want, rtol=0, atol=1e-12)
+        ids, scores = vi.search(query, 40)  # the index's own scores: within f32 rounding
+        score_of = dict(zip(ids.tolist(), scores.tolist(), strict=True))
+        assert all(
+            abs(e - score_of[r + 1]) < 1e-5
+            for r, e in zip(at.tolist(), exact.tolist(), strict=True)
+        )
+        with pytest.raises(cortex.InvalidOptionError, match="rows must be in"):
+            vi.check_rows(query, np.array([40], dtype=np.int64))
+    finally:
+        vi.close()

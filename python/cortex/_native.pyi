@@ -99,6 +99,9 @@ class NativeIndex:
     def moments(
         self, query: npt.NDArray[np.float32], allowed: npt.NDArray[np.int64]
     ) -> tuple[int, float, float] | None: ...
+    def check_rows(
+        self, query: npt.NDArray[np.float32], rows: npt.NDArray[np.int64]
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]: ...
     def search_batch(
         self,
         queries: npt.NDArray[np.float32],

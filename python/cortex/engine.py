@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import nullcontext
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -575,17 +576,19 @@ class Engine:
                 self._sqlite_only(", ".join(sqlite_only))
             self._upgraded(", ".join(wants))
         opts = lenses.apply(self._store, opts)
-        results = self._pipeline.search(query, opts)
-        if query and query.strip() and opts.offset == 0 and not opts.cursor:
-            results.suggestions = tuple(
-                self._suggest(query, results, opts, related=len(results) < FEW)
-            )
-        if opts.include_documents:
-            # the words searched: without the time words the interpretation took out
-            searched = (results.interpretation or {}).get("searched") or query
-            results.documents = documents.search(
-                self._store, searched, opts, limit=min(opts.limit, DOCUMENTS_WITH_RESULTS)
-            )
+        # the recorder's worker woken once the answer is whole (Recorder.deferred)
+        with self._recorder.deferred() if self._recorder is not None else nullcontext():
+            results = self._pipeline.search(query, opts)
+            if query and query.strip() and opts.offset == 0 and not opts.cursor:
+                results.suggestions = tuple(
+                    self._suggest(query, results, opts, related=len(results) < FEW)
+                )
+            if opts.include_documents:
+                # the words searched: without the time words the interpretation took out
+                searched = (results.interpretation or {}).get("searched") or query
+                results.documents = documents.search(
+                    self._store, searched, opts, limit=min(opts.limit, DOCUMENTS_WITH_RESULTS)
+                )
         return results
 
     def search_documents(

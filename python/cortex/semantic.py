@@ -1205,7 +1205,8 @@ class Semantic:
             index = self.index()
             seen = self._index_state
         ids, scores = index.search(query, k, allowed=allowed)
-        if len(np.unique(ids)) != len(ids):  # damage: verified_search repairs or refuses
+        # (a set of a few hundred ids: np.unique's Python layers cost more in a search)
+        if len(set(ids.tolist())) != len(ids):  # damage: verified_search repairs or refuses
             ids, scores = self.verified_search(query, k, allowed=allowed)
             seen = self._index_state
         return ids, scores, seen
@@ -1273,17 +1274,24 @@ class Semantic:
         for j, i in enumerate(id_list):
             if rows[j] < 0 or want[j] == 0:
                 return f"memory {i} has no vector of {self.model_id} in the database"
-        half = index.stored(rows)
-        got_sums = row_checksums(half)
+        # The index scores the stored row as it is (unit to within f16 rounding), not
+        # divided by its length: so does this check. Natively in one call when the
+        # extension can (VectorIndex.check_rows: the same checksums, the same product
+        # in float64), else from the stored rows here.
+        native = getattr(index, "check_rows", None)
+        found = native(query, rows) if native is not None else None
+        if found is not None:
+            got_sums, exact = found
+        else:
+            half = index.stored(rows)
+            got_sums = row_checksums(half)
+            mat = half.astype(np.float64)
+            q = query.astype(np.float64)
+            with np.errstate(all="ignore"):
+                exact = (mat @ q) / math.sqrt(float(q @ q))
         if (got_sums != want).any():
             j = int(np.flatnonzero(got_sums != want)[0])
             return f"the row of memory {id_list[j]} does not match its checksum (a damaged row)"
-        mat = half.astype(np.float64)
-        q = query.astype(np.float64)
-        with np.errstate(all="ignore"):
-            # The index scores the stored row as it is (unit to within f16 rounding),
-            # not divided by its length: so does this check.
-            exact = (mat @ q) / math.sqrt(float(q @ q))
         got = scores.astype(np.float64)
         bad = ~(np.abs(exact - got) <= _score_tolerance(int(query.shape[0])))
         if bad.any():

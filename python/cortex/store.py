@@ -1916,17 +1916,31 @@ class Store:
                 out[int(memory_id)] = str(session)
         return out
 
-    def adjacent(self, ids: Sequence[int]) -> dict[int, list[int]]:
+    def adjacent(self, ids: Sequence[int], documents: bool = True) -> dict[int, list[int]]:
         """The live memories right before and after each of `ids` in its document (the
         chunks of a Markdown file, by chunk index) and in the session it was created in
         (by time), within its project. The records of a JSON or JSONL file are
-        independent memories, not chunks of one text: they have no neighbours there."""
+        independent memories, not chunks of one text: they have no neighbours there.
+        `documents` False: the caller knows that none of `ids` comes from a Markdown
+        file (their ranking columns' source paths): the documents are not looked at."""
         out: dict[int, list[int]] = {}
         if not ids:
             return out
         wanted = list(dict.fromkeys(int(i) for i in ids))[:500]
         marks = ",".join("?" * len(wanted))
-        by_source = self.query(
+        by_source = self._adjacent_in_documents(marks, wanted) if documents else []
+        if self.empty("session_memories"):  # most stores: no session to look along
+            by_session: list[Any] = []
+        else:
+            by_session = self._adjacent_in_sessions(marks, wanted)
+        for memory_id, prev, nxt in [*by_source, *by_session]:
+            found = out.setdefault(int(memory_id), [])
+            found.extend(int(x) for x in (prev, nxt) if x is not None and int(x) not in found)
+        return out
+
+    def _adjacent_in_documents(self, marks: str, wanted: list[int]) -> list[Any]:
+        """`adjacent`'s rows (id, previous, next) along the Markdown documents of `wanted`."""
+        return self.query(
             "WITH src AS (SELECT DISTINCT project_id, source_path FROM memories"
             f" WHERE id IN ({marks}) AND {_DOCUMENT_SOURCE}),"
             " seq AS (SELECT m.id, LAG(m.id) OVER w AS prev, LEAD(m.id) OVER w AS next"
@@ -1937,7 +1951,10 @@ class Store:
             f" SELECT id, prev, next FROM seq WHERE id IN ({marks})",
             [*wanted, *wanted],
         )
-        by_session = self.query(
+
+    def _adjacent_in_sessions(self, marks: str, wanted: list[int]) -> list[Any]:
+        """`adjacent`'s rows (id, previous, next) along the sessions of `wanted`."""
+        return self.query(
             "WITH ses AS (SELECT DISTINCT session_id FROM session_memories"
             f" WHERE usage = 'created' AND memory_id IN ({marks})),"
             " seq AS (SELECT m.id, LAG(m.id) OVER w AS prev, LEAD(m.id) OVER w AS next"
@@ -1949,10 +1966,6 @@ class Store:
             f" SELECT id, prev, next FROM seq WHERE id IN ({marks})",
             [*wanted, *wanted],
         )
-        for memory_id, prev, nxt in [*by_source, *by_session]:
-            found = out.setdefault(int(memory_id), [])
-            found.extend(int(x) for x in (prev, nxt) if x is not None and int(x) not in found)
-        return out
 
     def neighbours(self, memory: Memory, n: int) -> tuple[list[Memory], list[Memory]]:
         """Up to `n` live memories just before and after `memory` in its own source (by

@@ -511,6 +511,18 @@ class VectorIndex:
             return np.zeros((0, self.dim), dtype=_ROW_DTYPE)
         return np.asarray(self._file().matrix()[at], dtype=_ROW_DTYPE)
 
+    def check_rows(self, query: np.ndarray, rows: Any) -> tuple[np.ndarray, np.ndarray] | None:
+        """(checksum, exact score) of each stored row of `rows` against `query`, as
+        `cortex.semantic.row_checksums` and a float64 product of the stored row with the
+        query over its length give them, in one native call; None without the
+        extension's method (the caller computes them from `stored`)."""
+        check = getattr(self._index, "check_rows", None)
+        if check is None:
+            return None
+        q = _check_f32(query, "query", 1, self.dim)
+        found: tuple[np.ndarray, np.ndarray] = check(q, np.asarray(rows, dtype=np.int64))
+        return found
+
     # ------------------------------------------------------------ writing
 
     def append(self, ids: Any, vectors: np.ndarray) -> None:
@@ -592,7 +604,9 @@ class VectorIndex:
         q = _check_f32(query, "query", 1, self.dim)
         allowed_ids = None if allowed is None else _as_ids(allowed, "allowed")
         if backend == "native":
-            _normalised(q, "query")  # same checks and messages as the other backends
+            # the extension checks the query as _normalised does (a NaN or infinite
+            # value, zero length: InvalidOptionError) and scales it the same way; not
+            # checked here first (~9 numpy calls, 0.09 ms of a search's cold tail)
             ids, scores = self._index.search(
                 q,
                 k,
@@ -617,8 +631,7 @@ class VectorIndex:
         moments = getattr(self._index, "moments", None)
         if moments is None:
             return None
-        q = _check_f32(query, "query", 1, self.dim)
-        _normalised(q, "query")
+        q = _check_f32(query, "query", 1, self.dim)  # checked and scaled natively (search)
         found: tuple[int, float, float] | None = moments(q, _as_ids(allowed, "allowed"))
         return found
 

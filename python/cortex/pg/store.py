@@ -812,24 +812,29 @@ class PgStore:
             )
         }
 
-    def adjacent(self, ids: Sequence[int]) -> dict[int, list[int]]:
+    def adjacent(self, ids: Sequence[int], documents: bool = True) -> dict[int, list[int]]:
         """As :meth:`cortex.store.Store.adjacent`: the live memories right before and after
-        each of `ids` in its Markdown document and in the session it was created in."""
+        each of `ids` in its Markdown document (unless `documents` is False: none of them
+        comes from one) and in the session it was created in."""
         out: dict[int, list[int]] = {}
         if not ids:
             return out
         wanted = list(dict.fromkeys(int(i) for i in ids))[:500]
-        by_source = self.query(
-            "WITH src AS (SELECT DISTINCT project_id, source_path FROM memories"
-            " WHERE id = ANY(%s) AND (lower(source_path) LIKE '%%.md'"
-            " OR lower(source_path) LIKE '%%.markdown')),"
-            " seq AS (SELECT m.id, LAG(m.id) OVER w AS prev, LEAD(m.id) OVER w AS next"
-            " FROM memories m JOIN src ON m.source_path = src.source_path"
-            " AND m.project_id = src.project_id WHERE m.deleted_at IS NULL"
-            " WINDOW w AS (PARTITION BY m.project_id, m.source_path"
-            " ORDER BY m.chunk_index, m.id))"
-            " SELECT id, prev, next FROM seq WHERE id = ANY(%s)",
-            (wanted, wanted),
+        by_source = (
+            []
+            if not documents
+            else self.query(
+                "WITH src AS (SELECT DISTINCT project_id, source_path FROM memories"
+                " WHERE id = ANY(%s) AND (lower(source_path) LIKE '%%.md'"
+                " OR lower(source_path) LIKE '%%.markdown')),"
+                " seq AS (SELECT m.id, LAG(m.id) OVER w AS prev, LEAD(m.id) OVER w AS next"
+                " FROM memories m JOIN src ON m.source_path = src.source_path"
+                " AND m.project_id = src.project_id WHERE m.deleted_at IS NULL"
+                " WINDOW w AS (PARTITION BY m.project_id, m.source_path"
+                " ORDER BY m.chunk_index, m.id))"
+                " SELECT id, prev, next FROM seq WHERE id = ANY(%s)",
+                (wanted, wanted),
+            )
         )
         by_session = self.query(
             "WITH ses AS (SELECT DISTINCT session_id FROM session_memories"

@@ -332,27 +332,31 @@ class Pipeline:
             if fast is not None:
                 return fast
         t0 = time.perf_counter()
-        # the keyword index checked against the change log once for the legs, the names
-        # and the rescoring (KeywordIndexer.pinned), not at each of its lookups
-        pinned = getattr(self._keyword, "pinned", None)
-        with pinned() if pinned is not None else contextlib.nullcontext():
-            p, kw, sem, mode, candidates, notices, allowed = self._candidates(text, opts, pool)
-        t1 = time.perf_counter()
-        damaged: list[str] = []
-        threshold = opts.threshold(mode)
-        ranked, hidden = self._rank(
-            candidates, opts, now, threshold=threshold, window=window, damaged=damaged
-        )
-        if not ranked and hidden and opts.min_score is None and self._narrow(opts, allowed):
-            # nothing cleared the floor, and the filters picked a handful: show them
-            damaged = []
+        # the sparse tables probed once for the whole search (Store.steady: the
+        # neighbours, the facts and the page's reads ask whether they are empty)
+        steady = getattr(self._store, "steady", None)
+        with steady() if steady is not None else contextlib.nullcontext():
+            # the keyword index checked against the change log once for the legs, the names
+            # and the rescoring (KeywordIndexer.pinned), not at each of its lookups
+            pinned = getattr(self._keyword, "pinned", None)
+            with pinned() if pinned is not None else contextlib.nullcontext():
+                p, kw, sem, mode, candidates, notices, allowed = self._candidates(text, opts, pool)
+            t1 = time.perf_counter()
+            damaged: list[str] = []
+            threshold = opts.threshold(mode)
             ranked, hidden = self._rank(
-                candidates, opts, now, threshold=0.0, window=window, damaged=damaged
+                candidates, opts, now, threshold=threshold, window=window, damaged=damaged
             )
-        default_type = MatchType.SEMANTIC if mode is Mode.SEMANTIC else MatchType.BM25
-        terms = kw.terms if kw is not None else _content_words(p.text)
-        check = self._page_check(sem, rebuilt)
-        results = self._results(ranked, opts, now, default_type, terms, damaged, check)
+            if not ranked and hidden and opts.min_score is None and self._narrow(opts, allowed):
+                # nothing cleared the floor, and the filters picked a handful: show them
+                damaged = []
+                ranked, hidden = self._rank(
+                    candidates, opts, now, threshold=0.0, window=window, damaged=damaged
+                )
+            default_type = MatchType.SEMANTIC if mode is Mode.SEMANTIC else MatchType.BM25
+            terms = kw.terms if kw is not None else _content_words(p.text)
+            check = self._page_check(sem, rebuilt)
+            results = self._results(ranked, opts, now, default_type, terms, damaged, check)
         self._close(
             results, opts, shown, mode, hidden, damaged, notices,
             rewritten=kw.rewritten if kw is not None else None,
@@ -856,8 +860,12 @@ class Pipeline:
         Friday"): the neighbours of the best candidates join the candidates, scored on
         both legs, and each candidate's score rises by NEIGHBOUR_WEIGHT times its best
         neighbour's (as evidence: ``1 - (1 - own) * (1 - w * neighbour)``)."""
-        top = sorted(by_id.values(), key=lambda c: -c.base)[:NEIGHBOUR_TOP]
-        adjacent = self._store.adjacent([c.memory_id for c in top if c.base > 0])
+        top = [
+            c for c in sorted(by_id.values(), key=lambda c: -c.base)[:NEIGHBOUR_TOP] if c.base > 0
+        ]
+        # the documents looked along only when one of them comes from a Markdown file
+        documents = any(_from_document(c.info.source_path) for c in top)
+        adjacent = self._store.adjacent([c.memory_id for c in top], documents=documents)
         fresh = sorted({n for ns in adjacent.values() for n in ns if n not in by_id})
         if fresh:
             info = self._store.rank_info(fresh, opts)
@@ -1167,6 +1175,14 @@ class Pipeline:
             )
         except StorageError as exc:  # the answer stands; say that it was not recorded
             notices.append(f"recall not recorded: {exc}")
+
+
+def _from_document(path: Any) -> bool:
+    """Whether a memory of this source path may be a chunk of a Markdown document (what
+    Store.adjacent looks along): a path that is not text is not ruled out."""
+    return path is not None and (
+        not isinstance(path, str) or path.lower().endswith((".md", ".markdown"))
+    )
 
 
 def unknown_name_factor(share: float | None) -> float:

@@ -107,6 +107,10 @@ class Recorder:
         self._thread: threading.Thread | None = None
         self._closed = False
         self._waiters: list[tuple[int, Callable[[], None]]] = []  # (target, callback)
+        # per thread: how deep inside `deferred` it is, and whether a submit of its own
+        # there has not woken the worker yet (woken when it leaves)
+        self._deferring = threading.local()
+        self._deferral = _Deferral(self)  # what `deferred` returns (its state is per thread)
         self.written = 0
         self.batches = 0
         self.retries = 0
@@ -126,14 +130,29 @@ class Recorder:
                 self._last = now
                 self._queue.append(entry)
                 self._submitted += 1
-                if self._thread is None or not self._thread.is_alive():  # (or a fork's)
-                    self._thread = threading.Thread(
-                        target=self._run, name="cortex-recorder", daemon=True
-                    )
-                    self._thread.start()
-                self._cond.notify_all()
+                if getattr(self._deferring, "depth", 0):
+                    self._deferring.owed = True  # woken when the caller leaves `deferred`
+                else:
+                    self._start_and_wake()
                 return
         self._write([entry])  # closed (a search racing close()): written here and now
+
+    def _start_and_wake(self) -> None:
+        """Start the worker if it is not running, and wake it (under the lock)."""
+        if self._thread is None or not self._thread.is_alive():  # (or a fork's)
+            self._thread = threading.Thread(target=self._run, name="cortex-recorder", daemon=True)
+            self._thread.start()
+        self._cond.notify_all()
+
+    def deferred(self) -> contextlib.AbstractContextManager[None]:
+        """Within, this thread's submits queue their searches without waking the worker;
+        it is woken (and started) when the thread leaves, once. A search that records
+        is submitted before its suggestions are made: woken then, the worker took the
+        GIL back and forth with the search's last steps (its wake-up is Python: the
+        condition's wait, `_due`); the write itself waits DELAY after the submit in
+        any case. What the thread queued is never left unwoken: leaving wakes it, an
+        exception included."""
+        return self._deferral
 
     def pending(self) -> int:
         """Searches queued and not written yet."""
@@ -333,6 +352,30 @@ class Recorder:
 def _describe(entry: Recall) -> str:
     # the query may be private: its length and the ids, never its text
     return f"{len(entry.rows)} result(s), query of {len(entry.query or '')} characters"
+
+
+class _Deferral:
+    """Recorder.deferred's scope: re-entrant, its state in the recorder's per-thread
+    `_deferring` (a class, not a generator: entered on every search)."""
+
+    __slots__ = ("_recorder",)
+
+    def __init__(self, recorder: Recorder) -> None:
+        self._recorder = recorder
+
+    def __enter__(self) -> None:
+        mine = self._recorder._deferring
+        mine.depth = getattr(mine, "depth", 0) + 1
+
+    def __exit__(self, *exc: object) -> None:
+        recorder = self._recorder
+        mine = recorder._deferring
+        mine.depth -= 1
+        if not mine.depth and getattr(mine, "owed", False):
+            mine.owed = False
+            with recorder._cond:
+                if recorder._queue:
+                    recorder._start_and_wake()
 
 
 def _fsync_wal(store: Any) -> None:

@@ -357,7 +357,7 @@ class SemanticRetriever:
         `verify` against the leg's position)."""
         if not ids:
             return {}
-        wanted = np.unique(np.asarray(ids, dtype=np.int64))
+        wanted = np.array(sorted({int(i) for i in ids}), dtype=np.int64)  # np.unique's
         found, scores, _ = self._semantic.search_unchecked(query, len(wanted), allowed=wanted)
         finite = math.isfinite
         return {
