@@ -196,10 +196,11 @@ np.savez(sys.argv[3], **out)
 
 def test_the_screen_answers_the_same_with_every_int8_kernel(tmp_path):
     """The screen of one query runs the AVX-VNNI kernel with queries at all 127 int8
-    levels where the CPU has it, and plain AVX2 with 43 levels elsewhere (or with
-    CORTEX_SIMD=avx2, in a child process here): different int8 scores and intervals,
-    the same answer, the plain f16 scan's ids, scores and order, on near-ties, exact
-    duplicates and masked rows, one thread or two."""
+    levels where the CPU has it, and plain AVX2 elsewhere (or with CORTEX_SIMD=avx2, in
+    a child process here) with the most levels its 16-bit sums allow for that query (43
+    to 127: spiky and one-hot queries below take more than uniform ones): different
+    int8 scores and intervals, the same answer, the plain f16 scan's ids, scores and
+    order, on near-ties, exact duplicates and masked rows, one thread or two."""
     import subprocess
     import sys
 
@@ -213,7 +214,11 @@ def test_the_screen_answers_the_same_with_every_int8_kernel(tmp_path):
     vi.append(np.arange(n) * 2 + 5, rows)
     vi.mask(np.arange(0, n, 17) * 2 + 5)
     vi.close()
-    qs = np.vstack([rows[0], unit_rows(1, dim, 32)[0], unit_rows(2, dim, 33)]).astype(np.float32)
+    spiky = unit_rows(1, dim, 34)[0]
+    spiky[::7] *= 8.0
+    hot = rows[3] + np.eye(dim, dtype=np.float32)[5]
+    qs = np.vstack([rows[0], unit_rows(1, dim, 32)[0], unit_rows(2, dim, 33), spiky, hot])
+    qs = (qs / np.linalg.norm(qs, axis=1, keepdims=True)).astype(np.float32)
     np.save(tmp_path / "q.npy", qs)
     env = {**os.environ, "CORTEX_SIMD": "avx2"}
     subprocess.run(

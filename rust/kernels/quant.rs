@@ -30,7 +30,13 @@
 //! rows are rescored; GROUP = 4 needs 31 levels and rescored more still).
 //! With AVX-VNNI (`vpdpbusd`, 32-bit sums) one query is quantized to all 127
 //! levels instead ([`single_levels`]): a ~3x smaller query error, so a ~2.5x
-//! narrower screen; the tile kernel and plain AVX2 keep `Q_MAX`.
+//! narrower screen. `Q_MAX` is the worst case, any query and any bytes; the
+//! 16-bit sums are exact whenever the query's own [`lane_bound`] (127 times
+//! the |values| sharing a lane of a group) fits, so plain AVX2 quantizes one
+//! query to the most levels that keep it so ([`QuantQuery::widest`]: median 92
+//! for real MiniLM queries and normal random ones, ~56 for uniform ones, at 384
+//! dimensions; 1.4-4.5x fewer rows survive the screen than at 43). The tile kernel
+//! keeps `Q_MAX`.
 //! The offset is removed once per query: `sum(u * q) - 64 * sum(q) = sum(r * q)`.
 //! The integer dot product is exact, so every instruction set returns the same bits.
 //!
@@ -238,7 +244,7 @@ pub fn record_errs(rec: &[u8], dim: usize) -> (f32, f32) {
 
 /// A query prepared for the int8 scan.
 pub struct QuantQuery {
-    /// Values in `[-Q_MAX, Q_MAX]`, padded with zeros to a multiple of 32.
+    /// Values in `[-levels, levels]`, padded with zeros to a multiple of 32.
     pub q: Vec<i8>,
     pub scale: f32,
     /// `64 * sum(q)`: removes the storage offset.
@@ -250,8 +256,32 @@ pub struct QuantQuery {
     pub err: f32,
     /// [`margin`] of `dim`.
     pub margin: f32,
-    /// Largest |value| of `q` allowed: [`Q_MAX`] or, for AVX-VNNI, up to 127.
+    /// Largest |value| of `q` allowed: [`Q_MAX`], or up to 127 (AVX-VNNI,
+    /// and plain AVX2 where [`QuantQuery::lanes`] still fits 16 bits).
     pub levels: i32,
+    /// [`lane_bound`] of `q` for the AVX2 kernels' GROUP: their 16-bit sums
+    /// are exact for this query when it is at most `i16::MAX`.
+    pub lanes: i32,
+}
+
+/// The largest |value| a 16-bit lane of the AVX2 kernels can reach for query
+/// bytes `q` when `group` 32-byte chunks are summed before widening, whatever
+/// the stored bytes (each in `[0, 127]`): `127 * sum(|q|)` over the two bytes
+/// of the lane in each chunk of the group. `vpmaddubsw` never saturates for
+/// queries within `[-127, 127]` (`2 * 127 * 127 < 32767`) and `vpaddw` wraps,
+/// so the lane's final sum is exact when this is at most `i16::MAX`.
+pub fn lane_bound(q: &[i8], group: usize) -> i32 {
+    let mut worst = 0;
+    for g in q.chunks(32 * group) {
+        let mut lane = [0i32; 16];
+        for chunk in g.chunks(32) {
+            for (b, v) in chunk.iter().enumerate() {
+                lane[b / 2] += v.unsigned_abs() as i32;
+            }
+        }
+        worst = lane.iter().fold(worst, |m, l| m.max(127 * l));
+    }
+    worst
 }
 
 impl QuantQuery {
@@ -260,9 +290,16 @@ impl QuantQuery {
         QuantQuery::with_levels(x, Q_MAX)
     }
 
-    /// `x` quantized for the single-query kernel of `isa` ([`single_levels`]).
+    /// `x` quantized for the single-query kernel of `isa`: [`single_levels`],
+    /// or with plain AVX2 the most levels whose 16-bit lanes fit
+    /// ([`QuantQuery::widest`]: 43 to 127 by query; median 92 for real
+    /// MiniLM queries at 384 dimensions).
     pub fn single(isa: Isa, x: &[f32]) -> QuantQuery {
-        QuantQuery::with_levels(x, single_levels(isa))
+        match isa {
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 if !x86::vnni() => QuantQuery::widest(x, GROUP),
+            _ => QuantQuery::with_levels(x, single_levels(isa)),
+        }
     }
 
     /// `x` quantized to `[-levels, levels]` (`Q_MAX` for the AVX2 kernels'
@@ -289,6 +326,7 @@ impl QuantQuery {
             err += (*v as f64 - h) * (*v as f64 - h);
         }
         let sum: i32 = q.iter().map(|v| *v as i32).sum();
+        let lanes = lane_bound(&q, GROUP);
         let (qnorm, err) = if err.is_finite() {
             (round_up(qn.sqrt()), round_up(err.sqrt()))
         } else {
@@ -303,7 +341,53 @@ impl QuantQuery {
             err,
             margin: margin(dim),
             levels,
+            lanes,
         }
+    }
+
+    /// `x` quantized to the most levels (at most 127; at least [`Q_MAX`] for
+    /// `group <= 3`, which fits any query) whose [`lane_bound`] with `group`
+    /// chunks fits 16 bits, so that the AVX2 kernel summing `group` chunks
+    /// before widening is exact for it.
+    pub fn widest(x: &[f32], group: usize) -> QuantQuery {
+        // The values `with_levels` gives, into `q`, and their lane bound.
+        let m = x.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+        let mut q = vec![0i8; padded(x.len())];
+        let mut lanes = |levels: i32| {
+            let scale = if m > 0.0 && m.is_finite() {
+                m / levels as f32
+            } else {
+                0.0
+            };
+            for (o, v) in q.iter_mut().zip(x) {
+                *o = if scale > 0.0 {
+                    (v / scale).round().clamp(-levels as f32, levels as f32) as i8
+                } else {
+                    0
+                };
+            }
+            lane_bound(&q, group)
+        };
+        let fits = |l: i32| l <= i16::MAX as i32;
+        let top = lanes(127);
+        let mut levels = 127;
+        if !fits(top) {
+            // The lane sums grow about linearly with the levels (not exactly:
+            // rounding): from the proportional guess, step down until they fit,
+            // or up while the next level still fits.
+            levels = (127 * i16::MAX as i64 / top as i64).clamp(1, 126) as i32;
+            if fits(lanes(levels)) {
+                while levels < 126 && fits(lanes(levels + 1)) {
+                    levels += 1;
+                }
+            } else {
+                while levels > 1 && !fits(lanes(levels - 1)) {
+                    levels -= 1;
+                }
+                levels -= 1;
+            }
+        }
+        QuantQuery::with_levels(x, levels.max(1))
     }
 
     /// Half-width of the interval around the int8 score of `rec` that holds
@@ -335,12 +419,13 @@ impl QuantQuery {
     }
 }
 
-/// Query levels for the single-query kernel of `isa` ([`scores`]): 127 with
-/// AVX-VNNI, whose `vpdpbusd` sums the byte products in 32 bits, so a query
-/// can use every i8 level (its quantization error, half of each score's
-/// interval, is then ~3x smaller: 2.2-2.6x fewer rows survive the screen at
-/// 384 dimensions); [`Q_MAX`] elsewhere (AVX2's 16-bit sums, the tile kernel).
-/// The final answer is the f32 scan's either way.
+/// Query levels every query gets with the single-query kernel of `isa`
+/// ([`scores`]): 127 with AVX-VNNI, whose `vpdpbusd` sums the byte products in
+/// 32 bits, so a query can use every i8 level (its quantization error, half of
+/// each score's interval, is then ~3x smaller: 2.2-2.6x fewer rows survive the
+/// screen at 384 dimensions); [`Q_MAX`] elsewhere (the scalar loop, and plain
+/// AVX2, where [`QuantQuery::single`] goes further for each query whose 16-bit
+/// lanes allow it). The final answer is the f32 scan's either way.
 pub fn single_levels(isa: Isa) -> i32 {
     match isa {
         #[cfg(target_arch = "x86_64")]
@@ -407,12 +492,8 @@ fn scores_with(
         "quant::scores: shape mismatch"
     );
     assert_eq!(qq.q.len(), padded(dim), "quant::scores: query not padded");
-    // Plain AVX2 sums in 16 bits; AVX-VNNI and the scalar loop in 32.
-    #[cfg(target_arch = "x86_64")]
-    assert!(
-        qq.levels <= Q_MAX || isa != Isa::Avx2 || x86::vnni(),
-        "quant::scores: query levels too wide for 16-bit sums"
-    );
+    // Plain AVX2 sums in 16 bits (its kernel refuses a query whose lanes do
+    // not fit them); AVX-VNNI and the scalar loop in 32.
     match isa {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `Isa::Avx2` exists only once AVX2 was detected; shapes checked above.
@@ -452,7 +533,7 @@ pub fn scores_tile(isa: Isa, qqs: &[QuantQuery], records: &[u8], out: &mut [f32]
         "quant::scores_tile: queries of different dims"
     );
     assert!(
-        qqs.iter().all(|q| q.levels <= Q_MAX),
+        qqs.iter().all(|q| q.lanes <= i16::MAX as i32),
         "quant::scores_tile: query levels too wide for 16-bit sums"
     );
     assert_eq!(
@@ -553,6 +634,27 @@ pub(crate) mod x86 {
         _mm256_add_epi32(acc, _mm256_madd_epi16(s, _mm256_set1_epi16(1)))
     }
 
+    /// [`mac`] of exactly `N` chunks (a loop the compiler unrolls).
+    ///
+    /// # Safety
+    /// As [`mac`].
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn mac_n<const N: usize>(
+        acc: __m256i,
+        pu: *const u8,
+        pq: *const i8,
+        at: usize,
+    ) -> __m256i {
+        let mut s = _mm256_setzero_si256();
+        for c in 0..N {
+            let o = at + 32 * c;
+            // SAFETY: the caller guarantees the chunks are in bounds.
+            s = _mm256_add_epi16(s, unsafe { _mm256_maddubs_epi16(ld(pu, o), ld(pq, o)) });
+        }
+        _mm256_add_epi32(acc, _mm256_madd_epi16(s, _mm256_set1_epi16(1)))
+    }
+
     /// One record against one query: integer dot product.
     ///
     /// # Safety
@@ -560,11 +662,11 @@ pub(crate) mod x86 {
     /// `padded(dim) = 32 * chunks` query bytes.
     #[inline]
     #[target_feature(enable = "avx2")]
-    unsafe fn dot1(p: *const u8, pq: *const i8, chunks: usize) -> i32 {
+    unsafe fn dot1<const G: usize>(p: *const u8, pq: *const i8, chunks: usize) -> i32 {
         let mut acc = _mm256_setzero_si256();
         let mut c = 0;
         while c < chunks {
-            let g = (chunks - c).min(GROUP);
+            let g = (chunks - c).min(G);
             // SAFETY: (c + g) * 32 <= padded(dim) <= record_len(dim).
             acc = unsafe { mac(acc, p, pq, c * 32, g) };
             c += g;
@@ -573,7 +675,11 @@ pub(crate) mod x86 {
     }
 
     /// [`super::scores`] with plain AVX2 (CPUs without AVX-VNNI, Zen 1 among
-    /// them); with `half`, also [`super::scores_bounded`]'s half-widths.
+    /// them); with `half`, also [`super::scores_bounded`]'s half-widths. Eight
+    /// records an iteration, the next eight prefetched (BENCHMARKS.md, "The
+    /// int8 screen on AVX2": with the groups of chunks unrolled ([`mac_n`]),
+    /// 1.15x the read floor against 1.21-1.25x for four records 8 ahead;
+    /// 16 ahead 1.20x).
     ///
     /// # Safety
     /// AVX2; `records.len() == out.len() * record_len(qq.dim)`, `qq.q.len() == padded(dim)`,
@@ -586,7 +692,7 @@ pub(crate) mod x86 {
         half: Option<&mut [f32]>,
     ) {
         // SAFETY: the caller's guarantees.
-        unsafe { scores_avx2::<4, 8, { _MM_HINT_T0 }>(qq, records, out, half) }
+        unsafe { scores_avx2::<8, 8, { _MM_HINT_T0 }>(qq, records, out, half) }
     }
 
     /// [`scores_into`] with `R` records an iteration (a multiple of 4) and the
@@ -601,8 +707,36 @@ pub(crate) mod x86 {
         out: &mut [f32],
         half: Option<&mut [f32]>,
     ) {
+        // 16-bit sums of GROUP chunks: exact only if the query's lanes fit.
+        assert!(
+            qq.lanes <= i16::MAX as i32,
+            "quant::scores: query levels too wide for 16-bit sums"
+        );
         // SAFETY: the caller's guarantees; AVX2 is enabled here.
-        unsafe { scores_body::<R, AHEAD, HINT, false>(qq, records, out, half) }
+        unsafe { scores_body::<R, AHEAD, HINT, false, GROUP>(qq, records, out, half) }
+    }
+
+    /// [`scores_avx2`] summing `G` chunks in 16 bits before each widening
+    /// (the probe of the variants; exact only for queries whose lanes fit:
+    /// [`super::lane_bound`] with `G`, not checked).
+    ///
+    /// # Safety
+    /// As [`scores_into`].
+    #[cfg(test)]
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn scores_avx2g<
+        const R: usize,
+        const AHEAD: usize,
+        const HINT: i32,
+        const G: usize,
+    >(
+        qq: &QuantQuery,
+        records: &[u8],
+        out: &mut [f32],
+        half: Option<&mut [f32]>,
+    ) {
+        // SAFETY: the caller's guarantees; AVX2 is enabled here.
+        unsafe { scores_body::<R, AHEAD, HINT, false, G>(qq, records, out, half) }
     }
 
     /// [`scores_avx2`] with AVX-VNNI's `vpdpbusd` (one instruction for the
@@ -619,7 +753,7 @@ pub(crate) mod x86 {
         half: Option<&mut [f32]>,
     ) {
         // SAFETY: the caller's guarantees; AVX2 and AVX-VNNI are enabled here.
-        unsafe { scores_body::<R, AHEAD, HINT, true>(qq, records, out, half) }
+        unsafe { scores_body::<R, AHEAD, HINT, true, GROUP>(qq, records, out, half) }
     }
 
     /// The body of [`scores_avx2`] and [`scores_vnni`], inlined into each (and
@@ -635,7 +769,13 @@ pub(crate) mod x86 {
     /// # Safety
     /// As [`scores_into`]; with `VNNI`, called only from an `avxvnni` function.
     #[inline(always)]
-    unsafe fn scores_body<const R: usize, const AHEAD: usize, const HINT: i32, const VNNI: bool>(
+    unsafe fn scores_body<
+        const R: usize,
+        const AHEAD: usize,
+        const HINT: i32,
+        const VNNI: bool,
+        const G: usize,
+    >(
         qq: &QuantQuery,
         records: &[u8],
         out: &mut [f32],
@@ -661,7 +801,7 @@ pub(crate) mod x86 {
                 let ahead = AHEAD > 0 && r + R + AHEAD <= n;
                 let mut c = 0;
                 while c < chunks {
-                    let g = (chunks - c).min(GROUP);
+                    let g = (chunks - c).min(G);
                     if ahead {
                         // Hints (never fault), inside rows r+AHEAD..r+AHEAD+R.
                         for cc in c..c + g {
@@ -682,6 +822,10 @@ pub(crate) mod x86 {
                                     qv,
                                 );
                             }
+                        }
+                    } else if g == G {
+                        for (k, ak) in a.iter_mut().enumerate() {
+                            *ak = mac_n::<G>(*ak, p.add(k * stride), pq, c * 32);
                         }
                     } else {
                         for (k, ak) in a.iter_mut().enumerate() {
@@ -733,7 +877,7 @@ pub(crate) mod x86 {
                     }
                     hsum4(acc, acc, acc, acc)[0]
                 } else {
-                    dot1(rec.as_ptr(), pq, chunks)
+                    dot1::<G>(rec.as_ptr(), pq, chunks)
                 };
                 out[r] = qq.score(d, record_scale(rec, dim));
                 if let Some(h) = half.as_deref_mut() {
@@ -810,7 +954,7 @@ pub(crate) mod x86 {
                 let mut s = [0.0f32; 4];
                 // SAFETY: same CPU features; records r..r+4 are whole records.
                 unsafe {
-                    scores_into(
+                    scores_avx2::<4, 0, { _MM_HINT_T0 }>(
                         &qqs[j],
                         &records[r * stride..(r + 4) * stride],
                         &mut s,
@@ -826,7 +970,7 @@ pub(crate) mod x86 {
             let scale = record_scale(rec, dim);
             for (j, qq) in qqs.iter().enumerate() {
                 // SAFETY: `rec` is one whole record; every query is padded.
-                let d = unsafe { dot1(rec.as_ptr(), qq.q.as_ptr(), chunks) };
+                let d = unsafe { dot1::<GROUP>(rec.as_ptr(), qq.q.as_ptr(), chunks) };
                 out[j * nr + r] = qq.score(d, scale);
             }
             r += 1;
@@ -1030,7 +1174,15 @@ mod tests {
 
     #[test]
     fn bounded_scores_are_the_scores_and_the_scalar_half_widths() {
-        for (dim, n) in [(384usize, 13usize), (384, 8), (33, 7), (5, 3), (390, 1)] {
+        for (dim, n) in [
+            (384usize, 13usize),
+            (384, 8),
+            (33, 7),
+            (5, 3),
+            (390, 1),
+            (20, 9),
+            (52, 8),
+        ] {
             let rows: Vec<Vec<f32>> = (0..n).map(|i| unit(dim, 40 + i as u64)).collect();
             let mut recs = records(&rows);
             // A damaged record: its half-width is NaN, never a finite number.
@@ -1112,8 +1264,10 @@ mod tests {
     #[cfg(target_arch = "x86_64")]
     #[should_panic(expected = "too wide")]
     fn wide_queries_are_refused_by_sixteen_bit_sums() {
-        let q = unit(64, 3);
+        // Every value equal: every lane sums 4 x 127, beyond 16 bits.
+        let q = vec![0.125f32; 64];
         let qq = QuantQuery::with_levels(&q, 127);
+        assert!(qq.lanes > i16::MAX as i32);
         let recs = records(&[unit(64, 4)]);
         let mut out = [0.0f32; 1];
         scores_tile(Isa::best(), std::slice::from_ref(&qq), &recs, &mut out);
@@ -1133,11 +1287,17 @@ mod tests {
             (390, 1),
             (96, 64),
             (384, 45),
+            (20, 17),
         ] {
             let rows: Vec<Vec<f32>> = (0..n).map(|i| unit(dim, 90 + i as u64)).collect();
             let recs = records(&rows);
             for seed in [1u64, 2, 3] {
-                let qq = QuantQuery::new(&unit(dim, 500 + seed));
+                let q = unit(dim, 500 + seed);
+                let qq = if seed == 3 {
+                    QuantQuery::widest(&q, GROUP)
+                } else {
+                    QuantQuery::new(&q)
+                };
                 use std::arch::x86_64::_MM_HINT_T0 as T0;
                 let (mut a, mut ha) = (vec![0.0; n], vec![0.0; n]);
                 let (mut b, mut hb) = (vec![0.0; n], vec![0.0; n]);
@@ -1148,6 +1308,11 @@ mod tests {
                     x86::scores_vnni::<4, 0, T0>(&qq, &recs, &mut b, Some(&mut hb));
                     x86::scores_vnni::<8, 16, T0>(&qq, &recs, &mut c, Some(&mut hc));
                 }
+                let (mut d, mut hd) = (vec![0.0; n], vec![0.0; n]);
+                // SAFETY: as above.
+                unsafe { x86::scores_into(&qq, &recs, &mut d, Some(&mut hd)) };
+                assert_eq!(a, d, "dim {dim}, scores_into");
+                assert_eq!(ha, hd, "dim {dim}, scores_into");
                 assert_eq!(a, b, "dim {dim}");
                 assert_eq!(a, c, "dim {dim}, 8 records an iteration");
                 assert_eq!(ha, hc, "dim {dim}, 8 records an iteration");
@@ -1165,5 +1330,164 @@ mod tests {
         assert_eq!(qq.slack(&rec), f32::INFINITY);
         let rec = records(&[vec![f32::NAN; dim]]);
         assert_eq!(qq.slack(&rec), f32::INFINITY);
+    }
+
+    /// Records of raw bytes `u` (each in [0, 127]), scale 1 and norms 1: the
+    /// extremes no quantized row reaches all at once.
+    fn raw_records(rows: &[Vec<u8>], dim: usize) -> Vec<u8> {
+        let stride = record_len(dim);
+        let mut out = vec![0u8; rows.len() * stride];
+        for (u, rec) in rows.iter().zip(out.chunks_exact_mut(stride)) {
+            rec[..dim].copy_from_slice(u);
+            for at in [dim, dim + 4, dim + 8] {
+                rec[at..at + 4].copy_from_slice(&1.0f32.to_le_bytes());
+            }
+        }
+        out
+    }
+
+    /// The plain-AVX2 kernel's scores (at 8 and 4 records an iteration, the
+    /// two shapes it runs) against the scalar loop's: the same bits.
+    #[cfg(target_arch = "x86_64")]
+    fn assert_avx2_is_scalar(qq: &QuantQuery, recs: &[u8], what: &str) {
+        if !is_x86_feature_detected!("avx2") {
+            return;
+        }
+        use std::arch::x86_64::_MM_HINT_T0 as T0;
+        let n = recs.len() / record_len(qq.dim);
+        let mut want = vec![0.0; n];
+        scores(Isa::Scalar, qq, recs, &mut want);
+        let (mut a, mut b) = (vec![0.0; n], vec![0.0; n]);
+        // SAFETY: AVX2 was detected; shapes match.
+        unsafe {
+            x86::scores_into(qq, recs, &mut a, None);
+            x86::scores_avx2::<4, 0, T0>(qq, recs, &mut b, None);
+        }
+        assert_eq!(a, want, "{what}");
+        assert_eq!(b, want, "{what}, 4 records an iteration");
+    }
+
+    /// Queries of several shapes: uniform and spiky unit vectors, a constant
+    /// one (every lane full: the worst case), one-hot, and near-zero tails.
+    fn query_shapes(dim: usize) -> Vec<Vec<f32>> {
+        let mut qs: Vec<Vec<f32>> = (0..6).map(|s| unit(dim, 900 + s)).collect();
+        qs.push(vec![1.0 / (dim as f32).sqrt(); dim]);
+        let mut hot = vec![0.0f32; dim];
+        hot[dim / 2] = 1.0;
+        qs.push(hot);
+        let mut spiky = unit(dim, 77);
+        for (i, v) in spiky.iter_mut().enumerate() {
+            if i % 7 == 0 {
+                *v *= 8.0;
+            }
+        }
+        qs.push(spiky);
+        let mut cubed = unit(dim, 78);
+        cubed.iter_mut().for_each(|v| *v = *v * *v * *v);
+        qs.push(cubed);
+        qs
+    }
+
+    #[test]
+    fn per_query_levels_are_the_widest_whose_lanes_fit_and_score_exactly() {
+        for dim in [384usize, 96, 33, 5, 390] {
+            for (i, q) in query_shapes(dim).iter().enumerate() {
+                let qq = QuantQuery::widest(q, GROUP);
+                assert_eq!(qq.lanes, lane_bound(&qq.q, GROUP));
+                assert!(qq.lanes <= i16::MAX as i32, "dim {dim} query {i}");
+                assert!((Q_MAX..=127).contains(&qq.levels), "{}", qq.levels);
+                if qq.levels < 127 {
+                    // The widest: one level more would not fit.
+                    let wider = QuantQuery::with_levels(q, qq.levels + 1);
+                    assert!(wider.lanes > i16::MAX as i32, "dim {dim} query {i}");
+                }
+                // The same quantization as `with_levels` at those levels.
+                assert_eq!(qq.q, QuantQuery::with_levels(q, qq.levels).q);
+                // Against quantized rows, and against the bytes that push every
+                // lane to its bound: 127 where the query is positive and 0 where
+                // it is negative (the largest sum), and the reverse (the lowest).
+                let rows: Vec<Vec<f32>> = (0..11).map(|r| unit(dim, 40 + r)).collect();
+                #[cfg(target_arch = "x86_64")]
+                assert_avx2_is_scalar(&qq, &records(&rows), &format!("dim {dim} query {i}"));
+                let hi: Vec<u8> = qq.q[..dim]
+                    .iter()
+                    .map(|v| if *v > 0 { 127 } else { 0 })
+                    .collect();
+                let lo: Vec<u8> = qq.q[..dim]
+                    .iter()
+                    .map(|v| if *v < 0 { 127 } else { 0 })
+                    .collect();
+                let all: Vec<u8> = vec![127; dim];
+                let raw = raw_records(
+                    &[
+                        hi.clone(),
+                        lo,
+                        all,
+                        hi.clone(),
+                        hi.clone(),
+                        hi.clone(),
+                        hi.clone(),
+                        hi.clone(),
+                        hi,
+                    ],
+                    dim,
+                );
+                #[cfg(target_arch = "x86_64")]
+                assert_avx2_is_scalar(&qq, &raw, &format!("dim {dim} query {i}, extreme bytes"));
+                let _ = raw;
+            }
+        }
+        // The constant query fills every lane: exactly Q_MAX levels.
+        let q = vec![1.0f32 / 384f32.sqrt(); 384];
+        assert_eq!(QuantQuery::widest(&q, GROUP).levels, Q_MAX);
+        // A one-hot query has a single lane: every level.
+        let mut hot = vec![0.0f32; 384];
+        hot[5] = 1.0;
+        assert_eq!(QuantQuery::widest(&hot, GROUP).levels, 127);
+    }
+
+    /// A query whose lane 0 sums `127 + 127 + last` over a group of 3 chunks
+    /// (bytes 0 and 1 of chunk 0, byte 0 of chunk 1), 127 levels, `sign`.
+    fn lane_query(last: i32, sign: f32) -> QuantQuery {
+        let mut x = vec![0.0f32; 96];
+        x[0] = sign;
+        x[1] = sign;
+        x[32] = sign * last as f32 / 127.0;
+        let qq = QuantQuery::with_levels(&x, 127);
+        assert_eq!(&qq.q[..2], &[(127.0 * sign) as i8; 2]);
+        assert_eq!(qq.q[32] as i32, last * sign as i32);
+        qq
+    }
+
+    #[test]
+    fn sixteen_bit_lanes_at_their_bound_are_exact() {
+        // 127 x (127 + 127 + 4) = 32766 in one 16-bit lane, both signs.
+        for sign in [1.0f32, -1.0] {
+            let qq = lane_query(4, sign);
+            assert_eq!(qq.lanes, 32766);
+            let recs = raw_records(&vec![vec![127u8; 96]; 9], 96);
+            let mut want = vec![0.0; 9];
+            scores(Isa::Scalar, &qq, &recs, &mut want);
+            let d = dot_u8_i8_scalar(&recs[..96], &qq.q[..96]);
+            assert_eq!(d, 32766 * sign as i32);
+            #[cfg(target_arch = "x86_64")]
+            assert_avx2_is_scalar(&qq, &recs, "lane at 32766");
+        }
+    }
+
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    #[should_panic(expected = "too wide")]
+    fn one_more_than_the_lane_bound_is_refused_by_the_avx2_kernel() {
+        if !is_x86_feature_detected!("avx2") {
+            panic!("too wide (no AVX2 to test)");
+        }
+        // 127 x 259 = 32893: the lane would wrap.
+        let qq = lane_query(5, 1.0);
+        assert_eq!(qq.lanes, 32893);
+        let recs = raw_records(&[vec![127u8; 96]], 96);
+        let mut out = [0.0f32; 1];
+        // SAFETY: AVX2 was detected; shapes match.
+        unsafe { x86::scores_into(&qq, &recs, &mut out, None) };
     }
 }

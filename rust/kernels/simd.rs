@@ -484,67 +484,98 @@ pub(crate) mod x86 {
     }
 
     /// Four rows at a time against one query: four independent FMA chains
-    /// hide the FMA latency and one horizontal reduction serves four rows.
+    /// hide the FMA latency and one horizontal reduction serves four rows; the
+    /// rows 8 on prefetched. Measured against 16 ahead on the 1M-row f16 file
+    /// (BENCHMARKS.md, "The int8 screen on AVX2"): 1.10-1.13x the read floor
+    /// in-process against 1.23-1.30x, but through the Python API both
+    /// 1.12-1.16x in alternated processes, so unchanged.
     ///
     /// # Safety
     /// AVX2+FMA; `rows.len() == out.len() * q.len()`.
     #[target_feature(enable = "avx2,fma,f16c")]
     pub unsafe fn scores<E: Elem>(q: &[f32], rows: &[E], out: &mut [f32]) {
+        // SAFETY: the caller's guarantees.
+        unsafe { scores_rows::<E, 4, 8>(q, rows, out) }
+    }
+
+    /// [`scores`] with `R` rows an iteration (a multiple of 4: `R` FMA chains,
+    /// each row's in [`dot`]'s order, so the same bits) and the rows `AHEAD`
+    /// on (a multiple of `R`; 0: none) prefetched meanwhile.
+    ///
+    /// # Safety
+    /// As [`scores`].
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn scores_rows<E: Elem, const R: usize, const AHEAD: usize>(
+        q: &[f32],
+        rows: &[E],
+        out: &mut [f32],
+    ) {
+        const { assert!(R > 0 && R.is_multiple_of(4) && AHEAD.is_multiple_of(R)) };
         let dim = q.len();
         let n = out.len();
         let main = dim / 8 * 8;
         let pq = q.as_ptr();
         let mut r = 0;
-        while r + 4 <= n {
+        while r + R <= n {
             let p0 = rows[r * dim..].as_ptr();
-            let mut a0 = _mm256_setzero_ps();
-            let mut a1 = _mm256_setzero_ps();
-            let mut a2 = _mm256_setzero_ps();
-            let mut a3 = _mm256_setzero_ps();
-            // The four rows are contiguous (4 * dim elements): prefetch the group
-            // two ahead, two cache lines per step of 8 f32 (one per 8 f16), so
-            // that it is in cache when its turn comes (~10 % faster than the
-            // hardware prefetcher alone on the AMD EPYC (Zen 1) this was tuned on;
-            // the same trick made the int8 scan 1.9x faster there).
+            let mut a = [_mm256_setzero_ps(); R];
+            // The R rows are contiguous (R * dim elements): prefetch the rows
+            // AHEAD on, two cache lines per step of 8 f32 (one per 8 f16 per
+            // four rows), so that they are in cache when their turn comes
+            // (~10 % faster than the hardware prefetcher alone on the AMD EPYC
+            // (Zen 1) four rows two groups ahead were tuned on; the same trick
+            // made the int8 scan 1.9x faster there).
             let esz = std::mem::size_of::<E>();
-            let group = 4 * dim * esz; // bytes of four rows
-            let step = 8 * esz * 4; // bytes of the four rows one step covers
-            let ahead = if r + 12 <= n { 2 * group } else { 0 };
+            let group = R * dim * esz; // bytes of the R rows
+            let step = 8 * esz * R; // bytes of the R rows one step covers
+            let ahead = if AHEAD > 0 && r + R + AHEAD <= n {
+                AHEAD * dim * esz
+            } else {
+                0
+            };
             let pb = p0 as *const i8;
             let mut line = 0usize;
             let mut i = 0;
             while i < main {
-                // SAFETY: rows r..r+4 exist (r + 4 <= n) and i + 8 <= dim, so every
+                // SAFETY: rows r..r+R exist (r + R <= n) and i + 8 <= dim, so every
                 // load stays inside `rows` and `q`; prefetches are hints (they never
-                // fault) and stay inside rows r+8..r+12 when `ahead` is non-zero.
+                // fault) and stay inside rows r+AHEAD..r+AHEAD+R when `ahead` is
+                // non-zero.
                 unsafe {
-                    if ahead != 0 && line + step <= group {
+                    if ahead != 0 && line < group {
                         let pf = pb.add(ahead + line);
-                        _mm_prefetch::<_MM_HINT_T0>(pf);
-                        if step > 64 {
-                            _mm_prefetch::<_MM_HINT_T0>(pf.add(64));
+                        let mut l = 0;
+                        while l < step && line + l < group {
+                            _mm_prefetch::<_MM_HINT_T0>(pf.add(l));
+                            l += 64;
                         }
                     }
                     line += step;
                     let vq = _mm256_loadu_ps(pq.add(i));
-                    a0 = _mm256_fmadd_ps(load8(p0.add(i)), vq, a0);
-                    a1 = _mm256_fmadd_ps(load8(p0.add(dim + i)), vq, a1);
-                    a2 = _mm256_fmadd_ps(load8(p0.add(2 * dim + i)), vq, a2);
-                    a3 = _mm256_fmadd_ps(load8(p0.add(3 * dim + i)), vq, a3);
+                    for (k, ak) in a.iter_mut().enumerate() {
+                        *ak = _mm256_fmadd_ps(load8(p0.add(k * dim + i)), vq, *ak);
+                    }
                 }
                 i += 8;
             }
-            let mut s = [0.0f32; 4];
-            // SAFETY: `s` has room for four f32.
-            unsafe { _mm_storeu_ps(s.as_mut_ptr(), hsum4(a0, a1, a2, a3)) };
-            for (k, sk) in s.iter_mut().enumerate() {
-                let row = &rows[(r + k) * dim..(r + k + 1) * dim];
-                for j in main..dim {
-                    *sk += row[j].f32() * q[j];
+            for q4 in 0..R / 4 {
+                let mut s = [0.0f32; 4];
+                // SAFETY: `s` has room for four f32.
+                unsafe {
+                    _mm_storeu_ps(
+                        s.as_mut_ptr(),
+                        hsum4(a[4 * q4], a[4 * q4 + 1], a[4 * q4 + 2], a[4 * q4 + 3]),
+                    )
+                };
+                for (k, sk) in s.iter_mut().enumerate() {
+                    let row = &rows[(r + 4 * q4 + k) * dim..(r + 4 * q4 + k + 1) * dim];
+                    for j in main..dim {
+                        *sk += row[j].f32() * q[j];
+                    }
                 }
+                out[r + 4 * q4..r + 4 * q4 + 4].copy_from_slice(&s);
             }
-            out[r..r + 4].copy_from_slice(&s);
-            r += 4;
+            r += R;
         }
         while r < n {
             // SAFETY: same CPU features as this function.

@@ -1816,4 +1816,458 @@ mod probe {
             }
         }
     }
+
+    /// One scoring kernel of the AVX2 variants probe: (query, records, scores, half-widths).
+    type Kern<'a> = &'a dyn Fn(&QuantQuery, &[u8], &mut [f32], &mut [f32]);
+
+    /// [`pass`] with `kernel` in place of `quant::scores_bounded`.
+    fn pass_with(kernel: Kern, q8: &[u8], qq: &QuantQuery, k: usize) -> Screened {
+        let stride = record_len(qq.dim);
+        let n = q8.len() / stride;
+        let mut screen = Screen::new(Keep::Bound, k);
+        let mut t = f32::NEG_INFINITY;
+        let (mut s, mut h) = (vec![0.0f32; BLOCK], vec![0.0f32; BLOCK]);
+        let mut start = 0;
+        while start < n {
+            let end = (start + BLOCK).min(n);
+            let nb = end - start;
+            kernel(
+                qq,
+                &q8[start * stride..end * stride],
+                &mut s[..nb],
+                &mut h[..nb],
+            );
+            for i0 in (0..nb).step_by(32) {
+                let i1 = (i0 + 32).min(nb);
+                let mut mask = 0u32;
+                for i in i0..i1 {
+                    let u = s[i] + h[i];
+                    mask |= ((u >= t || u.is_nan()) as u32) << (i - i0);
+                }
+                while mask != 0 {
+                    let i = i0 + mask.trailing_zeros() as usize;
+                    mask &= mask - 1;
+                    screen.offer((start + i) as u32, s[i], h[i], &|_| true);
+                    t = screen.threshold();
+                }
+            }
+            start = end;
+        }
+        screen.finish()
+    }
+
+    /// The plain-AVX2 screen's variants (issue 16, "The int8 screen on AVX2"):
+    /// 16-bit sums of 3 chunks (43 levels), 2 (64 levels), 1 (127 levels), and
+    /// per-query levels (the most that fit the lanes of 3 or 2 chunks), each as
+    /// a whole one-thread screen (pass, survivors, rescoring), interleaved with
+    /// the read floor on the mmap'd file; then survivors and rescored rows.
+    /// `PROBE_FILE`, `PROBE_ROWS` as [`probe_screen_file`].
+    #[test]
+    #[ignore]
+    #[cfg(target_arch = "x86_64")]
+    fn probe_avx2_levels() {
+        use crate::kernels::quant::x86::scores_avx2g;
+        use crate::kernels::simd::F16;
+        use std::arch::x86_64::_MM_HINT_T0 as T0;
+        use std::hint::black_box;
+        let path = std::env::var("PROBE_FILE").expect("PROBE_FILE");
+        let n: usize = std::env::var("PROBE_ROWS").unwrap().parse().unwrap();
+        let rounds: usize = std::env::var("PROBE_ROUNDS").map_or(30, |v| v.parse().unwrap());
+        let dim = 384;
+        let file = std::fs::File::open(&path).unwrap();
+        // SAFETY: a bench file nobody writes while the probe runs.
+        let map = unsafe { memmap2::Mmap::map(&file) }.unwrap();
+        let data = &map[4096..4096 + n * dim * 2];
+        // SAFETY: page-aligned + 4096; F16 is a u16.
+        let rows: &[F16] =
+            unsafe { std::slice::from_raw_parts(data.as_ptr() as *const F16, n * dim) };
+        let qfile = std::fs::File::open(format!("{path}.q8")).unwrap();
+        // SAFETY: as above.
+        let qmap = unsafe { memmap2::Mmap::map(&qfile) }.unwrap();
+        let stride = record_len(dim);
+        let q8 = &qmap[64..64 + n * stride];
+        let isa = Isa::Avx2;
+        let nq = 40;
+        // Uniform unit queries (the probe's rows), or with PROBE_GAUSS=1 normal
+        // ones (Box-Muller), as the Python bench and real embeddings are shaped.
+        let qs = if std::env::var("PROBE_GAUSS").is_ok() {
+            let mut s = 12345u64;
+            let mut u = || {
+                s = s
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                ((s >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+            };
+            let mut v: Vec<f32> = (0..nq * dim)
+                .map(|_| ((-2.0 * u().ln()).sqrt() * (std::f64::consts::TAU * u()).cos()) as f32)
+                .collect();
+            for q in v.chunks_exact_mut(dim) {
+                let n = q.iter().map(|x| x * x).sum::<f32>().sqrt();
+                q.iter_mut().for_each(|x| *x /= n);
+            }
+            v
+        } else {
+            super::tests::unit_rows(nq, dim, 7)
+        };
+        let query = |r: usize| &qs[(r % nq) * dim..(r % nq + 1) * dim];
+        // SAFETY (all kernels): AVX2 is present (Isa::Avx2 only runs where
+        // detected: checked below); shapes are the screen's.
+        assert_eq!(Isa::best(), Isa::Avx2);
+        let g3: Kern = &|qq, c, o, h| unsafe { scores_avx2g::<4, 8, T0, 3>(qq, c, o, Some(h)) };
+        let g2: Kern = &|qq, c, o, h| unsafe { scores_avx2g::<4, 8, T0, 2>(qq, c, o, Some(h)) };
+        let g1: Kern = &|qq, c, o, h| unsafe { scores_avx2g::<4, 8, T0, 1>(qq, c, o, Some(h)) };
+        type Quant<'a> = &'a dyn Fn(&[f32]) -> QuantQuery;
+        let g1r8: Kern = &|qq, c, o, h| unsafe { scores_avx2g::<8, 16, T0, 1>(qq, c, o, Some(h)) };
+        let g1r4a16: Kern =
+            &|qq, c, o, h| unsafe { scores_avx2g::<4, 16, T0, 1>(qq, c, o, Some(h)) };
+        let g1r8a8: Kern = &|qq, c, o, h| unsafe { scores_avx2g::<8, 8, T0, 1>(qq, c, o, Some(h)) };
+        let g3r8: Kern = &|qq, c, o, h| unsafe { scores_avx2g::<8, 16, T0, 3>(qq, c, o, Some(h)) };
+        let g2r8: Kern = &|qq, c, o, h| unsafe { scores_avx2g::<8, 16, T0, 2>(qq, c, o, Some(h)) };
+        let g3r8a8: Kern = &|qq, c, o, h| unsafe { scores_avx2g::<8, 8, T0, 3>(qq, c, o, Some(h)) };
+        let g2r8a8: Kern = &|qq, c, o, h| unsafe { scores_avx2g::<8, 8, T0, 2>(qq, c, o, Some(h)) };
+        let vn8: Kern = &|qq, c, o, h| unsafe {
+            crate::kernels::quant::x86::scores_vnni::<8, 8, T0>(qq, c, o, Some(h))
+        };
+        let vn24: Kern = &|qq, c, o, h| unsafe {
+            crate::kernels::quant::x86::scores_vnni::<8, 24, T0>(qq, c, o, Some(h))
+        };
+        let vn: Kern = &|qq, c, o, h| unsafe {
+            crate::kernels::quant::x86::scores_vnni::<8, 16, T0>(qq, c, o, Some(h))
+        };
+        let all: Vec<(&str, Kern, Quant)> = vec![
+            ("3 chunks, 43 levels", g3, &|q| {
+                QuantQuery::with_levels(q, 43)
+            }),
+            ("2 chunks, 64 levels", g2, &|q| {
+                QuantQuery::with_levels(q, 64)
+            }),
+            ("1 chunk, 127 levels", g1, &|q| {
+                QuantQuery::with_levels(q, 127)
+            }),
+            ("3 chunks, per-query levels", g3, &|q| {
+                QuantQuery::widest(q, 3)
+            }),
+            ("2 chunks, per-query levels", g2, &|q| {
+                QuantQuery::widest(q, 2)
+            }),
+            ("1 chunk, 127, R8 A16", g1r8, &|q| {
+                QuantQuery::with_levels(q, 127)
+            }),
+            ("1 chunk, 127, R4 A16", g1r4a16, &|q| {
+                QuantQuery::with_levels(q, 127)
+            }),
+            ("1 chunk, 127, R8 A8", g1r8a8, &|q| {
+                QuantQuery::with_levels(q, 127)
+            }),
+            ("3 chunks, 43, R8 A16", g3r8, &|q| {
+                QuantQuery::with_levels(q, 43)
+            }),
+            ("vnni 127 R8 A16", vn, &|q| QuantQuery::with_levels(q, 127)),
+            ("3 chunks, per-query, R8 A16", g3r8, &|q| {
+                QuantQuery::widest(q, 3)
+            }),
+            ("2 chunks, per-query, R8 A16", g2r8, &|q| {
+                QuantQuery::widest(q, 2)
+            }),
+            ("2 chunks, 64, R8 A16", g2r8, &|q| {
+                QuantQuery::with_levels(q, 64)
+            }),
+            ("3 chunks, 43, R8 A8", g3r8a8, &|q| {
+                QuantQuery::with_levels(q, 43)
+            }),
+            ("3 chunks, per-query, R8 A8", g3r8a8, &|q| {
+                QuantQuery::widest(q, 3)
+            }),
+            ("2 chunks, per-query, R8 A8", g2r8a8, &|q| {
+                QuantQuery::widest(q, 2)
+            }),
+            ("1 chunk, 127, R8 A8 (again)", g1r8a8, &|q| {
+                QuantQuery::with_levels(q, 127)
+            }),
+            ("vnni 127 R8 A8", vn8, &|q| QuantQuery::with_levels(q, 127)),
+            ("vnni 127 R8 A24", vn24, &|q| {
+                QuantQuery::with_levels(q, 127)
+            }),
+        ];
+        let pick: Vec<usize> = std::env::var("PROBE_VARIANTS")
+            .map_or((0..all.len()).collect(), |v| {
+                v.split(',').map(|x| x.parse().unwrap()).collect()
+            });
+        let variants: Vec<(&str, Kern, Quant)> = pick.iter().map(|&i| all[i]).collect();
+        let whole = |kern: Kern, quant: Quant, q: &[f32], k: usize| -> Vec<Hit> {
+            let qq = quant(q);
+            let p = pass_with(kern, q8, &qq, k);
+            let c = survivors(Keep::Bound, k, vec![p]);
+            rescore::<F16, RESCORE_AHEAD>(isa, rows, q, &c, k, &|_| true)
+        };
+        // Same answers as the production screen, every variant.
+        for r in 0..4 {
+            for k in [10usize, 132] {
+                let want = screened(
+                    isa,
+                    rows,
+                    q8,
+                    query(r),
+                    dim,
+                    k,
+                    None,
+                    Keep::Bound,
+                    &|_| true,
+                    1,
+                );
+                for (name, kern, quant) in &variants {
+                    let got = whole(*kern, *quant, query(r), k);
+                    assert!(got == want[0], "{name} k={k} query {r}");
+                }
+            }
+        }
+        let names: Vec<String> = [10usize, 132]
+            .iter()
+            .flat_map(|k| variants.iter().map(move |v| format!("k={k} {}", v.0)))
+            .collect();
+        let mut cases: Vec<Case> = vec![(
+            "floor q8, no prefetch",
+            Box::new(|_| {
+                black_box(simd::read_floor(isa, q8, false));
+            }),
+        )];
+        for (i, k) in [10usize, 132].into_iter().enumerate() {
+            for (j, (_, kern, quant)) in variants.iter().enumerate() {
+                let (kern, quant) = (*kern, *quant);
+                cases.push((
+                    names[i * variants.len() + j].as_str(),
+                    Box::new(move |r| {
+                        black_box(whole(kern, quant, query(r), k));
+                    }),
+                ));
+            }
+        }
+        // Wall and thread CPU time of each case, interleaved round by round.
+        let cpu = || {
+            let mut ts = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            // SAFETY: a valid timespec to fill.
+            unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+            ts.tv_sec as f64 * 1e3 + ts.tv_nsec as f64 * 1e-6
+        };
+        let (mut wall, mut cput) = (vec![Vec::new(); cases.len()], vec![Vec::new(); cases.len()]);
+        for round in 0..rounds {
+            for (i, (_, f)) in cases.iter().enumerate() {
+                let (t0, c0) = (Instant::now(), cpu());
+                f(round);
+                if round >= 2 {
+                    wall[i].push(t0.elapsed().as_secs_f64() * 1e3);
+                    cput[i].push(cpu() - c0);
+                }
+            }
+        }
+        let med = |v: &mut Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            (v[v.len() / 2], v[0])
+        };
+        let times: Vec<((f64, f64), (f64, f64))> = wall
+            .iter_mut()
+            .zip(cput.iter_mut())
+            .map(|(w, c)| (med(w), med(c)))
+            .collect();
+        let (floor, floor_cpu) = (times[0].0 .0, times[0].1 .0);
+        for ((name, _), ((wm, wmin), (cm, _))) in cases.iter().zip(&times) {
+            eprintln!(
+                "{name:<40} {wm:8.2} ms {:.3}x floor (min {wmin:.2}) cpu {cm:8.2} ms {:.3}x",
+                wm / floor,
+                cm / floor_cpu
+            );
+        }
+        for k in [10usize, 132] {
+            for (name, _, quant) in &variants {
+                let (mut sv, mut rs, mut lv) = (0, 0, 0);
+                let m = 8;
+                for r in 0..m {
+                    let qq = quant(query(r));
+                    lv += qq.levels;
+                    let p = pass(Isa::Scalar, q8, &qq, k, true);
+                    let surv = survivors(Keep::Bound, k, vec![p]);
+                    let want = screened(
+                        isa,
+                        rows,
+                        q8,
+                        query(r),
+                        dim,
+                        k,
+                        None,
+                        Keep::Bound,
+                        &|_| true,
+                        1,
+                    );
+                    let f = want[0].last().unwrap().score;
+                    sv += surv.len();
+                    rs += surv.iter().filter(|c| c.0 >= f).count();
+                }
+                eprintln!(
+                    "k={k} {name:<28} levels {:5.1} survivors {:6} rescored at most {:5} (means of {m} queries)",
+                    lv as f64 / m as f64,
+                    sv / m,
+                    rs / m
+                );
+            }
+        }
+    }
+
+    /// The exact f16 scan's kernel shapes (rows an iteration, rows prefetched
+    /// ahead), each as the whole one-thread scan `exact` runs (blocks of BLOCK,
+    /// top-k offers), interleaved with the f16 rows' read floors on the mmap'd
+    /// file, wall and thread CPU. `PROBE_FILE`, `PROBE_ROWS` as [`probe_screen_file`].
+    #[test]
+    #[ignore]
+    #[cfg(target_arch = "x86_64")]
+    fn probe_f16_scan() {
+        use crate::kernels::simd::x86::scores_rows;
+        use crate::kernels::simd::F16;
+        use std::hint::black_box;
+        let path = std::env::var("PROBE_FILE").expect("PROBE_FILE");
+        let n: usize = std::env::var("PROBE_ROWS").unwrap().parse().unwrap();
+        let rounds: usize = std::env::var("PROBE_ROUNDS").map_or(30, |v| v.parse().unwrap());
+        let dim = 384;
+        let file = std::fs::File::open(&path).unwrap();
+        // SAFETY: a bench file nobody writes while the probe runs.
+        let map = unsafe { memmap2::Mmap::map(&file) }.unwrap();
+        let data = &map[4096..4096 + n * dim * 2];
+        // SAFETY: page-aligned + 4096; F16 is a u16.
+        let rows: &[F16] =
+            unsafe { std::slice::from_raw_parts(data.as_ptr() as *const F16, n * dim) };
+        assert_eq!(Isa::best(), Isa::Avx2);
+        let isa = Isa::Avx2;
+        let nq = 40;
+        let qs = super::tests::unit_rows(nq, dim, 7);
+        let query = |r: usize| &qs[(r % nq) * dim..(r % nq + 1) * dim];
+        type K<'a> = &'a dyn Fn(&[f32], &[F16], &mut [f32]);
+        // SAFETY (all): AVX2+FMA+F16C detected (Isa::Avx2); shapes as `exact`'s.
+        let all: Vec<(&str, K)> = vec![
+            ("4 rows, 8 ahead (main)", &|q, r, o| unsafe {
+                scores_rows::<F16, 4, 8>(q, r, o)
+            }),
+            ("4 rows, none", &|q, r, o| unsafe {
+                scores_rows::<F16, 4, 0>(q, r, o)
+            }),
+            ("4 rows, 16 ahead", &|q, r, o| unsafe {
+                scores_rows::<F16, 4, 16>(q, r, o)
+            }),
+            ("8 rows, 8 ahead", &|q, r, o| unsafe {
+                scores_rows::<F16, 8, 8>(q, r, o)
+            }),
+            ("8 rows, 16 ahead", &|q, r, o| unsafe {
+                scores_rows::<F16, 8, 16>(q, r, o)
+            }),
+            ("8 rows, none", &|q, r, o| unsafe {
+                scores_rows::<F16, 8, 0>(q, r, o)
+            }),
+            ("4 rows, 4 ahead", &|q, r, o| unsafe {
+                scores_rows::<F16, 4, 4>(q, r, o)
+            }),
+            ("8 rows, 24 ahead", &|q, r, o| unsafe {
+                scores_rows::<F16, 8, 24>(q, r, o)
+            }),
+            ("4 rows, 12 ahead", &|q, r, o| unsafe {
+                scores_rows::<F16, 4, 12>(q, r, o)
+            }),
+            ("4 rows, 24 ahead", &|q, r, o| unsafe {
+                scores_rows::<F16, 4, 24>(q, r, o)
+            }),
+            ("4 rows, 32 ahead", &|q, r, o| unsafe {
+                scores_rows::<F16, 4, 32>(q, r, o)
+            }),
+        ];
+        let pick: Vec<usize> = std::env::var("PROBE_VARIANTS")
+            .map_or((0..all.len()).collect(), |v| {
+                v.split(',').map(|x| x.parse().unwrap()).collect()
+            });
+        let scan = |kern: K, q: &[f32], k: usize| -> Vec<Hit> {
+            let mut top = TopK::new(k);
+            let mut buf = vec![0.0f32; BLOCK];
+            let mut start = 0;
+            while start < n {
+                let end = (start + BLOCK).min(n);
+                let out = &mut buf[..end - start];
+                kern(q, &rows[start * dim..end * dim], out);
+                for (i, s) in out.iter().enumerate() {
+                    top.offer(
+                        Hit {
+                            score: *s,
+                            row: (start + i) as u32,
+                        },
+                        &|_| true,
+                    );
+                }
+                start = end;
+            }
+            top.into_sorted()
+        };
+        for r in 0..3 {
+            let want = exact(isa, rows, query(r), dim, 10, &|_| true, 1);
+            for &i in &pick {
+                assert!(scan(all[i].1, query(r), 10) == want[0], "{}", all[i].0);
+            }
+        }
+        let mut cases: Vec<Case> = vec![
+            (
+                "floor f16, no prefetch",
+                Box::new(|_| {
+                    black_box(simd::read_floor(isa, data, false));
+                }),
+            ),
+            (
+                "floor f16, prefetch",
+                Box::new(|_| {
+                    black_box(simd::read_floor(isa, data, true));
+                }),
+            ),
+        ];
+        for &i in &pick {
+            let kern = all[i].1;
+            cases.push((
+                all[i].0,
+                Box::new(move |r| {
+                    black_box(scan(kern, query(r), 10));
+                }),
+            ));
+        }
+        let cpu = || {
+            let mut ts = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            // SAFETY: a valid timespec to fill.
+            unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+            ts.tv_sec as f64 * 1e3 + ts.tv_nsec as f64 * 1e-6
+        };
+        let (mut wall, mut cput) = (vec![Vec::new(); cases.len()], vec![Vec::new(); cases.len()]);
+        for round in 0..rounds {
+            for (i, (_, f)) in cases.iter().enumerate() {
+                let (t0, c0) = (Instant::now(), cpu());
+                f(round);
+                if round >= 2 {
+                    wall[i].push(t0.elapsed().as_secs_f64() * 1e3);
+                    cput[i].push(cpu() - c0);
+                }
+            }
+        }
+        let med = |v: &mut Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        let w: Vec<f64> = wall.iter_mut().map(med).collect();
+        let c: Vec<f64> = cput.iter_mut().map(med).collect();
+        let (fw, fc) = (w[0].min(w[1]), if w[0] <= w[1] { c[0] } else { c[1] });
+        for (i, (name, _)) in cases.iter().enumerate() {
+            eprintln!(
+                "{name:<28} {:8.2} ms {:.3}x floor  cpu {:8.2} ms {:.3}x",
+                w[i],
+                w[i] / fw,
+                c[i],
+                c[i] / fc
+            );
+        }
+    }
 }
