@@ -1218,21 +1218,51 @@ mod probe {
     /// Runs every case once per round, the cases interleaved round by round, and
     /// answers each case's (median, min) in ms, the first two rounds left out.
     fn interleaved(cases: &[Case], rounds: usize) -> Vec<(f64, f64)> {
-        let mut t: Vec<Vec<f64>> = vec![Vec::new(); cases.len()];
+        let (wall, _) = timed(cases, rounds, || 0.0);
+        wall
+    }
+
+    /// [`interleaved`] with each case's thread CPU time as well: ((wall median, min),
+    /// (CPU median, min)) in ms.
+    #[cfg(target_arch = "x86_64")]
+    fn interleaved_cpu(cases: &[Case], rounds: usize) -> Vec<((f64, f64), (f64, f64))> {
+        let cpu = || {
+            let mut ts = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            // SAFETY: a valid timespec to fill.
+            unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+            ts.tv_sec as f64 * 1e3 + ts.tv_nsec as f64 * 1e-6
+        };
+        let (wall, cpu) = timed(cases, rounds, cpu);
+        wall.into_iter().zip(cpu).collect()
+    }
+
+    /// A case's (median, min) in ms.
+    type Stat = (f64, f64);
+
+    /// Each case's wall and `clock` (ms) times, (median, min) of the rounds after
+    /// the first two.
+    fn timed(cases: &[Case], rounds: usize, clock: impl Fn() -> f64) -> (Vec<Stat>, Vec<Stat>) {
+        let (mut wall, mut other) = (vec![Vec::new(); cases.len()], vec![Vec::new(); cases.len()]);
         for round in 0..rounds {
             for (i, (_, f)) in cases.iter().enumerate() {
-                let t0 = Instant::now();
+                let (t0, c0) = (Instant::now(), clock());
                 f(round);
-                t[i].push(t0.elapsed().as_secs_f64() * 1e3);
+                wall[i].push(t0.elapsed().as_secs_f64() * 1e3);
+                other[i].push(clock() - c0);
             }
         }
-        t.into_iter()
-            .map(|mut v| {
-                let mut v = v.split_off(2.min(v.len()));
-                v.sort_by(f64::total_cmp);
-                (v[v.len() / 2], v[0])
-            })
-            .collect()
+        let stat = |mut v: Vec<f64>| {
+            let mut v = v.split_off(2.min(v.len()));
+            v.sort_by(f64::total_cmp);
+            (v[v.len() / 2], v[0])
+        };
+        (
+            wall.into_iter().map(stat).collect(),
+            other.into_iter().map(stat).collect(),
+        )
     }
 
     /// `kernel` over the int8 records `q8` in blocks of BLOCK, as the screen runs it
@@ -2043,35 +2073,7 @@ mod probe {
             }
         }
         // Wall and thread CPU time of each case, interleaved round by round.
-        let cpu = || {
-            let mut ts = libc::timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            };
-            // SAFETY: a valid timespec to fill.
-            unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-            ts.tv_sec as f64 * 1e3 + ts.tv_nsec as f64 * 1e-6
-        };
-        let (mut wall, mut cput) = (vec![Vec::new(); cases.len()], vec![Vec::new(); cases.len()]);
-        for round in 0..rounds {
-            for (i, (_, f)) in cases.iter().enumerate() {
-                let (t0, c0) = (Instant::now(), cpu());
-                f(round);
-                if round >= 2 {
-                    wall[i].push(t0.elapsed().as_secs_f64() * 1e3);
-                    cput[i].push(cpu() - c0);
-                }
-            }
-        }
-        let med = |v: &mut Vec<f64>| {
-            v.sort_by(f64::total_cmp);
-            (v[v.len() / 2], v[0])
-        };
-        let times: Vec<((f64, f64), (f64, f64))> = wall
-            .iter_mut()
-            .zip(cput.iter_mut())
-            .map(|(w, c)| (med(w), med(c)))
-            .collect();
+        let times = interleaved_cpu(&cases, rounds);
         let (floor, floor_cpu) = (times[0].0 .0, times[0].1 .0);
         for ((name, _), ((wm, wmin), (cm, _))) in cases.iter().zip(&times) {
             eprintln!(
@@ -2233,32 +2235,9 @@ mod probe {
                 }),
             ));
         }
-        let cpu = || {
-            let mut ts = libc::timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            };
-            // SAFETY: a valid timespec to fill.
-            unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-            ts.tv_sec as f64 * 1e3 + ts.tv_nsec as f64 * 1e-6
-        };
-        let (mut wall, mut cput) = (vec![Vec::new(); cases.len()], vec![Vec::new(); cases.len()]);
-        for round in 0..rounds {
-            for (i, (_, f)) in cases.iter().enumerate() {
-                let (t0, c0) = (Instant::now(), cpu());
-                f(round);
-                if round >= 2 {
-                    wall[i].push(t0.elapsed().as_secs_f64() * 1e3);
-                    cput[i].push(cpu() - c0);
-                }
-            }
-        }
-        let med = |v: &mut Vec<f64>| {
-            v.sort_by(f64::total_cmp);
-            v[v.len() / 2]
-        };
-        let w: Vec<f64> = wall.iter_mut().map(med).collect();
-        let c: Vec<f64> = cput.iter_mut().map(med).collect();
+        let times = interleaved_cpu(&cases, rounds);
+        let w: Vec<f64> = times.iter().map(|t| t.0 .0).collect();
+        let c: Vec<f64> = times.iter().map(|t| t.1 .0).collect();
         let (fw, fc) = (w[0].min(w[1]), if w[0] <= w[1] { c[0] } else { c[1] });
         for (i, (name, _)) in cases.iter().enumerate() {
             eprintln!(
