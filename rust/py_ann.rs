@@ -12,7 +12,7 @@ use crate::kernels::simd::Isa;
 use crate::kernels::topk::Keep;
 use crate::kernels::vecfile::VecFile;
 use crate::py_index::{
-    check_k, check_threads, f32_array, i64_array, normalise_rows, top_rows, NativeIndex,
+    check_dim, check_k, check_threads, f32_array, i64_array, normalise_rows, top_rows, NativeIndex,
 };
 
 fn hex(b: &[u8]) -> String {
@@ -143,12 +143,7 @@ impl AnnIndex {
             native.read(|vf| {
                 self.check_pair(vf)?;
                 let dim = vf.dim();
-                if shape[0] != dim {
-                    return Err(Error::Invalid(format!(
-                        "query has dimension {}, this index holds {dim}",
-                        shape[0]
-                    )));
-                }
+                check_dim(shape[0], dim, "query")?;
                 normalise_rows(&mut q, dim, "query")?;
                 let isa = Isa::detect();
                 let live = |r: u32| vf.is_live(r);

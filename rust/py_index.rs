@@ -278,12 +278,7 @@ impl NativeIndex {
         name: &str,
     ) -> Result<(Vec<i64>, Vec<f32>, usize)> {
         let dim = self.read(|v| Ok(v.dim()))?;
-        if qdim != dim {
-            let has = if name == "query" { "has" } else { "have" };
-            return Err(Error::Invalid(format!(
-                "{name} {has} dimension {qdim}, this index holds {dim}"
-            )));
-        }
+        check_dim(qdim, dim, name)?;
         py.detach(|| {
             normalise_rows(&mut qs, dim, name)?;
             self.read(|vf| {
@@ -311,6 +306,17 @@ impl NativeIndex {
             })
         })
     }
+}
+
+/// `name` ("query" or "vectors") of dimension `got` against an index of `dim`.
+pub(crate) fn check_dim(got: usize, dim: usize, name: &str) -> Result<()> {
+    if got == dim {
+        return Ok(());
+    }
+    let has = if name == "query" { "has" } else { "have" };
+    Err(Error::Invalid(format!(
+        "{name} {has} dimension {got}, this index holds {dim}"
+    )))
 }
 
 /// The `k` best live rows of `vf` for each query of `qs` (normalised rows of
@@ -494,13 +500,7 @@ impl NativeIndex {
         let ids = i64_array(ids, "ids")?;
         let (mut v, shape) = f32_array(vectors, "vectors", 2)?;
         let dim = self.dim()?;
-        if shape[1] != dim {
-            return Err(Error::Invalid(format!(
-                "vectors have dimension {}, this index holds {dim}",
-                shape[1]
-            ))
-            .into());
-        }
+        check_dim(shape[1], dim, "vectors")?;
         if shape[0] != ids.len() {
             return Err(Error::Invalid(format!(
                 "{} ids for {} vectors; pass one id per row",
@@ -612,13 +612,7 @@ impl NativeIndex {
         let (mut q, shape) = f32_array(query, "query", 1)?;
         let ids = i64_array(allowed, "allowed")?;
         let dim = self.read(|v| Ok(v.dim()))?;
-        if shape[0] != dim {
-            return Err(Error::Invalid(format!(
-                "query has dimension {}, this index holds {dim}",
-                shape[0]
-            ))
-            .into());
-        }
+        check_dim(shape[0], dim, "query")?;
         Ok(py.detach(|| {
             normalise_rows(&mut q, dim, "query")?;
             self.read(|vf| {
@@ -724,12 +718,7 @@ impl NativeIndex {
         let (sums, exact) = py.detach(|| {
             self.read(|vf| {
                 let dim = vf.dim();
-                if shape[0] != dim {
-                    return Err(Error::Invalid(format!(
-                        "query has dimension {}, this index holds {dim}",
-                        shape[0]
-                    )));
-                }
+                check_dim(shape[0], dim, "query")?;
                 let count = vf.count();
                 let all = vf.rows();
                 let q64: Vec<f64> = q.iter().map(|&x| f64::from(x)).collect();

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -262,11 +263,11 @@ def test_sync_plan_keeps_moves_rewrites_and_retires_memories() -> None:
     plan = plan_sync(rows, now)
     assert [(i, c.content, moved) for i, c, moved in plan.kept] == [(10, "a", None), (12, "c", 3)]
     # the edited "b2" takes the memory at its position; "x" has none left (12 kept "c")
-    assert [(i, p, c.content) for i, p, c in plan.rewritten] == [(11, 1, "b2")]
+    assert [(i, c.content, c.chunk_index) for i, c in plan.rewritten] == [(11, "b2", 1)]
     assert [(c.content, c.chunk_index) for c in plan.fresh] == [("x", 2)]
     assert plan.stale == [13]
     counts = plan.counts()
     assert (counts.added, counts.updated, counts.unchanged, counts.removed) == (1, 1, 2, 1)
     # a changed field is a change, not the same chunk
     salty = [MemoryInput("a", source_path="n.md", salience=0.9)]
-    assert plan_sync(rows[:1], salty).rewritten == [(10, 0, salty[0])]
+    assert plan_sync(rows[:1], salty).rewritten == [(10, replace(salty[0], chunk_index=0))]

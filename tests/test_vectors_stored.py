@@ -202,8 +202,8 @@ def test_the_origin_of_each_vector_is_recorded_and_supplied_ones_are_not_reused(
 def test_the_native_row_check_is_the_numpy_one(tmp_path: Path, dim: int) -> None:
     """VectorIndex.check_rows (what Semantic.check reads of a search's page rows in one
     call) gives row_checksums' checksums to the bit and the float64 product of each
-    stored row with the query over its length that the numpy path computes; a changed
-    row's checksum differs."""
+    stored row with the query over its length that the numpy path computes; other rows'
+    checksums differ."""
     from cortex.vectors import VectorIndex
 
     rng = np.random.default_rng(dim)
@@ -218,6 +218,7 @@ def test_the_native_row_check_is_the_numpy_one(tmp_path: Path, dim: int) -> None
         sums, exact = found
         half = vi.stored(at)
         assert sums.dtype == np.int64 and sums.tolist() == row_checksums(half).tolist()
+        assert sums[2] == sums[3] and len(set(sums.tolist())) == 4  # row 7 twice
         q = query.astype(np.float64)
         want = (half.astype(np.float64) @ q) / np.sqrt(q @ q)
         assert np.allclose(exact, want, rtol=0, atol=1e-12)

@@ -755,7 +755,9 @@ def _latin(
                 else None
             )
             held = known if known is not None else []
-        return tier_result(hits, tier_expr, terms, bound, held, notices, table=words)
+        return tier_result(
+            hits, tier_expr, terms, bound, held, notices, table=words, any_term=any_term
+        )
     prefix_expr = " OR ".join(q + "*" for q in quoted)
     hits = _fts(store, EXACT, prefix_expr, opts, pool, scope=scope, probe=probe)
     probed = [q + "*" for q in quoted]
@@ -776,13 +778,16 @@ def tier_result(
     *,
     table: str = "memories_fts",
     scope: Scope | None = None,
+    any_term: str | None = None,
 ) -> KeywordResult:
     """The answer of a plain-text tier: `expression` (the AND or the OR of `terms`) ran
-    on `table`; other memories are scored against the OR of the terms there."""
+    on `table`; other memories are scored against the OR of the terms there (`any_term`,
+    when the caller has it)."""
+    if any_term is None:
+        any_term = " OR ".join(quote(t) for t in terms)
     return KeywordResult(
         hits, "fts", expression, expression, list(notices), terms, bound=bound,
-        rescore_table=table, rescore_expression=" OR ".join(quote(t) for t in terms),
-        held=held, scope=scope,
+        rescore_table=table, rescore_expression=any_term, held=held, scope=scope,
     )  # fmt: skip
 
 

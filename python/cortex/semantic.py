@@ -1278,8 +1278,7 @@ class Semantic:
         # divided by its length: so does this check. Natively in one call when the
         # extension can (VectorIndex.check_rows: the same checksums, the same product
         # in float64), else from the stored rows here.
-        native = getattr(index, "check_rows", None)
-        found = native(query, rows) if native is not None else None
+        found = index.check_rows(query, rows)
         if found is not None:
             got_sums, exact = found
         else:

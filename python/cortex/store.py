@@ -952,8 +952,8 @@ class SyncPlan:
     #: (memory, chunk, new position or None): unchanged chunks keep their memory (its id,
     #: counts and vector); a chunk that moved within the source only changes its position
     kept: list[tuple[int, MemoryInput, int | None]] = field(default_factory=list)
-    #: (memory, position, chunk): a changed chunk updates the memory at its position
-    rewritten: list[tuple[int, int, MemoryInput]] = field(default_factory=list)
+    #: (memory, chunk at its position): a changed chunk updates the memory at its position
+    rewritten: list[tuple[int, MemoryInput]] = field(default_factory=list)
     #: new memories, each chunk at its position (chunk_index)
     fresh: list[MemoryInput] = field(default_factory=list)
     #: memories of chunks gone from the source: soft-deleted
@@ -1000,9 +1000,9 @@ def plan_sync(rows: Sequence[Sequence[Any]], chunks: Sequence[MemoryInput]) -> S
         target = by_index.get(position)
         if target is not None and target not in used:
             used.add(target)
-            out.rewritten.append((target, position, chunk))
+            out.rewritten.append((target, _with_index(chunk, position)))
         else:
-            out.fresh.append(with_chunk_index(chunk, position))
+            out.fresh.append(_with_index(chunk, position))
     out.stale = [row[0] for row in rows if row[0] not in used]
     return out
 
@@ -1014,6 +1014,11 @@ def plan_sync(rows: Sequence[Sequence[Any]], chunks: Sequence[MemoryInput]) -> S
 #: independent of their neighbours.
 _DOCUMENT_SUFFIXES = (".md", ".markdown")
 _DOCUMENT_SOURCE = "(lower(source_path) LIKE '%.md' OR lower(source_path) LIKE '%.markdown')"
+
+
+def is_document(source_path: str) -> bool:
+    """Whether memories of `source_path` are chunks of one document (_DOCUMENT_SUFFIXES)."""
+    return source_path.lower().endswith(_DOCUMENT_SUFFIXES)
 
 
 def split_chunks(found: list[Memory], memory: Memory, n: int) -> tuple[list[Memory], list[Memory]]:
@@ -1644,8 +1649,8 @@ class Store:
                     on_write(tx, pick, chunk, False)
                 if moved is not None:
                     tx.execute("UPDATE memories SET chunk_index = ? WHERE id = ?", (moved, pick))
-            for target, position, chunk in plan.rewritten:
-                self._rewrite(tx, target, with_chunk_index(chunk, position), now)
+            for target, chunk in plan.rewritten:
+                self._rewrite(tx, target, chunk, now)
                 if on_write is not None:
                     on_write(tx, target, chunk, True)
             fresh = plan.fresh  # inserted together (_insert_bulk)
@@ -1689,7 +1694,7 @@ class Store:
             todo.update(groups)
             for project, chunks in todo.items():
                 counts += self.sync_source(source_path, project, chunks, on_write)
-            if source_path.lower().endswith(_DOCUMENT_SUFFIXES):
+            if is_document(source_path):
                 from cortex.documents import write_document
 
                 for project in todo:
@@ -1975,7 +1980,7 @@ class Store:
         if (
             memory.source_path is not None
             and memory.chunk_index is not None
-            and memory.source_path.lower().endswith(_DOCUMENT_SUFFIXES)
+            and is_document(memory.source_path)
         ):
             rows = self.query(
                 f"SELECT {cols} FROM memories m WHERE m.source_path = ? AND m.project_id IS ?"
@@ -2483,7 +2488,7 @@ def _unchanged(chunk: MemoryInput, row: Sequence[Any]) -> bool:
     )
 
 
-def with_chunk_index(chunk: MemoryInput, index: int) -> MemoryInput:
+def _with_index(chunk: MemoryInput, index: int) -> MemoryInput:
     """`chunk` at position `index` of its source."""
     if chunk.chunk_index == index:
         return chunk

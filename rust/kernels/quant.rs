@@ -284,6 +284,29 @@ pub fn lane_bound(q: &[i8], group: usize) -> i32 {
     worst
 }
 
+/// The largest |value| of `x`.
+fn max_abs(x: &[f32]) -> f32 {
+    x.iter().fold(0.0f32, |m, v| m.max(v.abs()))
+}
+
+/// `x` (whose largest |value| is `m`) rounded to `[-levels, levels]` into `q`;
+/// answers the scale (0 for a zero or non-finite `m`: every value 0).
+fn quantize(x: &[f32], m: f32, levels: i32, q: &mut [i8]) -> f32 {
+    let scale = if m > 0.0 && m.is_finite() {
+        m / levels as f32
+    } else {
+        0.0
+    };
+    for (o, v) in q.iter_mut().zip(x) {
+        *o = if scale > 0.0 {
+            (v / scale).round().clamp(-levels as f32, levels as f32) as i8
+        } else {
+            0
+        };
+    }
+    scale
+}
+
 impl QuantQuery {
     /// `x` quantized to `[-Q_MAX, Q_MAX]`, the levels every kernel can take.
     pub fn new(x: &[f32]) -> QuantQuery {
@@ -307,20 +330,10 @@ impl QuantQuery {
     pub fn with_levels(x: &[f32], levels: i32) -> QuantQuery {
         assert!((1..=127).contains(&levels), "quant: levels out of range");
         let dim = x.len();
-        let m = x.iter().fold(0.0f32, |m, v| m.max(v.abs()));
-        let scale = if m > 0.0 && m.is_finite() {
-            m / levels as f32
-        } else {
-            0.0
-        };
         let mut q = vec![0i8; padded(dim)];
+        let scale = quantize(x, max_abs(x), levels, &mut q);
         let (mut qn, mut err) = (0.0f64, 0.0f64);
-        for (o, v) in q.iter_mut().zip(x) {
-            *o = if scale > 0.0 {
-                (v / scale).round().clamp(-levels as f32, levels as f32) as i8
-            } else {
-                0
-            };
+        for (o, v) in q.iter().zip(x) {
             let h = *o as f64 * scale as f64;
             qn += h * h;
             err += (*v as f64 - h) * (*v as f64 - h);
@@ -351,21 +364,10 @@ impl QuantQuery {
     /// before widening is exact for it.
     pub fn widest(x: &[f32], group: usize) -> QuantQuery {
         // The values `with_levels` gives, into `q`, and their lane bound.
-        let m = x.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+        let m = max_abs(x);
         let mut q = vec![0i8; padded(x.len())];
         let mut lanes = |levels: i32| {
-            let scale = if m > 0.0 && m.is_finite() {
-                m / levels as f32
-            } else {
-                0.0
-            };
-            for (o, v) in q.iter_mut().zip(x) {
-                *o = if scale > 0.0 {
-                    (v / scale).round().clamp(-levels as f32, levels as f32) as i8
-                } else {
-                    0
-                };
-            }
+            quantize(x, m, levels, &mut q);
             lane_bound(&q, group)
         };
         let fits = |l: i32| l <= i16::MAX as i32;

@@ -29,9 +29,9 @@ from cortex.store import (
     MemoryInput,
     SyncCounts,
     has_cjk,
+    is_document,
     plan_sync,
     split_chunks,
-    with_chunk_index,
 )
 
 _log = logging.getLogger("cortex.pg")
@@ -563,8 +563,8 @@ class PgStore:
                 if moved is not None:
                     tx.execute("UPDATE memories SET chunk_index = %s WHERE id = %s", (moved, pick))
             written: list[tuple[int, MemoryInput]] = []
-            for target, position, chunk in plan.rewritten:
-                self._rewrite(tx, target, with_chunk_index(chunk, position), now)
+            for target, chunk in plan.rewritten:
+                self._rewrite(tx, target, chunk, now)
                 written.append((target, chunk))
             if plan.fresh:
                 ids = self._insert_many(tx, plan.fresh, now)
@@ -860,7 +860,7 @@ class PgStore:
         if (
             memory.source_path is not None
             and memory.chunk_index is not None
-            and memory.source_path.lower().endswith((".md", ".markdown"))
+            and is_document(memory.source_path)
         ):
             rows = self.query(
                 f"SELECT {cols} FROM memories m WHERE m.project_id = %s AND m.source_path = %s"

@@ -49,7 +49,7 @@ from cortex.search.hits import (
 )
 from cortex.search.plan import DROPPED, Plan, clean, plan, pool_for
 from cortex.search.recorder import Recall, Recorder
-from cortex.store import has_cjk
+from cortex.store import has_cjk, is_document
 
 __all__ = ["SUPERSEDED_FACTOR", "Pipeline"]
 
@@ -557,8 +557,16 @@ class Pipeline:
             held = _held_by(kw, opts)
             named = [w for w in p.named if not held(w)]
             rare = [w for w in p.rare if not held(w)]
+            runs: list[str] = []
+            if p.cjk and CJK_UNKNOWN_WORDS and kw is not None:
+                # the CJK words written apart (CJK_UNKNOWN_WORDS), as the keyword leg has them
+                words = {w for w in re.findall(r"\w+", p.text) if has_cjk(w)}
+                if len(words) > 1:
+                    runs = [t for t in kw.terms if t in words and not held(t)]
             walled = (
-                self._store.allowed_ids(wall) if allowed is not None and (named or rare) else None
+                self._store.allowed_ids(wall)
+                if allowed is not None and (named or rare or runs)
+                else None
             )
             if named:
                 unknown.extend(self._keyword.absent(named, wall, walled))
@@ -573,14 +581,8 @@ class Pipeline:
                 near = getattr(self._keyword, "near", None)
                 spelt = near(gone, wall) if gone and near is not None else set()
                 unknown_rare.extend(w for w in gone if w not in spelt)
-            if p.cjk and CJK_UNKNOWN_WORDS and kw is not None:
-                # the CJK words written apart (CJK_UNKNOWN_WORDS), as the keyword leg has them
-                words = {w for w in re.findall(r"\w+", p.text) if has_cjk(w)}
-                runs = [t for t in kw.terms if t in words and not held(t)] if len(words) > 1 else []
-                if runs:
-                    if walled is None and allowed is not None:
-                        walled = self._store.allowed_ids(wall)
-                    unknown_rare.extend(self._keyword.absent(runs, wall, walled))
+            if runs:
+                unknown_rare.extend(self._keyword.absent(runs, wall, walled))
 
         # Checked once both legs answered (a failed semantic leg leaves a keyword search,
         # which weighs no names).
@@ -916,8 +918,10 @@ class Pipeline:
         A listing records nothing: it is not a recall."""
         candidates = [Candidate(i, info) for i, info in self._store.list_filtered(opts, pool)]
         damaged: list[str] = []
-        ranked, hidden = self._rank(candidates, opts, now, browse=True, damaged=damaged)
-        results = self._results(ranked, opts, now, MatchType.FILTER, [], damaged)
+        steady = getattr(self._store, "steady", None)  # the sparse tables probed once
+        with steady() if steady is not None else contextlib.nullcontext():
+            ranked, hidden = self._rank(candidates, opts, now, browse=True, damaged=damaged)
+            results = self._results(ranked, opts, now, MatchType.FILTER, [], damaged)
         results.query, results.mode, results.hidden = query, "filter", hidden
         counts = getattr(self._store, "filtered_aggregations", None)
         if len(candidates) >= pool and counts is not None:
@@ -945,12 +949,11 @@ class Pipeline:
         check: Callable[[list[Candidate]], None] | None = None,
     ) -> Results:
         """The page of `ranked` that `opts` asks for, enriched, with the counts of all
-        (`check`: called with the page's candidates before it is enriched)."""
+        (`check`: called with the page's candidates before it is enriched). Runs in the
+        caller's Store.steady scope."""
         end = opts.offset + opts.limit
-        steady = getattr(self._store, "steady", None)  # the sparse tables probed once
-        with steady() if steady is not None else contextlib.nullcontext():
-            sessions = self._store.sessions_of([c.memory_id for c in ranked])
-            page = self._finish(ranked[opts.offset :], opts, now, match_type, terms, damaged, check)
+        sessions = self._store.sessions_of([c.memory_id for c in ranked])
+        page = self._finish(ranked[opts.offset :], opts, now, match_type, terms, damaged, check)
         results = Results(page, total=len(ranked), has_more=len(ranked) > end)
         # counted when first read, from what is read now (no store needed then)
         results._aggregations_of = partial(pages.aggregations, ranked, sessions)
@@ -1180,9 +1183,7 @@ class Pipeline:
 def _from_document(path: Any) -> bool:
     """Whether a memory of this source path may be a chunk of a Markdown document (what
     Store.adjacent looks along): a path that is not text is not ruled out."""
-    return path is not None and (
-        not isinstance(path, str) or path.lower().endswith((".md", ".markdown"))
-    )
+    return path is not None and (not isinstance(path, str) or is_document(path))
 
 
 def unknown_name_factor(share: float | None) -> float:
