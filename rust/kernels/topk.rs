@@ -1212,6 +1212,49 @@ mod probe {
         std::hint::black_box(&out);
     }
 
+    /// The bench file a probe reads: `PROBE_FILE` (.cvx: f16 rows of 384 dimensions
+    /// from byte 4096; its .q8 beside it: int8 records from byte 64), `PROBE_ROWS`
+    /// of them, mapped as cortex maps them.
+    struct ProbeFile {
+        n: usize,
+        rows: memmap2::Mmap,
+        q8: Option<memmap2::Mmap>,
+    }
+
+    impl ProbeFile {
+        const DIM: usize = 384;
+
+        fn open(with_q8: bool) -> ProbeFile {
+            let path = std::env::var("PROBE_FILE").expect("PROBE_FILE");
+            let n = std::env::var("PROBE_ROWS").unwrap().parse().unwrap();
+            let map = |p: &str| {
+                let file = std::fs::File::open(p).unwrap();
+                // SAFETY: a bench file nobody writes while the probe runs.
+                unsafe { memmap2::Mmap::map(&file) }.unwrap()
+            };
+            let q8 = with_q8.then(|| map(&format!("{path}.q8")));
+            ProbeFile {
+                n,
+                rows: map(&path),
+                q8,
+            }
+        }
+
+        fn row_bytes(&self) -> &[u8] {
+            &self.rows[4096..4096 + self.n * Self::DIM * 2]
+        }
+
+        fn rows(&self) -> &[crate::kernels::simd::F16] {
+            let data = self.row_bytes();
+            // SAFETY: the mapping is page-aligned + 4096 and F16 is a u16.
+            unsafe { std::slice::from_raw_parts(data.as_ptr().cast(), data.len() / 2) }
+        }
+
+        fn q8(&self) -> &[u8] {
+            &self.q8.as_ref().expect("opened with its .q8")[64..64 + self.n * record_len(Self::DIM)]
+        }
+    }
+
     /// A probe's case: a name and what it runs in a round (given the round's number).
     type Case<'a> = (&'a str, Box<dyn Fn(usize) + 'a>);
 
@@ -1427,28 +1470,16 @@ mod probe {
     #[ignore]
     #[cfg(target_arch = "x86_64")]
     fn probe_floor_variants() {
-        use crate::kernels::simd::F16;
         use quant::x86::{scores_avx2, scores_vnni};
         use std::arch::x86_64::{_MM_HINT_T0 as T0, _MM_HINT_T1 as T1};
         use std::hint::black_box;
 
-        let path = std::env::var("PROBE_FILE").expect("PROBE_FILE");
-        let rows: usize = std::env::var("PROBE_ROWS").unwrap().parse().unwrap();
-        let file = std::fs::File::open(&path).unwrap();
-        // SAFETY: a bench file nobody writes while the probe runs.
-        let map = unsafe { memmap2::Mmap::map(&file) }.unwrap();
-        let data = &map[4096..4096 + rows * 384 * 2];
-        // SAFETY: the mapping is page-aligned + 4096 and F16 is a u16.
-        let half: &[F16] =
-            unsafe { std::slice::from_raw_parts(data.as_ptr() as *const F16, rows * 384) };
+        let file = ProbeFile::open(true);
+        let (rows, half, q8, data) = (file.n, file.rows(), file.q8(), file.row_bytes());
         let q = super::tests::unit_rows(1, 384, 5);
         let isa = Isa::detect();
         assert_eq!(isa, Isa::Avx2);
-        let qfile = std::fs::File::open(format!("{path}.q8")).unwrap();
-        // SAFETY: as above.
-        let qmap = unsafe { memmap2::Mmap::map(&qfile) }.unwrap();
         let stride = record_len(384);
-        let q8 = &qmap[64..64 + rows * stride];
         let qq = QuantQuery::new(&q);
         // SAFETY (every unsafe below): AVX2 was detected above; the VNNI cases run only
         // where the CPU has it (the probe is run by hand on such a machine).
@@ -1701,22 +1732,11 @@ mod probe {
     fn probe_screen_file() {
         use crate::kernels::simd::F16;
         use std::hint::black_box;
-        let path = std::env::var("PROBE_FILE").expect("PROBE_FILE");
-        let n: usize = std::env::var("PROBE_ROWS").unwrap().parse().unwrap();
         let threads: usize = std::env::var("PROBE_THREADS").map_or(1, |v| v.parse().unwrap());
-        let dim = 384;
-        let file = std::fs::File::open(&path).unwrap();
-        // SAFETY: a bench file nobody writes while the probe runs.
-        let map = unsafe { memmap2::Mmap::map(&file) }.unwrap();
-        let data = &map[4096..4096 + n * dim * 2];
-        // SAFETY: page-aligned + 4096; F16 is a u16.
-        let rows: &[F16] =
-            unsafe { std::slice::from_raw_parts(data.as_ptr() as *const F16, n * dim) };
-        let qfile = std::fs::File::open(format!("{path}.q8")).unwrap();
-        // SAFETY: as above.
-        let qmap = unsafe { memmap2::Mmap::map(&qfile) }.unwrap();
+        let dim = ProbeFile::DIM;
+        let file = ProbeFile::open(true);
+        let (rows, q8) = (file.rows(), file.q8());
         let stride = record_len(dim);
-        let q8 = &qmap[64..64 + n * stride];
         let isa = Isa::detect();
         let qs = super::tests::unit_rows(40, dim, 7);
         let query = |r: usize| &qs[r * dim..(r + 1) * dim];
@@ -1900,22 +1920,10 @@ mod probe {
         use crate::kernels::simd::F16;
         use std::arch::x86_64::_MM_HINT_T0 as T0;
         use std::hint::black_box;
-        let path = std::env::var("PROBE_FILE").expect("PROBE_FILE");
-        let n: usize = std::env::var("PROBE_ROWS").unwrap().parse().unwrap();
         let rounds: usize = std::env::var("PROBE_ROUNDS").map_or(30, |v| v.parse().unwrap());
-        let dim = 384;
-        let file = std::fs::File::open(&path).unwrap();
-        // SAFETY: a bench file nobody writes while the probe runs.
-        let map = unsafe { memmap2::Mmap::map(&file) }.unwrap();
-        let data = &map[4096..4096 + n * dim * 2];
-        // SAFETY: page-aligned + 4096; F16 is a u16.
-        let rows: &[F16] =
-            unsafe { std::slice::from_raw_parts(data.as_ptr() as *const F16, n * dim) };
-        let qfile = std::fs::File::open(format!("{path}.q8")).unwrap();
-        // SAFETY: as above.
-        let qmap = unsafe { memmap2::Mmap::map(&qfile) }.unwrap();
-        let stride = record_len(dim);
-        let q8 = &qmap[64..64 + n * stride];
+        let dim = ProbeFile::DIM;
+        let file = ProbeFile::open(true);
+        let (rows, q8) = (file.rows(), file.q8());
         let isa = Isa::Avx2;
         let nq = 40;
         // Uniform unit queries (the probe's rows), or with PROBE_GAUSS=1 normal
@@ -2128,17 +2136,10 @@ mod probe {
         use crate::kernels::simd::x86::scores_rows;
         use crate::kernels::simd::F16;
         use std::hint::black_box;
-        let path = std::env::var("PROBE_FILE").expect("PROBE_FILE");
-        let n: usize = std::env::var("PROBE_ROWS").unwrap().parse().unwrap();
         let rounds: usize = std::env::var("PROBE_ROUNDS").map_or(30, |v| v.parse().unwrap());
-        let dim = 384;
-        let file = std::fs::File::open(&path).unwrap();
-        // SAFETY: a bench file nobody writes while the probe runs.
-        let map = unsafe { memmap2::Mmap::map(&file) }.unwrap();
-        let data = &map[4096..4096 + n * dim * 2];
-        // SAFETY: page-aligned + 4096; F16 is a u16.
-        let rows: &[F16] =
-            unsafe { std::slice::from_raw_parts(data.as_ptr() as *const F16, n * dim) };
+        let dim = ProbeFile::DIM;
+        let file = ProbeFile::open(false);
+        let (n, rows, data) = (file.n, file.rows(), file.row_bytes());
         assert_eq!(Isa::best(), Isa::Avx2);
         let isa = Isa::Avx2;
         let nq = 40;
