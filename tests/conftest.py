@@ -6,6 +6,7 @@ import hashlib
 import itertools
 import os
 import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -130,6 +131,21 @@ def run_cli(*args: str, env: dict[str, str] | None = None, stdin: str | None = N
         timeout=120,
     )
     return CliRun(proc.returncode, proc.stdout, proc.stderr)
+
+
+def run_python(script: str, *args: str) -> str:
+    """Run `script` in a fresh interpreter importing this checkout's cortex (with `args`
+    as sys.argv[1:]); answers its standard output. Fails the test if it fails."""
+    env = {**os.environ, "PYTHONPATH": str(Path(cortex.__file__).parents[1])}
+    proc = subprocess.run(
+        [sys.executable, "-c", script, *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=True,
+    )
+    return proc.stdout
 
 
 def db_digest(path: Path) -> str:

@@ -4,10 +4,7 @@ test checks that an answer is exactly what it was without the shortcut."""
 
 from __future__ import annotations
 
-import os
 import sqlite3
-import subprocess
-import sys
 import threading
 import time
 from datetime import UTC, datetime
@@ -22,6 +19,8 @@ from cortex.errors import EmbeddingError, InvalidOptionError
 from cortex.search.query_cache import QueryCache, normalise
 from cortex.search.recorder import Recall, Recorder
 from cortex.store import Store
+
+from .conftest import run_python
 
 NOW = datetime(2026, 11, 20, 12, tzinfo=UTC)
 NOTES = [
@@ -239,16 +238,8 @@ def test_an_engine_never_closed_is_flushed_at_exit(filled: Path) -> None:
         "    n += len(e.search(q, mode='keyword', recorded_as='exit'))\n"
         "print(n)\n"  # no close: the interpreter's exit flushes
     )
-    env = {**os.environ, "PYTHONPATH": str(Path(cortex.__file__).parents[1])}
-    out = subprocess.run(
-        [sys.executable, "-c", script, str(filled)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=True,
-    )
-    n = int(out.stdout.strip())
+    out = run_python(script, str(filled))
+    n = int(out.strip())
     assert n >= 5
     assert len([r for r in logged(filled) if r[2] == "exit"]) == n
 

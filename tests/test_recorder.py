@@ -5,10 +5,7 @@ every test reads the recall log through a separate connection."""
 
 from __future__ import annotations
 
-import os
 import sqlite3
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -19,6 +16,8 @@ import pytest
 import cortex
 from cortex.search.recorder import Recall, Recorder
 from cortex.store import Store
+
+from .conftest import run_python
 
 NOTES = [
     "Deploys go out through the canary pipeline on Tuesdays.",
@@ -226,16 +225,8 @@ def test_nothing_queued_is_lost_at_exit(filled: Path) -> None:
         " time.time()))\n"
         "print(r.pending())\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(Path(cortex.__file__).parents[1])}
-    out = subprocess.run(
-        [sys.executable, "-c", script, str(filled)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=True,
-    )
-    assert int(out.stdout.strip()) == 25  # still queued when the script ended
+    out = run_python(script, str(filled))
+    assert int(out.strip()) == 25  # still queued when the script ended
     assert logged(filled, "exit") == [(1 + j % 4, f"x{j:02d}") for j in range(25)]
 
 
