@@ -1469,6 +1469,8 @@ class Store:
             _BULK_DOES,
         ).fetchall()
         for name, _ in triggers:
+            # a name of the fixed _BULK_DOES list (the query above selects no other); a
+            # trigger's name is an identifier, which SQLite does not take as a parameter
             tx.execute(f'DROP TRIGGER "{name}"')
         tx.executemany(
             "INSERT INTO memories (id, project_id, content, content_hash, source_path,"
