@@ -455,6 +455,17 @@ pub(crate) mod x86 {
     /// The CPU must support AVX2.
     #[target_feature(enable = "avx2,fma,f16c")]
     pub unsafe fn read_floor_ahead<const AHEAD: usize>(data: &[u8]) -> u64 {
+        // SAFETY: the caller's guarantee.
+        unsafe { read_floor_hint::<AHEAD, _MM_HINT_T0>(data) }
+    }
+
+    /// [`read_floor_ahead`] with the prefetch hint `HINT` (`_MM_HINT_T0`: into
+    /// L1; `_MM_HINT_T1`: into L2 on Intel, into L1 on AMD before Zen 4).
+    ///
+    /// # Safety
+    /// The CPU must support AVX2.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn read_floor_hint<const AHEAD: usize, const HINT: i32>(data: &[u8]) -> u64 {
         let p = data.as_ptr();
         let main = data.len() / 128 * 128;
         let mut a = [_mm256_setzero_si256(); 4];
@@ -464,8 +475,8 @@ pub(crate) mod x86 {
             // never fault, issued only while they stay inside `data`.
             unsafe {
                 if AHEAD > 0 && i + AHEAD + 128 <= data.len() {
-                    _mm_prefetch::<_MM_HINT_T0>(p.add(i + AHEAD) as *const i8);
-                    _mm_prefetch::<_MM_HINT_T0>(p.add(i + AHEAD + 64) as *const i8);
+                    _mm_prefetch::<HINT>(p.add(i + AHEAD) as *const i8);
+                    _mm_prefetch::<HINT>(p.add(i + AHEAD + 64) as *const i8);
                 }
                 for (l, acc) in a.iter_mut().enumerate() {
                     let v = _mm256_loadu_si256(p.add(i + 32 * l) as *const __m256i);
@@ -495,7 +506,7 @@ pub(crate) mod x86 {
     #[target_feature(enable = "avx2,fma,f16c")]
     pub unsafe fn scores<E: Elem>(q: &[f32], rows: &[E], out: &mut [f32]) {
         // SAFETY: the caller's guarantees.
-        unsafe { scores_rows::<E, 4, 8>(q, rows, out) }
+        unsafe { scores_rows::<E, 4, 8, _MM_HINT_T0>(q, rows, out) }
     }
 
     /// [`scores`] with `R` rows an iteration (a multiple of 4: `R` FMA chains,
@@ -505,7 +516,7 @@ pub(crate) mod x86 {
     /// # Safety
     /// As [`scores`].
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub unsafe fn scores_rows<E: Elem, const R: usize, const AHEAD: usize>(
+    pub unsafe fn scores_rows<E: Elem, const R: usize, const AHEAD: usize, const HINT: i32>(
         q: &[f32],
         rows: &[E],
         out: &mut [f32],
@@ -546,7 +557,7 @@ pub(crate) mod x86 {
                         let pf = pb.add(ahead + line);
                         let mut l = 0;
                         while l < step && line + l < group {
-                            _mm_prefetch::<_MM_HINT_T0>(pf.add(l));
+                            _mm_prefetch::<HINT>(pf.add(l));
                             l += 64;
                         }
                     }
