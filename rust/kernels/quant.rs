@@ -500,7 +500,7 @@ fn scores_with(
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `Isa::Avx2` exists only once AVX2 was detected; shapes checked above.
         Isa::Avx2 if x86::vnni() => unsafe {
-            x86::scores_vnni::<8, 16, { std::arch::x86_64::_MM_HINT_T0 }>(qq, records, out, half)
+            x86::scores_vnni::<8, 32, { std::arch::x86_64::_MM_HINT_T1 }>(qq, records, out, half)
         },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as above.
@@ -678,10 +678,14 @@ pub(crate) mod x86 {
 
     /// [`super::scores`] with plain AVX2 (CPUs without AVX-VNNI, Zen 1 among
     /// them); with `half`, also [`super::scores_bounded`]'s half-widths. Eight
-    /// records an iteration, the next eight prefetched (BENCHMARKS.md, "The
-    /// int8 screen on AVX2": with the groups of chunks unrolled ([`mac_n`]),
-    /// 1.15x the read floor against 1.21-1.25x for four records 8 ahead;
-    /// 16 ahead 1.20x).
+    /// records an iteration (BENCHMARKS.md, "The int8 screen on AVX2": with
+    /// the groups of chunks unrolled ([`mac_n`]), 1.15x the read floor against
+    /// 1.21-1.25x for four records), prefetched with the T1 hint: into L2 on
+    /// Intel, 64 records (26 KiB) ahead; elsewhere 8 ahead ("second pass": on
+    /// the Xeon the T0 hint into L1 held its line-fill buffers, 1.19-1.21x the
+    /// floor against 1.12-1.14x for T1 8 ahead and 1.08-1.10x for 64 ahead;
+    /// AMD before Zen 4 fills L1 on every hint, so it keeps the 8 ahead its
+    /// kernel was tuned with).
     ///
     /// # Safety
     /// AVX2; `records.len() == out.len() * record_len(qq.dim)`, `qq.q.len() == padded(dim)`,
@@ -694,7 +698,27 @@ pub(crate) mod x86 {
         half: Option<&mut [f32]>,
     ) {
         // SAFETY: the caller's guarantees.
-        unsafe { scores_avx2::<8, 8, { _MM_HINT_T0 }>(qq, records, out, half) }
+        unsafe {
+            if intel() {
+                scores_avx2::<8, 64, { _MM_HINT_T1 }>(qq, records, out, half)
+            } else {
+                scores_avx2::<8, 8, { _MM_HINT_T1 }>(qq, records, out, half)
+            }
+        }
+    }
+
+    /// Whether the CPU is Intel's ("GenuineIntel"), where the T1 prefetch hint
+    /// fills L2 and not L1 (on AMD only from Zen 4 on).
+    pub fn intel() -> bool {
+        static INTEL: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *INTEL.get_or_init(|| {
+            // SAFETY: CPUID leaf 0 exists on every x86-64 CPU (`__cpuid` is an
+            // unsafe fn before Rust 1.94, a safe one after).
+            #[allow(unused_unsafe)]
+            let v = unsafe { __cpuid(0) };
+            // "Genu" "ineI" "ntel" in EBX, EDX, ECX.
+            (v.ebx, v.edx, v.ecx) == (0x756e_6547, 0x4965_6e69, 0x6c65_746e)
+        })
     }
 
     /// [`scores_into`] with `R` records an iteration (a multiple of 4) and the

@@ -506,7 +506,7 @@ pub(crate) mod x86 {
     #[target_feature(enable = "avx2,fma,f16c")]
     pub unsafe fn scores<E: Elem>(q: &[f32], rows: &[E], out: &mut [f32]) {
         // SAFETY: the caller's guarantees.
-        unsafe { scores_rows::<E, 4, 8, _MM_HINT_T0>(q, rows, out) }
+        unsafe { scores_rows::<E, 4, 8, _MM_HINT_T1>(q, rows, out) }
     }
 
     /// [`scores`] with `R` rows an iteration (a multiple of 4: `R` FMA chains,
