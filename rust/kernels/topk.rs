@@ -339,8 +339,11 @@ impl Screen {
                         }
                     }
                 } else if l > *t && live(row) {
-                    lows.pop();
-                    lows.push(Low(l));
+                    // The smallest of the k replaced in place: one sift down
+                    // (a pop and a push would sift twice).
+                    if let Some(mut least) = lows.peek_mut() {
+                        *least = Low(l);
+                    }
                     *t = lows.peek().map_or(f32::NEG_INFINITY, |x| x.0);
                 }
                 cand.push((u, row));
@@ -1957,7 +1960,11 @@ mod probe {
         let (rows, q8) = (file.rows(), file.q8());
         let n = file.n;
         let isa = Isa::detect();
-        eprintln!("int8 kernel {}", quant::kernel_name(isa));
+        eprintln!(
+            "int8 kernel {}, intel {}",
+            quant::kernel_name(isa),
+            quant::x86::intel()
+        );
         let qs = gauss_queries(rounds, dim, 12345);
         let query = |r: usize| &qs[(r % rounds) * dim..(r % rounds + 1) * dim];
         let full = |r: usize, k: usize, t: usize| {
@@ -1989,11 +1996,31 @@ mod probe {
             let hits = rescore::<F16, RESCORE_AHEAD>(isa, rows, q, &c, k, &|_| true);
             let t3 = Instant::now();
             let f = hits.last().unwrap().score;
-            let rescored = c.iter().position(|x| x.0 < f).unwrap_or(c.len());
+            let rescored = c.iter().filter(|x| x.0 >= f).count();
             black_box(hits);
             let ms = |a: Instant, b: Instant| (b - a).as_secs_f64() * 1e3;
             parts.borrow_mut()[ki].push([ms(t0, t1), ms(t1, t2), ms(t2, t3)]);
             counts.borrow_mut()[ki].push([offers, kept, c.len(), rescored, qq.levels as usize]);
+        };
+        // The same on `threads` threads: (passes, survivors, rescore) ms, and the
+        // offers of each thread.
+        let parts_t = std::cell::RefCell::new(vec![Vec::<[f64; 3]>::new(); 2]);
+        let offers_t = std::cell::RefCell::new(vec![Vec::<usize>::new(); 2]);
+        let split_t = |r: usize, ki: usize, k: usize| {
+            let q = query(r);
+            let t0 = Instant::now();
+            let qq = QuantQuery::single(isa, q);
+            let ps = par_ranges(n, threads, 1, |a, b| pass_part(isa, q8, &qq, k, a, b));
+            let t1 = Instant::now();
+            offers_t.borrow_mut()[ki].extend(ps.iter().map(|p| p.1));
+            let c = survivors(Keep::Bound, k, ps.into_iter().map(|p| p.0).collect());
+            let t2 = Instant::now();
+            black_box(rescore::<F16, RESCORE_AHEAD>(isa, rows, q, &c, k, &|_| {
+                true
+            }));
+            let t3 = Instant::now();
+            let ms = |a: Instant, b: Instant| (b - a).as_secs_f64() * 1e3;
+            parts_t.borrow_mut()[ki].push([ms(t0, t1), ms(t1, t2), ms(t2, t3)]);
         };
         let cases: Vec<Case> = vec![
             (
@@ -2006,11 +2033,30 @@ mod probe {
             ("screen k=132, 1 thread", Box::new(|r| full(r, 132, 1))),
             ("parts k=10", Box::new(|r| split(r, 0, 10))),
             ("parts k=132", Box::new(|r| split(r, 1, 132))),
+            (
+                "floor q8, T threads",
+                Box::new(|_| {
+                    // As NativeIndex.read_floor runs it: a scoped thread a part.
+                    let per = q8.len().div_ceil(threads).div_ceil(128) * 128;
+                    black_box(std::thread::scope(|s| {
+                        let parts: Vec<_> = q8
+                            .chunks(per)
+                            .map(|c| s.spawn(move || simd::read_floor(isa, c, false)))
+                            .collect();
+                        parts
+                            .into_iter()
+                            .map(|h| h.join().unwrap())
+                            .fold(0, |a, b| a ^ b)
+                    }));
+                }),
+            ),
             ("screen k=10, T threads", Box::new(|r| full(r, 10, threads))),
             (
                 "screen k=132, T threads",
                 Box::new(|r| full(r, 132, threads)),
             ),
+            ("parts k=10, T threads", Box::new(|r| split_t(r, 0, 10))),
+            ("parts k=132, T threads", Box::new(|r| split_t(r, 1, 132))),
         ];
         // PROBE_CASES: only these cases (their indices; the floor is always run).
         let cases: Vec<Case> = match std::env::var("PROBE_CASES") {
@@ -2038,17 +2084,25 @@ mod probe {
             v[v.len() / 2]
         };
         for (ki, k) in [10usize, 132].into_iter().enumerate() {
-            if parts.borrow()[ki].len() < 3 {
-                continue;
+            if parts.borrow()[ki].len() > 2 {
+                let p = &parts.borrow()[ki][2..];
+                let c = &counts.borrow()[ki];
+                let col = |i: usize| med(p.iter().map(|x| x[i]).collect());
+                let cnt = |i: usize| med(c.iter().map(|x| x[i] as f64).collect());
+                eprintln!(
+                    "k={k}: pass {:.3} ms, survivors {:.3} ms, rescore {:.3} ms; offers {:.0}, kept {:.0}, survivors {:.0}, rescored {:.0}, levels {:.0} (medians)",
+                    col(0), col(1), col(2), cnt(0), cnt(1), cnt(2), cnt(3), cnt(4)
+                );
             }
-            let p = &parts.borrow()[ki][2..];
-            let c = &counts.borrow()[ki];
-            let col = |i: usize| med(p.iter().map(|x| x[i]).collect());
-            let cnt = |i: usize| med(c.iter().map(|x| x[i] as f64).collect());
-            eprintln!(
-                "k={k}: pass {:.3} ms, survivors {:.3} ms, rescore {:.3} ms; offers {:.0}, kept {:.0}, survivors {:.0}, rescored {:.0}, levels {:.0} (medians)",
-                col(0), col(1), col(2), cnt(0), cnt(1), cnt(2), cnt(3), cnt(4)
-            );
+            if parts_t.borrow()[ki].len() > 2 {
+                let p = &parts_t.borrow()[ki][2..];
+                let col = |i: usize| med(p.iter().map(|x| x[i]).collect());
+                let o = &offers_t.borrow()[ki];
+                eprintln!(
+                    "k={k}, {threads} threads: passes {:.3} ms, survivors {:.3} ms, rescore {:.3} ms; offers a thread {:.0}",
+                    col(0), col(1), col(2), med(o.iter().map(|x| *x as f64).collect())
+                );
+            }
         }
     }
 
