@@ -124,6 +124,13 @@ pub fn merge(parts: Vec<Vec<Hit>>, k: usize) -> Vec<Hit> {
 
 /// Rows per scoring block: small enough for the scores to stay in L1.
 const BLOCK: usize = 256;
+/// Records per block of the one-query int8 screen (scores and half-widths:
+/// 8 KiB). Its kernel prefetches up to 64 records ahead inside the block (the
+/// prefetch stays inside the records it is given), so the last 64 of each
+/// block are read unprefetched: 1 in 16 here, 1 in 4 with blocks of BLOCK
+/// (BENCHMARKS.md, "The int8 screen on AVX2, second pass": 1.04-1.07x the
+/// read floor's CPU against 1.09-1.11x).
+const SCREEN_BLOCK: usize = 1024;
 /// Below this many rows per thread, one thread is faster than spawning.
 const MIN_ROWS_PER_THREAD: usize = 16_384;
 
@@ -481,8 +488,8 @@ pub fn screened<E: Elem>(
         let mut screens: Vec<Screen> = (0..m).map(|_| Screen::new(keep, k)).collect();
         // Each screen's threshold, contiguous: most pairs stop at one compare.
         let mut ts = vec![f32::NEG_INFINITY; m];
-        let mut buf = vec![0.0f32; QUANT_BLOCK.max(BLOCK) * m];
-        let mut halves = vec![0.0f32; QUANT_BLOCK.max(BLOCK) * m];
+        let mut buf = vec![0.0f32; QUANT_BLOCK.max(SCREEN_BLOCK) * m];
+        let mut halves = vec![0.0f32; QUANT_BLOCK.max(SCREEN_BLOCK) * m];
         // Offer rows `0..nb` of a block (`row(i)` = row number of the i-th) to
         // every screen: `scores[j * nb + i]` as `scores_tile` lays them out,
         // `halves` beside them (the half-width of each score's interval).
@@ -534,7 +541,7 @@ pub fn screened<E: Elem>(
         };
         match covered {
             None => {
-                let block = if m == 1 { BLOCK } else { QUANT_BLOCK };
+                let block = if m == 1 { SCREEN_BLOCK } else { QUANT_BLOCK };
                 let mut start = a;
                 while start < b {
                     let end = (start + block).min(b);
@@ -1696,10 +1703,10 @@ mod probe {
         let n = q8.len() / stride;
         let mut screen = Screen::new(Keep::Bound, k);
         let mut t = f32::NEG_INFINITY;
-        let (mut s, mut h) = (vec![0.0f32; BLOCK], vec![0.0f32; BLOCK]);
+        let (mut s, mut h) = (vec![0.0f32; SCREEN_BLOCK], vec![0.0f32; SCREEN_BLOCK]);
         let mut start = 0;
         while start < n {
-            let end = (start + BLOCK).min(n);
+            let end = (start + SCREEN_BLOCK).min(n);
             let nb = end - start;
             quant::scores_bounded(
                 isa,
@@ -1910,11 +1917,11 @@ mod probe {
         let stride = record_len(qq.dim);
         let mut screen = Screen::new(Keep::Bound, k);
         let mut t = f32::NEG_INFINITY;
-        let (mut s, mut h) = (vec![0.0f32; BLOCK], vec![0.0f32; BLOCK]);
+        let (mut s, mut h) = (vec![0.0f32; SCREEN_BLOCK], vec![0.0f32; SCREEN_BLOCK]);
         let mut offers = 0;
         let mut start = a;
         while start < b {
-            let end = (start + BLOCK).min(b);
+            let end = (start + SCREEN_BLOCK).min(b);
             let nb = end - start;
             quant::scores_bounded(
                 isa,
@@ -2190,15 +2197,20 @@ mod probe {
     type Kern<'a> = &'a dyn Fn(&QuantQuery, &[u8], &mut [f32], &mut [f32]);
 
     /// [`pass`] with `kernel` in place of `quant::scores_bounded`.
+    /// Records a block (`PROBE_BLOCK`, default SCREEN_BLOCK as the screen).
     fn pass_with(kernel: Kern, q8: &[u8], qq: &QuantQuery, k: usize) -> Screened {
+        static B: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+        let block = *B.get_or_init(|| {
+            std::env::var("PROBE_BLOCK").map_or(SCREEN_BLOCK, |v| v.parse().unwrap())
+        });
         let stride = record_len(qq.dim);
         let n = q8.len() / stride;
         let mut screen = Screen::new(Keep::Bound, k);
         let mut t = f32::NEG_INFINITY;
-        let (mut s, mut h) = (vec![0.0f32; BLOCK], vec![0.0f32; BLOCK]);
+        let (mut s, mut h) = (vec![0.0f32; block], vec![0.0f32; block]);
         let mut start = 0;
         while start < n {
-            let end = (start + BLOCK).min(n);
+            let end = (start + block).min(n);
             let nb = end - start;
             kernel(
                 qq,
