@@ -1314,6 +1314,7 @@ mod tests {
             (96, 64),
             (384, 45),
             (20, 17),
+            (384, 200),
         ] {
             let rows: Vec<Vec<f32>> = (0..n).map(|i| unit(dim, 90 + i as u64)).collect();
             let recs = records(&rows);
@@ -1339,6 +1340,19 @@ mod tests {
                 unsafe { x86::scores_into(&qq, &recs, &mut d, Some(&mut hd)) };
                 assert_eq!(a, d, "dim {dim}, scores_into");
                 assert_eq!(ha, hd, "dim {dim}, scores_into");
+                // The shapes `scores_into` and `scores_with` pick (the T1
+                // prefetch, 8 and 64 records ahead: inside the 200 records).
+                use std::arch::x86_64::_MM_HINT_T1 as T1;
+                for f in [
+                    x86::scores_avx2::<8, 8, T1>,
+                    x86::scores_avx2::<8, 64, T1>,
+                    x86::scores_vnni::<8, 32, T1>,
+                ] {
+                    let (mut e, mut he) = (vec![0.0; n], vec![0.0; n]);
+                    // SAFETY: as above.
+                    unsafe { f(&qq, &recs, &mut e, Some(&mut he)) };
+                    assert_eq!((&a, &ha), (&e, &he), "dim {dim}, T1 prefetch");
+                }
                 assert_eq!(a, b, "dim {dim}");
                 assert_eq!(a, c, "dim {dim}, 8 records an iteration");
                 assert_eq!(ha, hc, "dim {dim}, 8 records an iteration");
