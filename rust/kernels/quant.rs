@@ -683,9 +683,9 @@ pub(crate) mod x86 {
     /// 1.21-1.25x for four records), prefetched with the T1 hint: into L2 on
     /// Intel, 64 records (26 KiB) ahead; elsewhere 8 ahead ("second pass": on
     /// the Xeon the T0 hint into L1 held its line-fill buffers, 1.19-1.21x the
-    /// floor against 1.12-1.14x for T1 8 ahead and 1.08-1.10x for 64 ahead;
-    /// AMD before Zen 4 fills L1 on every hint, so it keeps the 8 ahead its
-    /// kernel was tuned with).
+    /// floor against 1.12-1.14x for T1 8 ahead and 1.05-1.07x for 64 ahead in
+    /// the screen's blocks of 1024 records; AMD before Zen 4 fills L1 on every
+    /// hint, so it keeps the 8 ahead its kernel was tuned with).
     ///
     /// # Safety
     /// AVX2; `records.len() == out.len() * record_len(qq.dim)`, `qq.q.len() == padded(dim)`,

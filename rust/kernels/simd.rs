@@ -496,10 +496,11 @@ pub(crate) mod x86 {
 
     /// Four rows at a time against one query: four independent FMA chains
     /// hide the FMA latency and one horizontal reduction serves four rows; the
-    /// rows 8 on prefetched. Measured against 16 ahead on the 1M-row f16 file
-    /// (BENCHMARKS.md, "The int8 screen on AVX2"): 1.10-1.13x the read floor
-    /// in-process against 1.23-1.30x, but through the Python API both
-    /// 1.12-1.16x in alternated processes, so unchanged.
+    /// rows 8 on prefetched with the T1 hint (into L2 on Intel and on AMD from
+    /// Zen 4; into L1 on older AMD, as T0). On the 1M-row f16 file
+    /// (BENCHMARKS.md, "The int8 screen on AVX2, second pass") T0 held L1's
+    /// line-fill buffers: 1.14-1.17x the read floor in-process and 1.22-1.25x
+    /// through the Python API, against 1.02-1.07x and 1.04-1.05x with T1.
     ///
     /// # Safety
     /// AVX2+FMA; `rows.len() == out.len() * q.len()`.
