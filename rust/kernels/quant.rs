@@ -499,6 +499,9 @@ fn scores_with(
     match isa {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `Isa::Avx2` exists only once AVX2 was detected; shapes checked above.
+        // 8 records an iteration, prefetched 32 ahead into L2 (T1: every AVX-VNNI
+        // CPU takes it so; BENCHMARKS.md, "The int8 screen on AVX2, second
+        // pass": 1.10-1.12x the read floor against 1.16-1.20x with T0 16 ahead).
         Isa::Avx2 if x86::vnni() => unsafe {
             x86::scores_vnni::<8, 32, { std::arch::x86_64::_MM_HINT_T1 }>(qq, records, out, half)
         },
