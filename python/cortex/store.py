@@ -1671,54 +1671,14 @@ class Store(SharedStore):
             counts = plan.counts()
         return counts
 
-    def sync_file(
-        self,
-        source_path: str,
-        import_project: str | None,
-        groups: Mapping[str | None, Sequence[MemoryInput]],
-        on_write: OnWrite | None = None,
-    ) -> SyncCounts:
-        """Sync one imported file in one transaction: each (project, chunks) group with
-        :meth:`sync_source`, and every project this file's records went to when it was last
-        imported under `import_project` (a record naming its own project, since removed from
-        the file, is soft-deleted like the others). The projects written are remembered."""
-        counts = SyncCounts()
-        with self.transaction() as tx:
-            previous = [
-                row[0]
-                for row in tx.execute(
-                    "SELECT project FROM import_sources"
-                    " WHERE source_path = ? AND import_project IS ?",
-                    (source_path, import_project),
-                ).fetchall()
-            ]
-            todo: dict[str | None, Sequence[MemoryInput]] = {import_project: []}
-            todo.update({p: [] for p in previous})
-            todo.update(groups)
-            for project, chunks in todo.items():
-                counts += self.sync_source(source_path, project, chunks, on_write)
-            if is_document(source_path):
-                from cortex.documents import write_document
+    def _file_synced(self, tx: Any, path: str, chunks: dict[str | None, list[Any]]) -> None:
+        """A Markdown file's document rows (cortex.documents), one per project touched."""
+        if is_document(path):
+            from cortex.documents import write_document
 
-                for project in todo:
-                    chunks = list(groups.get(project, ()))
-                    write_document(
-                        tx,
-                        source_path,
-                        project,
-                        [c.content for c in chunks],
-                        chunks[0].created_at if chunks else None,
-                    )
-            tx.execute(
-                "DELETE FROM import_sources WHERE source_path = ? AND import_project IS ?",
-                (source_path, import_project),
-            )
-            tx.executemany(
-                "INSERT INTO import_sources (source_path, import_project, project)"
-                " VALUES (?, ?, ?)",
-                [(source_path, import_project, p) for p, chunks in groups.items() if chunks],
-            )
-        return counts
+            for project, parts in chunks.items():
+                created = parts[0].created_at if parts else None
+                write_document(tx, path, project, [c.content for c in parts], created)
 
     # ---------------------------------------------------------------- reads
 

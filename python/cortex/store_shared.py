@@ -11,13 +11,16 @@ fragments and the fixed column list.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from cortex.errors import NotFoundError
 from cortex.result import Memory
+
+if TYPE_CHECKING:
+    from cortex.store import MemoryInput, SyncCounts
 
 __all__ = ["MEMORY_COLUMNS", "Dialect", "SharedStore", "split_chunks"]
 
@@ -65,6 +68,9 @@ class SharedStore:
 
         def sessions_of(self, ids: Sequence[int]) -> dict[int, str]: ...
 
+        # (PgStore's fourth argument is an EmbeddingBatch, Store's an OnWrite callback)
+        sync_source: Callable[..., SyncCounts]
+
     # ---------------------------------------------------------------- memories
 
     def get(
@@ -100,6 +106,55 @@ class SharedStore:
             )
             if cur.rowcount == 0:
                 raise NotFoundError(f"no live memory with id {memory_id}")
+
+    def sync_file(
+        self,
+        source_path: str,
+        import_project: str | None,
+        groups: Mapping[str | None, Sequence[MemoryInput]],
+        on_write: Any = None,
+    ) -> SyncCounts:
+        """Sync one imported file in one transaction: each (project, chunks) group with
+        `sync_source` (`on_write`: its fourth argument), and every project this file's
+        records went to when it was last imported under `import_project` (a record naming
+        its own project, since removed from the file, is soft-deleted like the others).
+        The projects written are remembered in import_sources."""
+        from cortex.store import SyncCounts
+
+        d = self.dialect
+        p, stored = d.mark, d.db_project(import_project)
+        counts = SyncCounts()
+        with self.transaction() as tx:
+            previous = [
+                d.api_project(row[0])
+                for row in tx.execute(
+                    "SELECT project FROM import_sources"
+                    f" WHERE source_path = {p} AND import_project {d.project_is} {p}",
+                    (source_path, stored),
+                ).fetchall()
+            ]
+            todo: dict[str | None, Sequence[MemoryInput]] = {import_project: []}
+            todo.update({q: [] for q in previous})
+            todo.update(groups)
+            for project, chunks in todo.items():
+                counts += self.sync_source(source_path, project, chunks, on_write)
+            self._file_synced(tx, source_path, {q: list(groups.get(q, ())) for q in todo})
+            tx.execute(
+                "DELETE FROM import_sources"
+                f" WHERE source_path = {p} AND import_project {d.project_is} {p}",
+                (source_path, stored),
+            )
+            tx.cursor().executemany(
+                "INSERT INTO import_sources (source_path, import_project, project)"
+                f" VALUES ({p}, {p}, {p}) ON CONFLICT DO NOTHING",
+                [(source_path, stored, d.db_project(q)) for q, chunks in groups.items() if chunks],
+            )
+        return counts
+
+    def _file_synced(self, tx: Any, path: str, chunks: dict[str | None, list[Any]]) -> None:
+        """What a backend derives from a whole file, in sync_file's transaction once the
+        file is synced (`chunks`: its MemoryInputs by project, for every project touched,
+        [] where none is left). Nothing by default."""
 
     def neighbours(self, memory: Memory, n: int) -> tuple[list[Memory], list[Memory]]:
         """Up to `n` live memories just before and after `memory` in its own source (by

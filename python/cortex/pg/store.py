@@ -639,47 +639,6 @@ class PgStore(SharedStore):
             )
         }
 
-    def sync_file(
-        self,
-        source_path: str,
-        import_project: str | None,
-        groups: Mapping[str | None, Sequence[MemoryInput]],
-        on_write: EmbeddingBatch | None = None,
-    ) -> SyncCounts:
-        """Sync one imported file in one transaction: each (project, chunks) group with
-        :meth:`sync_source`, and every project this file's records went to when it was last
-        imported under `import_project` (as the SQLite store does). The projects written
-        are remembered in import_sources."""
-        counts = SyncCounts()
-        with self.transaction() as tx:
-            previous = [
-                api_project(row[0])
-                for row in tx.execute(
-                    "SELECT project FROM import_sources"
-                    " WHERE source_path = %s AND import_project = %s",
-                    (source_path, db_project(import_project)),
-                ).fetchall()
-            ]
-            todo: dict[str | None, Sequence[MemoryInput]] = {import_project: []}
-            todo.update({p: [] for p in previous})
-            todo.update(groups)
-            for project, chunks in todo.items():
-                counts += self.sync_source(source_path, project, chunks, on_write)
-            tx.execute(
-                "DELETE FROM import_sources WHERE source_path = %s AND import_project = %s",
-                (source_path, db_project(import_project)),
-            )
-            tx.cursor().executemany(
-                "INSERT INTO import_sources (source_path, import_project, project)"
-                " VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
-                [
-                    (source_path, db_project(import_project), db_project(p))
-                    for p, chunks in groups.items()
-                    if chunks
-                ],
-            )
-        return counts
-
     def backlog(self, model_id: str) -> list[tuple[int, str]]:
         """Live memories without a vector of `model_id`: (id, content), by id."""
         return [
