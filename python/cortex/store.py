@@ -1565,9 +1565,9 @@ class Store:
             category=fields.get("category", current.category),
             salience=fields.get("salience", current.salience),
             confidence=fields.get("confidence", current.confidence),
-            created_at=fields.get(
-                "created_at", current.created_at.timestamp() if current.created_at else None
-            ),
+            # unchanged unless given: None keeps the stored value (COALESCE in _rewrite),
+            # which a round trip through a datetime would move by up to a microsecond
+            created_at=fields.get("created_at"),
             metadata=fields.get("metadata", current.metadata),
         )
         valid_until = validate.timestamp("valid_until", fields.get("valid_until"))
@@ -2000,7 +2000,7 @@ class Store:
         session = self.sessions_of([memory.id]).get(memory.id)
         if session is None or memory.created_at is None:
             return [], []
-        when = memory.created_at.timestamp()
+        when = self._stored_created(memory)
         scope = (
             "FROM memories m JOIN session_memories sm ON sm.memory_id = m.id"
             " WHERE sm.session_id = ? AND sm.usage = 'created' AND m.project_id IS ?"
@@ -2028,7 +2028,7 @@ class Store:
         session = self.sessions_of([memory.id]).get(memory.id)
         if session is None:
             return []
-        when = memory.created_at.timestamp() if memory.created_at is not None else 0.0
+        when = self._stored_created(memory)
         rows = self.query(
             "SELECT m.id, m.content, m.created_at FROM memories m"
             " JOIN session_memories sm ON sm.memory_id = m.id"
@@ -2177,10 +2177,19 @@ class Store:
         )
         return rows[0] if rows else None
 
+    def _stored_created(self, memory: Memory) -> float:
+        """`memory`'s created_at as stored: a datetime holds microseconds, and the float
+        it came from rounds to them, so ``created_at.timestamp()`` may lie a hair after the
+        stored value, and the memory would count as earlier than itself."""
+        rows = self.query("SELECT created_at FROM memories WHERE id = ?", (memory.id,))
+        if rows and isinstance(rows[0][0], int | float):
+            return float(rows[0][0])
+        return memory.created_at.timestamp() if memory.created_at else 0.0
+
     def around(self, anchor: Memory, before: int, after: int) -> tuple[list[Memory], list[Memory]]:
         """Up to `before` and `after` live memories of the anchor's project just before and
         after it in time (oldest first); damaged rows are left out."""
-        created = anchor.created_at.timestamp() if anchor.created_at else 0.0
+        created = self._stored_created(anchor)
         live = "deleted_at IS NULL AND project_id IS ?"
         earlier = self.query(
             f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE {live}"
