@@ -713,6 +713,11 @@ def _latin(
             message = str(exc)
             if not _is_query_error(message):
                 raise
+            excluded = _excluded(text)
+            if excluded:  # a NOT the user wrote is kept: its words are never required
+                return _without(
+                    store, text, opts, pool, words, excluded, message, scope, probe=probe
+                )
             if not terms:
                 return KeywordResult(
                     notices=[f"not a valid FTS5 query ({message}) and no words to search for"],
@@ -765,6 +770,61 @@ def _latin(
     return KeywordResult(
         hits, "prefix" if hits else "none", prefix_expr, prefix_expr, notices, terms,
         bound=bound, rescore_table=EXACT, rescore_expression=prefix_expr,
+    )  # fmt: skip
+
+
+def _excluded(text: str) -> list[str]:
+    """The words a NOT of `text` excludes (``deploy AND NOT staging``: "staging"), without
+    the words the rest of the query asks for."""
+    wanted = set(_terms(_NOT_CLAUSE.sub(" ", text)))
+    return [t for t in _terms(" ".join(_NOT_CLAUSE.findall(text))) if t not in wanted]
+
+
+def _without(
+    store: Store,
+    text: str,
+    opts: Options,
+    pool: int,
+    words: str,
+    excluded: list[str],
+    message: str,
+    scope: Scope | None,
+    *,
+    probe: bool,
+) -> KeywordResult:
+    """The retry of an invalid FTS5 query that excludes words (``deploy AND NOT staging``,
+    ``NOT staging``): the quoted words it asks for, all of them, then any of them, with
+    the NOT kept, so that no result holds an excluded word. Quoting every word instead
+    would turn the exclusion into a requirement: the opposite of what was asked."""
+    terms = _terms(_NOT_CLAUSE.sub(" ", text))
+    terms = (
+        [t for t in terms if t not in DROPPED] or [t for t in terms if t not in STOPWORDS] or terms
+    )
+    if not terms:
+        return KeywordResult(
+            notices=[
+                f"not a valid FTS5 query ({message}); it excludes words but asks for none,"
+                " and a search needs words to look for"
+            ],
+            final=True,
+        )
+    quoted = [quote(t) for t in terms]
+    without = " NOT (" + " OR ".join(quote(t) for t in excluded) + ")"
+    every = "(" + " ".join(quoted) + ")" + without
+    anyone = "(" + " OR ".join(quoted) + ")" + without
+    notices = [
+        f"not a valid FTS5 query ({message}); searched for the quoted terms instead,"
+        f" without {', '.join(excluded)}"
+    ]
+    hits = _fts(store, words, every, opts, pool, scope=scope, probe=probe)
+    expression = every
+    if not hits and len(terms) > 1:
+        hits = _fts(store, words, anyone, opts, pool, scope=scope, probe=probe)
+        expression = anyone
+    bound = 0.0 if probe or not hits else _bound(store, words, quoted, scope=scope)
+    return KeywordResult(
+        hits, "fts" if hits else "none", expression, expression, notices, terms, final=True,
+        bound=bound, rescore_table=words, rescore_expression=anyone,
     )  # fmt: skip
 
 
