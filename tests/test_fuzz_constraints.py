@@ -2,10 +2,13 @@
 
 A property over a random store and random queries, in keyword, semantic and the default
 hybrid mode, with FTS5 itself as the judge (the same tokenizer: a word "held" is a word
-FTS5 matches). Besides valid FTS5 (``a NOT b``, ``"a b"``), the forms people type that
-FTS5 rejects: ``a AND NOT b`` (SQL's), a leading ``NOT b``, a NOT inside an unbalanced
-parenthesis. Before session 11's fix their retry as quoted words *required* the excluded
-word: ``delta AND NOT charlie`` found only memories holding charlie.
+FTS5 matches; CJK text, which has no spaces between words, is held as a substring).
+Besides valid FTS5 (``a NOT b``, ``"a b"``), the forms people type that FTS5 rejects:
+``a AND NOT b`` (SQL's), a leading ``NOT b``, a NOT inside an unbalanced parenthesis.
+Before session 11's fix their retry as quoted words *required* the excluded word:
+``delta AND NOT charlie`` found only memories holding charlie. And a query with CJK text
+ran its NOT and its phrases as plain terms in every mode (the CJK tiers read no
+operator): ``数据库 NOT 索引`` found the memories holding 索引.
 """
 
 from __future__ import annotations
@@ -19,12 +22,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import cortex
+from cortex.store import has_cjk
 
 WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"]
-EXTRA = ["alphas", "Échec", "échec", "数据库", "🚀", "charlies", "DELTA"]
+CJK = ["数据库", "索引", "很快", "部署"]
+EXTRA = ["alphas", "Échec", "échec", "🚀", "charlies", "DELTA", "数据库索引", "索引很快"]
+VOCAB = WORDS + CJK + EXTRA
 
 SETTINGS = settings(
-    max_examples=150,
+    max_examples=200,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
@@ -37,7 +43,7 @@ def store(tmp_path_factory: pytest.TempPathFactory, embedder) -> Iterator[cortex
     with cortex.open(path, embedder=embedder) as e:
         e.add_many(
             [
-                {"content": " ".join(rng.choice(WORDS + EXTRA) for _ in range(rng.randint(1, 9))),
+                {"content": " ".join(rng.choice(VOCAB) for _ in range(rng.randint(1, 9))),
                  "project": rng.choice(["p", "q", None])}
                 for _ in range(160)
             ]
@@ -46,10 +52,17 @@ def store(tmp_path_factory: pytest.TempPathFactory, embedder) -> Iterator[cortex
 
 
 def _holders(e: cortex.Engine, phrase: str) -> set[int]:
-    rows = e.store.query(
-        "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?",
-        ('"' + phrase.replace('"', '""') + '"',),
-    )
+    """The memories holding `phrase`: as FTS5 reads it (stems, diacritics), or, for CJK
+    text (which has no spaces between words), as a substring."""
+    if has_cjk(phrase):
+        rows = e.store.query(
+            "SELECT id FROM memories WHERE instr(lower(content), lower(?)) > 0", (phrase,)
+        )
+    else:
+        rows = e.store.query(
+            "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?",
+            ('"' + phrase.replace('"', '""') + '"',),
+        )
     return {int(r[0]) for r in rows}
 
 
@@ -70,9 +83,9 @@ TEMPLATES = [
 @SETTINGS
 @given(
     template=st.sampled_from(TEMPLATES),
-    a=st.sampled_from([*WORDS, "alphas", "échec"]),
-    b=st.sampled_from([*WORDS, "échec"]),
-    c=st.sampled_from(WORDS),
+    a=st.sampled_from([*WORDS, *CJK, "alphas", "échec"]),
+    b=st.sampled_from([*WORDS, *CJK, "échec"]),
+    c=st.sampled_from([*WORDS, *CJK]),
     mode=st.sampled_from(["keyword", "semantic", "hybrid"]),
     project=st.sampled_from([None, "p"]),
 )
@@ -106,3 +119,21 @@ def test_the_retry_of_an_invalid_not_keeps_it_and_says_so(store: cortex.Engine) 
         nothing = store.search("NOT charlie", mode=mode, limit=50, record=False)
         assert not nothing
         assert any("excludes words but asks for none" in n for n in nothing.notices)
+
+
+def test_a_cjk_not_or_phrase_holds_in_every_mode(store: cortex.Engine) -> None:
+    for query, excluded, phrase in (
+        ("数据库 NOT 索引", "索引", None),
+        ('"数据库索引" NOT 很快', "很快", "数据库索引"),
+        ("数据库 AND NOT 部署", "部署", None),
+        ('"索引很快"', None, "索引很快"),
+        ("数据库 NOT alpha", "alpha", None),
+    ):
+        for mode in ("keyword", "semantic", "hybrid"):
+            got = {r.memory.id for r in store.search(query, mode=mode, limit=50, record=False)}
+            if excluded is not None:
+                assert not got & _holders(store, excluded), (query, mode)
+            if phrase is not None:
+                assert got <= _holders(store, phrase), (query, mode)
+        # and a constraint that leaves matches leaves them found
+    assert store.search("数据库 NOT 索引", mode="keyword", limit=50, record=False)

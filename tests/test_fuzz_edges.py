@@ -127,3 +127,20 @@ def test_the_keyword_file_of_a_diverged_copy_is_never_used(tmp_path: Path, monke
         assert native.keyword_index.ready()
     with cortex.open(b_db, embedder=None) as b:
         assert not b.search("zulu", mode="keyword", record=False)
+
+
+def test_a_k_past_any_integer_returns_every_row(tmp_path: Path) -> None:
+    """k is "at most k": past 2**63 it raised OverflowError from the extension."""
+    import numpy as np
+
+    from cortex.vectors import VectorIndex
+
+    index = VectorIndex.create(tmp_path / "v.cvx", 8, "m")
+    rows = np.random.default_rng(0).standard_normal((10, 8)).astype(np.float32)
+    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    index.append(np.arange(10, dtype=np.int64), rows)
+    for backend in ("native", "numpy", "python"):
+        for k in (2**63, 10**30):
+            ids, _ = index.search(rows[0], k, backend=backend)  # type: ignore[arg-type]
+            assert sorted(ids.tolist()) == list(range(10))
+            assert ids[0] == 0

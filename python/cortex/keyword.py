@@ -652,6 +652,37 @@ _NOT_CLAUSE = re.compile(r'\bNOT\s+(?:"(?:[^"]|"")*"\*?|\([^)]*\)|\S+)')
 _PHRASE = re.compile(r'"(?:[^"]|"")*"\*?|[^\s()",]+')
 
 
+_QUOTED = re.compile(r'"((?:[^"]|"")*)"')
+_BARE = re.compile(r'[^\s()"*^]+')
+
+
+def constraints(text: str) -> tuple[list[str], list[str]]:
+    """What a query in FTS5 syntax excludes (the text of each NOT's operand, every word of
+    a parenthesised one) and the phrases it requires (quoted, outside any NOT; none when
+    the query holds an OR, which makes each optional), as plain text. The CJK tiers rank
+    by trigrams and substrings, which read no operator: the search checks its candidates
+    against these instead (Store.holding). Reading a NOT (a OR b) as excluding each word
+    is stricter than FTS5's "(a AND b)"-free reading only where a and b differ: a result
+    dropped, never one that holds what the query excludes."""
+    excluded: list[str] = []
+    for clause in _NOT_CLAUSE.findall(text):
+        operand = clause[3:].strip()
+        quoted = _QUOTED.findall(operand)
+        if quoted:
+            excluded += [q.replace('""', '"') for q in quoted]
+            continue
+        for word in _BARE.findall(operand):
+            word = word.split(":", 1)[1] if ":" in word else word  # a column filter
+            if word and word not in _OPERATORS:
+                excluded.append(word)
+    rest = _NOT_CLAUSE.sub(" ", text)
+    phrases = [] if re.search(r"\bOR\b", rest) else _QUOTED.findall(rest)
+    return (
+        [e for e in dict.fromkeys(excluded) if e.strip()],
+        [p.replace('""', '"') for p in dict.fromkeys(phrases) if p.strip()],
+    )
+
+
 def positive_phrases(expression: str, *, initial: bool = False) -> list[str]:
     """The phrases of an FTS5 expression that add to BM25: every phrase and word
     except operators, column names and what a NOT excludes. `initial`: keep a phrase's

@@ -2177,6 +2177,47 @@ class Store:
         )
         return rows[0] if rows else None
 
+    def holding(
+        self, ids: Sequence[int], excluded: Sequence[str], phrases: Sequence[str]
+    ) -> set[int]:
+        """Those of `ids` that hold none of `excluded` and every one of `phrases`: as a
+        substring (case folded for ASCII), and for text without CJK also as FTS5 reads it
+        (stems, diacritics), so that a memory FTS5 or a substring finds holding an
+        excluded word is out (see cortex.keyword.constraints)."""
+        keep = {int(i) for i in ids}
+        if not keep:
+            return keep
+        marks = ",".join("?" * len(keep))
+        order = sorted(keep)
+
+        def substring(text: str) -> set[int]:
+            rows = self.query(
+                f"SELECT id FROM memories WHERE id IN ({marks})"
+                " AND instr(lower(content), lower(?)) > 0",
+                [*order, text],
+            )
+            return {int(r[0]) for r in rows}
+
+        def words(text: str) -> set[int] | None:
+            if has_cjk(text):
+                return None
+            try:
+                rows = self.conn.execute(
+                    "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?"
+                    f" AND rowid IN ({marks})",
+                    ['"' + text.replace('"', '""') + '"', *order],
+                ).fetchall()
+            except sqlite3.OperationalError:  # no token FTS5 reads: the substring decides
+                return None
+            return {int(r[0]) for r in rows}
+
+        for text in excluded:
+            keep -= substring(text) | (words(text) or set())
+        for text in phrases:
+            found = words(text)
+            keep &= substring(text) if found is None else found | substring(text)
+        return keep
+
     def _stored_created(self, memory: Memory) -> float:
         """`memory`'s created_at as stored: a datetime holds microseconds, and the float
         it came from rounds to them, so ``created_at.timestamp()`` may lie a hair after the
