@@ -137,3 +137,23 @@ def test_a_cjk_not_or_phrase_holds_in_every_mode(store: cortex.Engine) -> None:
                 assert got <= _holders(store, phrase), (query, mode)
         # and a constraint that leaves matches leaves them found
     assert store.search("数据库 NOT 索引", mode="keyword", limit=50, record=False)
+
+
+def test_a_not_holds_on_both_backends(any_engine: cortex.Engine) -> None:
+    """The same cases on SQLite and PostgreSQL (whose keyword leg is its own code)."""
+    e = any_engine
+    texts = ["数据库索引 很快", "数据 库 索引 分开", "索引数据库 reversed", "数据库 部署",
+             "delta charlie", "delta bravo", "charlie only", "bravo echo"]  # fmt: skip
+    ids = dict(zip(e.add_many([{"content": t} for t in texts]), texts, strict=True))
+    for query, excluded, found in (
+        ("delta AND NOT charlie", "charlie", {"delta bravo"}),
+        ("NOT charlie", "charlie", set()),
+        ("数据库 NOT 索引", "索引", {"数据库 部署"}),
+        ('"数据库索引" NOT 很快', "很快", set()),
+        ("数据库 AND NOT 部署", "部署", None),
+    ):
+        for mode in ("keyword", "semantic", "hybrid"):
+            got = {ids[r.memory.id] for r in e.search(query, mode=mode, limit=50, record=False)}
+            assert not {t for t in got if excluded in t}, (query, mode, got)
+            if found is not None and mode == "keyword":
+                assert got == found, (query, got)

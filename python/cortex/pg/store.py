@@ -1069,6 +1069,14 @@ class PgStore:
         r = rows[0]
         return (r[0], api_project(r[1]), *r[2:])
 
+    def holding(
+        self, ids: Sequence[int], excluded: Sequence[str], phrases: Sequence[str]
+    ) -> set[int]:
+        """As :meth:`cortex.store.Store.holding` (see cortex.pg.keyword.holding)."""
+        from cortex.pg.keyword import holding
+
+        return holding(self, ids, excluded, phrases)
+
     def _stored_created(self, memory: Memory) -> float:
         """As :meth:`cortex.store.Store._stored_created`: the stored value, which a
         datetime's microseconds may round past."""
