@@ -144,3 +144,15 @@ def test_a_k_past_any_integer_returns_every_row(tmp_path: Path) -> None:
             ids, _ = index.search(rows[0], k, backend=backend)  # type: ignore[arg-type]
             assert sorted(ids.tolist()) == list(range(10))
             assert ids[0] == 0
+
+
+def test_reinforce_takes_ids_in_range_only(tmp_path: Path) -> None:
+    """An id past SQLite's integers raised OverflowError from the driver."""
+    with cortex.open(tmp_path / "r.db", embedder=None) as e:
+        memory_id = e.add("a note")
+        for bad in (2**70, 0, -1, True, 1.0):
+            with pytest.raises(InvalidOptionError, match="memory id"):
+                e.reinforce([bad, memory_id])  # type: ignore[list-item]
+        assert e.get(memory_id).salience == 0.5  # nothing half-done
+        e.reinforce([memory_id])
+        assert e.get(memory_id).salience == pytest.approx(0.52)
