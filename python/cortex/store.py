@@ -1565,9 +1565,9 @@ class Store:
             category=fields.get("category", current.category),
             salience=fields.get("salience", current.salience),
             confidence=fields.get("confidence", current.confidence),
-            created_at=fields.get(
-                "created_at", current.created_at.timestamp() if current.created_at else None
-            ),
+            # unchanged unless given: None keeps the stored value (COALESCE in _rewrite),
+            # which a round trip through a datetime would move by up to a microsecond
+            created_at=fields.get("created_at"),
             metadata=fields.get("metadata", current.metadata),
         )
         valid_until = validate.timestamp("valid_until", fields.get("valid_until"))
@@ -2000,7 +2000,7 @@ class Store:
         session = self.sessions_of([memory.id]).get(memory.id)
         if session is None or memory.created_at is None:
             return [], []
-        when = memory.created_at.timestamp()
+        when = self._stored_created(memory)
         scope = (
             "FROM memories m JOIN session_memories sm ON sm.memory_id = m.id"
             " WHERE sm.session_id = ? AND sm.usage = 'created' AND m.project_id IS ?"
@@ -2028,7 +2028,7 @@ class Store:
         session = self.sessions_of([memory.id]).get(memory.id)
         if session is None:
             return []
-        when = memory.created_at.timestamp() if memory.created_at is not None else 0.0
+        when = self._stored_created(memory)
         rows = self.query(
             "SELECT m.id, m.content, m.created_at FROM memories m"
             " JOIN session_memories sm ON sm.memory_id = m.id"
@@ -2177,10 +2177,60 @@ class Store:
         )
         return rows[0] if rows else None
 
+    def holding(
+        self, ids: Sequence[int], excluded: Sequence[str], phrases: Sequence[str]
+    ) -> set[int]:
+        """Those of `ids` that hold none of `excluded` and every one of `phrases`: as a
+        substring (case folded for ASCII), and for text without CJK also as FTS5 reads it
+        (stems, diacritics), so that a memory FTS5 or a substring finds holding an
+        excluded word is out (see cortex.keyword.constraints)."""
+        keep = {int(i) for i in ids}
+        if not keep:
+            return keep
+        marks = ",".join("?" * len(keep))
+        order = sorted(keep)
+
+        def substring(text: str) -> set[int]:
+            rows = self.query(
+                f"SELECT id FROM memories WHERE id IN ({marks})"
+                " AND instr(lower(content), lower(?)) > 0",
+                [*order, text],
+            )
+            return {int(r[0]) for r in rows}
+
+        def words(text: str) -> set[int] | None:
+            if has_cjk(text):
+                return None
+            try:
+                rows = self.conn.execute(
+                    "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?"
+                    f" AND rowid IN ({marks})",
+                    ['"' + text.replace('"', '""') + '"', *order],
+                ).fetchall()
+            except sqlite3.OperationalError:  # no token FTS5 reads: the substring decides
+                return None
+            return {int(r[0]) for r in rows}
+
+        for text in excluded:
+            keep -= substring(text) | (words(text) or set())
+        for text in phrases:
+            found = words(text)
+            keep &= substring(text) if found is None else found | substring(text)
+        return keep
+
+    def _stored_created(self, memory: Memory) -> float:
+        """`memory`'s created_at as stored: a datetime holds microseconds, and the float
+        it came from rounds to them, so ``created_at.timestamp()`` may lie a hair after the
+        stored value, and the memory would count as earlier than itself."""
+        rows = self.query("SELECT created_at FROM memories WHERE id = ?", (memory.id,))
+        if rows and isinstance(rows[0][0], int | float):
+            return float(rows[0][0])
+        return memory.created_at.timestamp() if memory.created_at else 0.0
+
     def around(self, anchor: Memory, before: int, after: int) -> tuple[list[Memory], list[Memory]]:
         """Up to `before` and `after` live memories of the anchor's project just before and
         after it in time (oldest first); damaged rows are left out."""
-        created = anchor.created_at.timestamp() if anchor.created_at else 0.0
+        created = self._stored_created(anchor)
         live = "deleted_at IS NULL AND project_id IS ?"
         earlier = self.query(
             f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE {live}"

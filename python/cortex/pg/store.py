@@ -472,9 +472,7 @@ class PgStore:
                 category=fields.get("category", current.category),
                 salience=fields.get("salience", current.salience),
                 confidence=fields.get("confidence", current.confidence),
-                created_at=fields.get(
-                    "created_at", current.created_at.timestamp() if current.created_at else None
-                ),
+                created_at=fields.get("created_at"),  # None keeps the stored value
                 metadata=fields.get("metadata", current.metadata),
             )
             self._rewrite(tx, memory_id, merged, now)
@@ -878,7 +876,7 @@ class PgStore:
         session = self.sessions_of([memory.id]).get(memory.id)
         if session is None or memory.created_at is None:
             return [], []
-        when = memory.created_at.timestamp()
+        when = self._stored_created(memory)
         scope = (
             "FROM memories m JOIN session_memories sm ON sm.project_id = m.project_id"
             " AND sm.memory_id = m.id WHERE sm.session_id = %s AND sm.usage = 'created'"
@@ -906,7 +904,7 @@ class PgStore:
         session = self.sessions_of([memory.id]).get(memory.id)
         if session is None:
             return []
-        when = memory.created_at.timestamp() if memory.created_at is not None else 0.0
+        when = self._stored_created(memory)
         rows = self.query(
             "SELECT m.id, m.content, m.created_at FROM memories m"
             " JOIN session_memories sm ON sm.project_id = m.project_id AND sm.memory_id = m.id"
@@ -1071,8 +1069,24 @@ class PgStore:
         r = rows[0]
         return (r[0], api_project(r[1]), *r[2:])
 
+    def holding(
+        self, ids: Sequence[int], excluded: Sequence[str], phrases: Sequence[str]
+    ) -> set[int]:
+        """As :meth:`cortex.store.Store.holding` (see cortex.pg.keyword.holding)."""
+        from cortex.pg.keyword import holding
+
+        return holding(self, ids, excluded, phrases)
+
+    def _stored_created(self, memory: Memory) -> float:
+        """As :meth:`cortex.store.Store._stored_created`: the stored value, which a
+        datetime's microseconds may round past."""
+        rows = self.query("SELECT created_at FROM memories WHERE id = %s", (memory.id,))
+        if rows and isinstance(rows[0][0], int | float):
+            return float(rows[0][0])
+        return memory.created_at.timestamp() if memory.created_at else 0.0
+
     def around(self, anchor: Memory, before: int, after: int) -> tuple[list[Memory], list[Memory]]:
-        created = anchor.created_at.timestamp() if anchor.created_at else 0.0
+        created = self._stored_created(anchor)
         live = "deleted_at IS NULL AND project_id = %s"
         project = db_project(anchor.project)
         earlier = self.query(
