@@ -811,6 +811,24 @@ def _excluded(text: str) -> list[str]:
     return [t for t in _terms(" ".join(_NOT_CLAUSE.findall(text))) if t not in wanted]
 
 
+def without_terms(text: str, excluded: list[str], message: str) -> tuple[list[str], list[str]]:
+    """The words the retry of an invalid query that excludes `excluded` asks for (none: it
+    cannot run), and the notice that says what was searched instead (both backends)."""
+    terms = _terms(_NOT_CLAUSE.sub(" ", text))
+    terms = (
+        [t for t in terms if t not in DROPPED] or [t for t in terms if t not in STOPWORDS] or terms
+    )
+    if not terms:
+        return [], [
+            f"not a valid FTS5 query ({message}); it excludes words but asks for none,"
+            " and a search needs words to look for"
+        ]
+    return terms, [
+        f"not a valid FTS5 query ({message}); searched for the quoted terms instead,"
+        f" without {', '.join(excluded)}"
+    ]
+
+
 def _without(
     store: Store,
     text: str,
@@ -827,26 +845,13 @@ def _without(
     ``NOT staging``): the quoted words it asks for, all of them, then any of them, with
     the NOT kept, so that no result holds an excluded word. Quoting every word instead
     would turn the exclusion into a requirement: the opposite of what was asked."""
-    terms = _terms(_NOT_CLAUSE.sub(" ", text))
-    terms = (
-        [t for t in terms if t not in DROPPED] or [t for t in terms if t not in STOPWORDS] or terms
-    )
+    terms, notices = without_terms(text, excluded, message)
     if not terms:
-        return KeywordResult(
-            notices=[
-                f"not a valid FTS5 query ({message}); it excludes words but asks for none,"
-                " and a search needs words to look for"
-            ],
-            final=True,
-        )
+        return KeywordResult(notices=notices, final=True)
     quoted = [quote(t) for t in terms]
     without = " NOT (" + " OR ".join(quote(t) for t in excluded) + ")"
     every = "(" + " ".join(quoted) + ")" + without
     anyone = "(" + " OR ".join(quoted) + ")" + without
-    notices = [
-        f"not a valid FTS5 query ({message}); searched for the quoted terms instead,"
-        f" without {', '.join(excluded)}"
-    ]
     hits = _fts(store, words, every, opts, pool, scope=scope, probe=probe)
     expression = every
     if not hits and len(terms) > 1:

@@ -39,7 +39,6 @@ from typing import Any
 from cortex.errors import StorageError
 from cortex.filters import project_ids
 from cortex.keyword import (
-    _NOT_CLAUSE,
     STOPWORDS,
     Hit,
     KeywordResult,
@@ -50,6 +49,7 @@ from cortex.keyword import (
     bm25_to_score,
     clean,
     quote,
+    without_terms,
 )
 from cortex.options import Options, OrderBy
 from cortex.pg import filters
@@ -697,22 +697,9 @@ def _without(
 ) -> KeywordResult:
     """cortex.keyword._without on PostgreSQL: the words an invalid query asks for (all,
     then any), without the words its NOT excludes."""
-    terms = _terms(_NOT_CLAUSE.sub(" ", text))
-    terms = (
-        [t for t in terms if t not in DROPPED] or [t for t in terms if t not in STOPWORDS] or terms
-    )
+    terms, notices = without_terms(text, excluded, message)
     if not terms:
-        return KeywordResult(
-            notices=[
-                f"not a valid FTS5 query ({message}); it excludes words but asks for none,"
-                " and a search needs words to look for"
-            ],
-            final=True,
-        )
-    notices = [
-        f"not a valid FTS5 query ({message}); searched for the quoted terms instead,"
-        f" without {', '.join(excluded)}"
-    ]
+        return KeywordResult(notices=notices, final=True)
     quoted = [quote(t) for t in terms]
     without = " NOT (" + " OR ".join(quote(t) for t in excluded) + ")"
     rows: list[tuple[Hit, bool]] = []

@@ -618,10 +618,9 @@ class Pipeline:
         of every leg is checked against what the query excludes and the phrases it
         requires (keyword.constraints); a candidate that breaks one is out."""
         excluded, phrases = keyword.constraints(p.text)
-        holding = getattr(self._store, "holding", None)
-        if not (excluded or phrases) or holding is None:
+        if not (excluded or phrases):
             return candidates
-        kept = holding([c.memory_id for c in candidates], excluded, phrases)
+        kept = self._store.holding([c.memory_id for c in candidates], excluded, phrases)
         return [c for c in candidates if c.memory_id in kept]
 
     def _ignored(self, p: Plan, words: Sequence[str], candidates: list[Candidate]) -> None:
