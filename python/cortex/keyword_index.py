@@ -114,6 +114,10 @@ POLICIES = ("auto", "on", "saved", "off")
 _BATCH = 20_000
 #: The saved index's file name, in the database's derived folder.
 FILE_NAME = "keywords.bin"
+#: The meta key naming the saved file this database trusts (its checksum): a file saved
+#: by a copy of the database that has since diverged (the same log positions, other
+#: texts) would pass every other check and answer with the other copy's memories.
+STAMP_KEY = "keywords:file"
 #: An index this many changes past its saved file is saved again when the engine closes.
 RESAVE_AFTER = 1_000
 #: The "saved" policy loads the file only for stores this large (see the policies above).
@@ -681,6 +685,8 @@ class KeywordIndexer(BackgroundIndex):
         except ImportError:
             return None
         try:
+            if self._stamp_of_file() != self._stamp_in_store():
+                return None  # not the file this database saved last: another's, or older
             # Mapped, not read into a bytes object first: a copy of 0.3 GB at 1M memories.
             index, seq = KeywordIndex.load(self.file)
             top, oldest = self._log_bounds()
@@ -705,8 +711,17 @@ class KeywordIndexer(BackgroundIndex):
             folder = index_dir(self._store.path, create=True)
             tmp = folder / f"{FILE_NAME}.{os.getpid()}.{uuid.uuid4().hex}.tmp"
             try:
+                data = index.to_bytes(seq)
                 with open(tmp, "wb") as f:
-                    f.write(index.to_bytes(seq))
+                    f.write(data)
+                # The database names the file it trusts (its checksum) before the file is
+                # in place: a crash between the two leaves them disagreeing (a rebuild).
+                with self._store.transaction() as tx:
+                    tx.execute(
+                        "INSERT INTO meta(key, value) VALUES (?, ?)"
+                        " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                        (STAMP_KEY, _stamp(data[-8:])),
+                    )
                 _replace(tmp, folder / FILE_NAME)
             finally:
                 with contextlib.suppress(OSError):
@@ -715,6 +730,24 @@ class KeywordIndexer(BackgroundIndex):
             return False
         self._saved_seq = seq
         return True
+
+    def _stamp_of_file(self) -> str | None:
+        """The stamp of the saved file (its checksum, the last eight bytes): None when
+        there is none to read."""
+        try:
+            with open(self.file, "rb") as f:
+                f.seek(-8, os.SEEK_END)
+                return _stamp(f.read(8))
+        except OSError:
+            return None
+
+    def _stamp_in_store(self) -> str | None:
+        """The stamp of the file this database saved last (meta STAMP_KEY), if any."""
+        try:
+            rows = self._store.query("SELECT value FROM meta WHERE key = ?", (STAMP_KEY,))
+        except CortexError:
+            return None
+        return str(rows[0][0]) if rows else None
 
     # ------------------------------------------------------------------ building
 
@@ -834,6 +867,10 @@ class KeywordIndexer(BackgroundIndex):
 
         self._worker = threading.Thread(target=run, name="cortex-keyword-index", daemon=True)
         self._worker.start()
+
+
+def _stamp(checksum: bytes) -> str:
+    return checksum.hex()
 
 
 def fill(

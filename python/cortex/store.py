@@ -943,9 +943,9 @@ def merge_update(current: Memory, fields: Mapping[str, Any]) -> MemoryInput:
         category=fields.get("category", current.category),
         salience=fields.get("salience", current.salience),
         confidence=fields.get("confidence", current.confidence),
-        created_at=fields.get(
-            "created_at", current.created_at.timestamp() if current.created_at else None
-        ),
+        # unchanged unless given: None keeps the stored value (COALESCE in _rewrite), which
+        # a round trip through a datetime would move by up to a microsecond
+        created_at=fields.get("created_at"),
         metadata=fields.get("metadata", current.metadata),
     )
 
@@ -2054,10 +2054,51 @@ class Store(SharedStore):
         )
         return rows[0] if rows else None
 
+    def holding(
+        self, ids: Sequence[int], excluded: Sequence[str], phrases: Sequence[str]
+    ) -> set[int]:
+        """Those of `ids` that hold none of `excluded` and every one of `phrases`: as a
+        substring (case folded for ASCII), and for text without CJK also as FTS5 reads it
+        (stems, diacritics), so that a memory FTS5 or a substring finds holding an
+        excluded word is out (see cortex.keyword.constraints)."""
+        keep = {int(i) for i in ids}
+        if not keep:
+            return keep
+        marks = ",".join("?" * len(keep))
+        order = sorted(keep)
+
+        def substring(text: str) -> set[int]:
+            rows = self.query(
+                f"SELECT id FROM memories WHERE id IN ({marks})"
+                " AND instr(lower(content), lower(?)) > 0",
+                [*order, text],
+            )
+            return {int(r[0]) for r in rows}
+
+        def words(text: str) -> set[int] | None:
+            if has_cjk(text):
+                return None
+            try:
+                rows = self.conn.execute(
+                    "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?"
+                    f" AND rowid IN ({marks})",
+                    ['"' + text.replace('"', '""') + '"', *order],
+                ).fetchall()
+            except sqlite3.OperationalError:  # no token FTS5 reads: the substring decides
+                return None
+            return {int(r[0]) for r in rows}
+
+        for text in excluded:
+            keep -= substring(text) | (words(text) or set())
+        for text in phrases:
+            found = words(text)
+            keep &= substring(text) if found is None else found | substring(text)
+        return keep
+
     def around(self, anchor: Memory, before: int, after: int) -> tuple[list[Memory], list[Memory]]:
         """Up to `before` and `after` live memories of the anchor's project just before and
         after it in time (oldest first); damaged rows are left out."""
-        created = anchor.created_at.timestamp() if anchor.created_at else 0.0
+        created = self._stored_created(anchor)
         live = "deleted_at IS NULL AND project_id IS ?"
         earlier = self.query(
             f"SELECT {MEMORY_COLUMNS} FROM memories WHERE {live}"

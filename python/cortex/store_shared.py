@@ -186,7 +186,7 @@ class SharedStore:
         session = self.sessions_of([memory.id]).get(memory.id)
         if session is None or memory.created_at is None:
             return [], []
-        when = memory.created_at.timestamp()
+        when = self._stored_created(memory)
         scope = (
             f"FROM memories m JOIN session_memories sm ON {d.session_join}"
             f" WHERE sm.session_id = {p} AND sm.usage = 'created'"
@@ -209,6 +209,17 @@ class SharedStore:
             d.row_to_memory(r) for r in after_rows
         ]
 
+    def _stored_created(self, memory: Memory) -> float:
+        """`memory`'s created_at as stored: a datetime holds microseconds, and the float
+        it came from rounds to them, so ``created_at.timestamp()`` may lie a hair after the
+        stored value, and the memory would count as earlier than itself."""
+        rows = self.query(
+            f"SELECT created_at FROM memories WHERE id = {self.dialect.mark}", (memory.id,)
+        )
+        if rows and isinstance(rows[0][0], int | float):
+            return float(rows[0][0])
+        return memory.created_at.timestamp() if memory.created_at else 0.0
+
     def session_thread(self, memory: Memory, limit: int = 200) -> list[tuple[int, str, float]]:
         """(id, content, created_at) of the other live memories of the session `memory` was
         created in, within its project: up to `limit`, the nearest in time first. Empty
@@ -218,7 +229,7 @@ class SharedStore:
             return []
         d = self.dialect
         p = d.mark
-        when = memory.created_at.timestamp() if memory.created_at is not None else 0.0
+        when = self._stored_created(memory)
         rows = self.query(
             "SELECT m.id, m.content, m.created_at FROM memories m"
             f" JOIN session_memories sm ON {d.session_join}"

@@ -905,8 +905,16 @@ class PgStore(SharedStore):
         r = rows[0]
         return (r[0], api_project(r[1]), *r[2:])
 
+    def holding(
+        self, ids: Sequence[int], excluded: Sequence[str], phrases: Sequence[str]
+    ) -> set[int]:
+        """As :meth:`cortex.store.Store.holding` (see cortex.pg.keyword.holding)."""
+        from cortex.pg.keyword import holding
+
+        return holding(self, ids, excluded, phrases)
+
     def around(self, anchor: Memory, before: int, after: int) -> tuple[list[Memory], list[Memory]]:
-        created = anchor.created_at.timestamp() if anchor.created_at else 0.0
+        created = self._stored_created(anchor)
         live = "deleted_at IS NULL AND project_id = %s"
         project = db_project(anchor.project)
         earlier = self.query(
