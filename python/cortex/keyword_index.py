@@ -93,7 +93,14 @@ else:  # imported when a vector is first touched (start-up of keyword-only comma
 
 _log = get_logger("cortex.keyword")
 
-__all__ = ["AUTO_MIN", "POLICIES", "KeywordHits", "KeywordIndexer", "KeywordPage"]
+__all__ = [
+    "AUTO_MIN",
+    "POLICIES",
+    "BackgroundIndex",
+    "KeywordHits",
+    "KeywordIndexer",
+    "KeywordPage",
+]
 
 _T = TypeVar("_T")
 
@@ -177,15 +184,62 @@ def _row_of(info: RankInfo | None) -> tuple[Any, ...] | None:
     )  # fmt: skip
 
 
-class KeywordIndexer:
-    """The in-memory keyword index of one Engine, and the policy for building it."""
+class BackgroundIndex:
+    """What the in-memory keyword index of either backend (KeywordIndexer here,
+    cortex.pg.keyword_index.PgKeywordIndex) does alike around its background build: the
+    policy, waiting for the build, stopping it, and the store's size that "auto" compares
+    with AUTO_MIN."""
 
-    def __init__(self, store: Store, policy: str = "auto") -> None:
+    _store: Any
+    _policy: str
+    _worker: threading.Thread | None
+    _closed: bool
+
+    @staticmethod
+    def _checked_policy(policy: str) -> str:
         if policy not in POLICIES:
             raise InvalidOptionError(
                 f"keyword_index must be one of {', '.join(POLICIES)}, not {policy!r}"
             )
-        self._store = store
+        return policy
+
+    @property
+    def policy(self) -> str:
+        return self._policy
+
+    def ready(self) -> bool:
+        """Whether a search now would use the index (built, and not rebuilding)."""
+        raise NotImplementedError
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for a background build; returns whether the index is ready."""
+        worker = self._worker
+        if worker is not None:
+            worker.join(timeout)
+        return self.ready()
+
+    def _stop(self) -> None:
+        """Mark the index closed and wait for a background build to notice (unless this
+        is the build's own thread)."""
+        self._closed = True
+        worker = self._worker
+        if worker is not None and worker is not threading.current_thread():
+            worker.join()
+
+    def _size(self) -> int:
+        """The largest memory id (how large the store has grown); 0 when it cannot be read."""
+        try:
+            return int(self._store.query("SELECT COALESCE(MAX(id), 0) FROM memories")[0][0])
+        except CortexError:
+            return 0
+
+
+class KeywordIndexer(BackgroundIndex):
+    """The in-memory keyword index of one Engine, and the policy for building it."""
+
+    def __init__(self, store: Store, policy: str = "auto") -> None:
+        self._checked_policy(policy)
+        self._store: Store = store
         # Without the change log (an older file opened read-only) it could not follow writes.
         self._policy = policy if store.schema_version() >= 2 else "off"
         self._lock = threading.Lock()  # guards _index and _seq; held while searching
@@ -227,26 +281,12 @@ class KeywordIndexer:
 
         return index_dir(self._store.path) / FILE_NAME
 
-    @property
-    def policy(self) -> str:
-        return self._policy
-
     def ready(self) -> bool:
         """Whether a search now would use the index (built, and not rebuilding)."""
         return self._index is not None
 
-    def wait(self, timeout: float | None = None) -> bool:
-        """Wait for a background build; returns whether the index is ready."""
-        worker = self._worker
-        if worker is not None:
-            worker.join(timeout)
-        return self.ready()
-
     def close(self) -> None:
-        self._closed = True
-        worker = self._worker
-        if worker is not None and worker is not threading.current_thread():
-            worker.join()
+        self._stop()
         with self._lock:
             index, seq = self._index, self._seq
             if index is not None and (
@@ -710,12 +750,6 @@ class KeywordIndexer:
         return str(rows[0][0]) if rows else None
 
     # ------------------------------------------------------------------ building
-
-    def _size(self) -> int:
-        try:
-            return int(self._store.query("SELECT COALESCE(MAX(id), 0) FROM memories")[0][0])
-        except CortexError:
-            return 0
 
     def _log_bounds(self) -> tuple[int, int]:
         # Two subqueries: SQLite reads MIN or MAX alone off the rowid b-tree's ends, but
