@@ -32,32 +32,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for tests.words
+from tests.words import OPS_WORDS, SEARCH_WORDS
+
 WORDS = [
-    "deploy",
-    "release",
-    "rollback",
-    "staging",
-    "canary",
-    "database",
-    "index",
-    "migration",
-    "token",
-    "auth",
-    "session",
-    "cache",
-    "latency",
-    "incident",
-    "review",
-    "checklist",
-    "docker",
-    "queue",
-    "retry",
-    "budget",
-    "memory",
-    "search",
-    "ranking",
-    "vector",
-    "embedding",
+    *OPS_WORDS,
+    *SEARCH_WORDS,
     "snapshot",
     "backup",
     "region",

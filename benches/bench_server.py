@@ -40,39 +40,9 @@ import cortex
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for tests.procs
 from tests.procs import cortex_command, free_port, wait_until_serving
+from tests.words import OPS_WORDS, SEARCH_WORDS
 
-WORDS = [
-    "deploy",
-    "release",
-    "rollback",
-    "staging",
-    "canary",
-    "database",
-    "index",
-    "migration",
-    "token",
-    "auth",
-    "session",
-    "cache",
-    "latency",
-    "incident",
-    "review",
-    "checklist",
-    "docker",
-    "queue",
-    "retry",
-    "budget",
-    "memory",
-    "search",
-    "ranking",
-    "vector",
-    "embedding",
-    "snapshot",
-    "backup",
-    "region",
-    "replica",
-    "schema",
-]
+WORDS = [*OPS_WORDS, *SEARCH_WORDS, "snapshot", "backup", "region", "replica", "schema"]
 
 
 def sentence(rng: random.Random) -> str:

@@ -37,35 +37,13 @@ import cortex
 from cortex.semantic import vectors_dir
 
 from .conftest import run_cli
+from .words import OPS_WORDS
 
 SEED = 5_150
 KILLS = 5
 FILES_PER_ROUND = 20
 QUERIES = ["how do we roll back a release", "database index rebuild", "token budget"]
-WORDS = [
-    "deploy",
-    "release",
-    "rollback",
-    "staging",
-    "canary",
-    "database",
-    "index",
-    "migration",
-    "token",
-    "auth",
-    "session",
-    "cache",
-    "latency",
-    "incident",
-    "review",
-    "checklist",
-    "docker",
-    "queue",
-    "retry",
-    "budget",
-    "snapshot",
-    "backup",
-]
+WORDS = [*OPS_WORDS, "snapshot", "backup"]
 
 CHILD = r"""
 import sys

@@ -39,29 +39,12 @@ from cortex.errors import IndexFormatError
 from cortex.semantic import read_vectors, vectors_dir
 from cortex.vectors import VectorIndex
 
+from .words import OPS_WORDS
+
 SEED = 1_414
 K = 10
 WORDS = [
-    "deploy",
-    "release",
-    "rollback",
-    "staging",
-    "canary",
-    "database",
-    "index",
-    "migration",
-    "token",
-    "auth",
-    "session",
-    "cache",
-    "latency",
-    "incident",
-    "review",
-    "checklist",
-    "docker",
-    "queue",
-    "retry",
-    "budget",
+    *OPS_WORDS,
     "snapshot",
     "backup",
     "schema",

@@ -489,3 +489,18 @@ def test_neighbours_are_looked_for_only_where_they_can_be(engine: cortex.Engine)
     assert doc_ids[1] in by_id
     neighbours = [by_id[i].explain["neighbour"] for i in (doc_ids[0], doc_ids[2]) if i in by_id]
     assert neighbours and all(n > 0.0 for n in neighbours)
+
+
+def test_a_dashed_word_is_searched_and_the_search_says_how_to_leave_it_out(
+    notes: cortex.Engine,
+) -> None:
+    # FTS5 has no "-word" operator: its tokenizer drops the dash. A user who meant web
+    # search's exclusion is told, instead of silently getting the word required.
+    dashed = notes.search("deploy -staging", mode="keyword")
+    said = [n for n in dashed.notices if "-staging" in n]
+    assert said and "NOT staging" in said[0], dashed.notices
+    written = notes.search("deploy NOT staging", mode="keyword")
+    assert written and not any("staging" in r.memory.content.lower() for r in written)
+    assert not any("-staging" in n for n in written.notices)
+    flags = notes.search("blue-green deploys", mode="keyword")
+    assert not any("searched as the word" in n for n in flags.notices)

@@ -529,6 +529,10 @@ def _cmd_add(args: argparse.Namespace, out: TextIO) -> int:
             metadata = json.loads(args.metadata)
         except json.JSONDecodeError as exc:
             raise UsageError(f"--metadata is not JSON: {exc.msg}") from None
+        except RecursionError:
+            raise UsageError("--metadata is nested too deeply") from None
+        except ValueError as exc:  # an integer of more digits than Python converts
+            raise UsageError(f"--metadata: {str(exc).split(';')[0]}") from None
     created = None
     if args.created_at:
         try:

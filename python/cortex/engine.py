@@ -803,9 +803,8 @@ class Engine:
         ):
             raise InvalidOptionError(f"amount must be a number in [0, 1], not {amount!r}")
         wanted = list(dict.fromkeys(ids))
-        for memory_id in wanted:
-            if isinstance(memory_id, bool) or not isinstance(memory_id, int):
-                raise InvalidOptionError(f"a memory id is an integer, not {memory_id!r}")
+        for memory_id in wanted:  # in SQLite's rowid range: never an OverflowError
+            validate.memory_id(memory_id)
         self.flush_recalls()
         found = self._store.get_many(wanted)
         missing = [i for i in wanted if i not in found]

@@ -8,11 +8,12 @@ literal.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cortex.code import code_clause
-from cortex.errors import StorageError
+from cortex.errors import InvalidOptionError, StorageError
 from cortex.options import Options
 from cortex.ranking import RANK_COLUMNS, RankInfo
 
@@ -21,6 +22,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "NO_PROJECT",
+    "SQLITE",
+    "Dialect",
     "admitted",
     "narrows",
     "narrows_beyond_project",
@@ -56,11 +59,6 @@ def projects_of(opts: Any) -> tuple[str, ...] | None:
     return None if ids is None else tuple(sorted(set(ids)))
 
 
-def _prefix(column: str, prefix: str, clauses: list[str], params: list[Any]) -> None:
-    clauses.append(f"substr({column}, 1, length(?)) = ?")
-    params.extend((prefix, prefix))
-
-
 def narrows(opts: Options) -> bool:
     """Whether `opts` narrows the memories beyond dropping deleted/superseded ones."""
     return opts.project is not None or narrows_beyond_project(opts)
@@ -87,59 +85,97 @@ def narrows_beyond_project(opts: Options) -> bool:
     )
 
 
-def where(opts: Options, *, alias: str = "m") -> tuple[str, list[Any]]:
-    """The predicate (never empty) and its parameters for `opts`'s filters."""
-    m = alias
+@dataclass(frozen=True, slots=True)
+class Dialect:
+    """What differs between the backends in :func:`where`: the clauses below (each with
+    its parameters; a column or alias put in is one of the fixed names of `where`)."""
+
+    #: The parameter mark: ``?`` (sqlite3) or ``%s`` (psycopg).
+    mark: str
+    #: (column, projects) -> "the column holds one of these projects".
+    projects: Callable[[str, tuple[str, ...]], tuple[str, list[Any]]]
+    #: (column, prefix) -> "the column starts with the prefix" (``%`` and ``_`` literal).
+    prefix: Callable[[str, str], tuple[str, list[Any]]]
+    #: alias -> "the memory has a fact of the type" (one parameter: the type).
+    fact_type: Callable[[str], str]
+    #: (code, alias) -> "the memory references the code"; None where the backend has no
+    #: code references (the filter is then refused, never ignored).
+    code: Callable[[str, str], tuple[str, list[Any]]] | None
+
+
+def _sqlite_projects(column: str, projects: tuple[str, ...]) -> tuple[str, list[Any]]:
+    if len(projects) == 1:
+        return f"{column} = ?", list(projects)
+    return f"{column} IN ({','.join('?' * len(projects))})", list(projects)
+
+
+def _sqlite_prefix(column: str, prefix: str) -> tuple[str, list[Any]]:
+    return f"substr({column}, 1, length(?)) = ?", [prefix, prefix]
+
+
+def _sqlite_fact_type(m: str) -> str:
+    # uncorrelated: SQLite reads the facts of the type once, not once per memory
+    return f"{m}.id IN (SELECT memory_id FROM facts WHERE type = ?)"
+
+
+#: The SQLite store's dialect (cortex.pg.filters has PostgreSQL's).
+SQLITE = Dialect(
+    mark="?",
+    projects=_sqlite_projects,
+    prefix=_sqlite_prefix,
+    fact_type=_sqlite_fact_type,
+    code=code_clause,
+)
+
+
+def where(opts: Options, *, alias: str = "m", dialect: Dialect = SQLITE) -> tuple[str, list[Any]]:
+    """The predicate (never empty) and its parameters for `opts`'s filters, in the SQL of
+    `dialect` (both backends build it here, so they apply the same filters)."""
+    d, m, p = dialect, alias, dialect.mark
     clauses = [f"{m}.deleted_at IS NULL"]
     params: list[Any] = []
+
+    def add(clause: tuple[str, list[Any]]) -> None:
+        clauses.append(clause[0])
+        params.extend(clause[1])
+
     if not opts.include_superseded:
         clauses.append(f"{m}.superseded_by IS NULL")
     projects = project_ids(opts)
     if projects is not None:
-        if len(projects) == 1:
-            clauses.append(f"{m}.project_id = ?")
-        else:
-            clauses.append(f"{m}.project_id IN ({','.join('?' * len(projects))})")
-        params.extend(projects)
+        add(d.projects(f"{m}.project_id", projects))
     for column, value in (
         ("sector", opts.sector),
         ("tier", opts.tier),
         ("category", opts.category),
     ):
         if value is not None:
-            clauses.append(f"{m}.{column} = ?")
-            params.append(value)
+            add((f"{m}.{column} = {p}", [value]))
     if opts.scope is not None:
         if opts.scope.endswith("*"):
-            _prefix(f"{m}.scope", opts.scope[:-1], clauses, params)
+            add(d.prefix(f"{m}.scope", opts.scope[:-1]))
         else:
-            clauses.append(f"{m}.scope = ?")
-            params.append(opts.scope)
+            add((f"{m}.scope = {p}", [opts.scope]))
     if opts.source_prefix is not None:
-        _prefix(f"{m}.source_path", opts.source_prefix, clauses, params)
+        add(d.prefix(f"{m}.source_path", opts.source_prefix))
     if opts.code is not None:
-        sql, values = code_clause(opts.code, m)
-        clauses.append(sql)
-        params.extend(values)
+        if d.code is None:
+            raise InvalidOptionError("the code filter is not available on this backend")
+        add(d.code(opts.code, m))
     if opts.fact_type is not None:
-        # uncorrelated: SQLite reads the facts of the type once, not once per memory
-        clauses.append(f"{m}.id IN (SELECT memory_id FROM facts WHERE type = ?)")
-        params.append(opts.fact_type)
+        add((d.fact_type(m), [opts.fact_type]))
     if opts.min_salience is not None:
-        clauses.append(f"{m}.salience >= ?")
-        params.append(opts.min_salience)
+        add((f"{m}.salience >= {p}", [opts.min_salience]))
     if opts.created_since is not None:
-        clauses.append(f"{m}.created_at >= ?")
-        params.append(opts.created_since.timestamp())
+        add((f"{m}.created_at >= {p}", [opts.created_since.timestamp()]))
     if opts.created_until is not None:
-        clauses.append(f"{m}.created_at <= ?")
-        params.append(opts.created_until.timestamp())
+        add((f"{m}.created_at <= {p}", [opts.created_until.timestamp()]))
     if opts.session is not None:
-        clauses.append(
+        clause = (
             f"EXISTS (SELECT 1 FROM session_memories sm WHERE sm.memory_id = {m}.id"
-            " AND sm.session_id = ?)"
+            f" AND sm.session_id = {p})"
         )
-        params.append(opts.session)
+        add((clause, [opts.session]))
     return " AND ".join(clauses), params
 
 

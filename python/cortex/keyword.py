@@ -652,6 +652,37 @@ _NOT_CLAUSE = re.compile(r'\bNOT\s+(?:"(?:[^"]|"")*"\*?|\([^)]*\)|\S+)')
 _PHRASE = re.compile(r'"(?:[^"]|"")*"\*?|[^\s()",]+')
 
 
+_QUOTED = re.compile(r'"((?:[^"]|"")*)"')
+_BARE = re.compile(r'[^\s()"*^]+')
+
+
+def constraints(text: str) -> tuple[list[str], list[str]]:
+    """What a query in FTS5 syntax excludes (the text of each NOT's operand, every word of
+    a parenthesised one) and the phrases it requires (quoted, outside any NOT; none when
+    the query holds an OR, which makes each optional), as plain text. The CJK tiers rank
+    by trigrams and substrings, which read no operator: the search checks its candidates
+    against these instead (Store.holding). Reading a NOT (a OR b) as excluding each word
+    is stricter than FTS5's "(a AND b)"-free reading only where a and b differ: a result
+    dropped, never one that holds what the query excludes."""
+    excluded: list[str] = []
+    for clause in _NOT_CLAUSE.findall(text):
+        operand = clause[3:].strip()
+        quoted = _QUOTED.findall(operand)
+        if quoted:
+            excluded += [q.replace('""', '"') for q in quoted]
+            continue
+        for word in _BARE.findall(operand):
+            word = word.split(":", 1)[1] if ":" in word else word  # a column filter
+            if word and word not in _OPERATORS:
+                excluded.append(word)
+    rest = _NOT_CLAUSE.sub(" ", text)
+    phrases = [] if re.search(r"\bOR\b", rest) else _QUOTED.findall(rest)
+    return (
+        [e for e in dict.fromkeys(excluded) if e.strip()],
+        [p.replace('""', '"') for p in dict.fromkeys(phrases) if p.strip()],
+    )
+
+
 def positive_phrases(expression: str, *, initial: bool = False) -> list[str]:
     """The phrases of an FTS5 expression that add to BM25: every phrase and word
     except operators, column names and what a NOT excludes. `initial`: keep a phrase's
@@ -713,6 +744,11 @@ def _latin(
             message = str(exc)
             if not _is_query_error(message):
                 raise
+            excluded = _excluded(text)
+            if excluded:  # a NOT the user wrote is kept: its words are never required
+                return _without(
+                    store, text, opts, pool, words, excluded, message, scope, probe=probe
+                )
             if not terms:
                 return KeywordResult(
                     notices=[f"not a valid FTS5 query ({message}) and no words to search for"],
@@ -765,6 +801,66 @@ def _latin(
     return KeywordResult(
         hits, "prefix" if hits else "none", prefix_expr, prefix_expr, notices, terms,
         bound=bound, rescore_table=EXACT, rescore_expression=prefix_expr,
+    )  # fmt: skip
+
+
+def _excluded(text: str) -> list[str]:
+    """The words a NOT of `text` excludes (``deploy AND NOT staging``: "staging"), without
+    the words the rest of the query asks for."""
+    wanted = set(_terms(_NOT_CLAUSE.sub(" ", text)))
+    return [t for t in _terms(" ".join(_NOT_CLAUSE.findall(text))) if t not in wanted]
+
+
+def without_terms(text: str, excluded: list[str], message: str) -> tuple[list[str], list[str]]:
+    """The words the retry of an invalid query that excludes `excluded` asks for (none: it
+    cannot run), and the notice that says what was searched instead (both backends)."""
+    terms = _terms(_NOT_CLAUSE.sub(" ", text))
+    terms = (
+        [t for t in terms if t not in DROPPED] or [t for t in terms if t not in STOPWORDS] or terms
+    )
+    if not terms:
+        return [], [
+            f"not a valid FTS5 query ({message}); it excludes words but asks for none,"
+            " and a search needs words to look for"
+        ]
+    return terms, [
+        f"not a valid FTS5 query ({message}); searched for the quoted terms instead,"
+        f" without {', '.join(excluded)}"
+    ]
+
+
+def _without(
+    store: Store,
+    text: str,
+    opts: Options,
+    pool: int,
+    words: str,
+    excluded: list[str],
+    message: str,
+    scope: Scope | None,
+    *,
+    probe: bool,
+) -> KeywordResult:
+    """The retry of an invalid FTS5 query that excludes words (``deploy AND NOT staging``,
+    ``NOT staging``): the quoted words it asks for, all of them, then any of them, with
+    the NOT kept, so that no result holds an excluded word. Quoting every word instead
+    would turn the exclusion into a requirement: the opposite of what was asked."""
+    terms, notices = without_terms(text, excluded, message)
+    if not terms:
+        return KeywordResult(notices=notices, final=True)
+    quoted = [quote(t) for t in terms]
+    without = " NOT (" + " OR ".join(quote(t) for t in excluded) + ")"
+    every = "(" + " ".join(quoted) + ")" + without
+    anyone = "(" + " OR ".join(quoted) + ")" + without
+    hits = _fts(store, words, every, opts, pool, scope=scope, probe=probe)
+    expression = every
+    if not hits and len(terms) > 1:
+        hits = _fts(store, words, anyone, opts, pool, scope=scope, probe=probe)
+        expression = anyone
+    bound = 0.0 if probe or not hits else _bound(store, words, quoted, scope=scope)
+    return KeywordResult(
+        hits, "fts" if hits else "none", expression, expression, notices, terms, final=True,
+        bound=bound, rescore_table=words, rescore_expression=anyone,
     )  # fmt: skip
 
 

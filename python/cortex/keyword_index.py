@@ -93,7 +93,14 @@ else:  # imported when a vector is first touched (start-up of keyword-only comma
 
 _log = get_logger("cortex.keyword")
 
-__all__ = ["AUTO_MIN", "POLICIES", "KeywordHits", "KeywordIndexer", "KeywordPage"]
+__all__ = [
+    "AUTO_MIN",
+    "POLICIES",
+    "BackgroundIndex",
+    "KeywordHits",
+    "KeywordIndexer",
+    "KeywordPage",
+]
 
 _T = TypeVar("_T")
 
@@ -107,6 +114,10 @@ POLICIES = ("auto", "on", "saved", "off")
 _BATCH = 20_000
 #: The saved index's file name, in the database's derived folder.
 FILE_NAME = "keywords.bin"
+#: The meta key naming the saved file this database trusts (its checksum): a file saved
+#: by a copy of the database that has since diverged (the same log positions, other
+#: texts) would pass every other check and answer with the other copy's memories.
+STAMP_KEY = "keywords:file"
 #: An index this many changes past its saved file is saved again when the engine closes.
 RESAVE_AFTER = 1_000
 #: The "saved" policy loads the file only for stores this large (see the policies above).
@@ -173,15 +184,62 @@ def _row_of(info: RankInfo | None) -> tuple[Any, ...] | None:
     )  # fmt: skip
 
 
-class KeywordIndexer:
-    """The in-memory keyword index of one Engine, and the policy for building it."""
+class BackgroundIndex:
+    """What the in-memory keyword index of either backend (KeywordIndexer here,
+    cortex.pg.keyword_index.PgKeywordIndex) does alike around its background build: the
+    policy, waiting for the build, stopping it, and the store's size that "auto" compares
+    with AUTO_MIN."""
 
-    def __init__(self, store: Store, policy: str = "auto") -> None:
+    _store: Any
+    _policy: str
+    _worker: threading.Thread | None
+    _closed: bool
+
+    @staticmethod
+    def _checked_policy(policy: str) -> str:
         if policy not in POLICIES:
             raise InvalidOptionError(
                 f"keyword_index must be one of {', '.join(POLICIES)}, not {policy!r}"
             )
-        self._store = store
+        return policy
+
+    @property
+    def policy(self) -> str:
+        return self._policy
+
+    def ready(self) -> bool:
+        """Whether a search now would use the index (built, and not rebuilding)."""
+        raise NotImplementedError
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for a background build; returns whether the index is ready."""
+        worker = self._worker
+        if worker is not None:
+            worker.join(timeout)
+        return self.ready()
+
+    def _stop(self) -> None:
+        """Mark the index closed and wait for a background build to notice (unless this
+        is the build's own thread)."""
+        self._closed = True
+        worker = self._worker
+        if worker is not None and worker is not threading.current_thread():
+            worker.join()
+
+    def _size(self) -> int:
+        """The largest memory id (how large the store has grown); 0 when it cannot be read."""
+        try:
+            return int(self._store.query("SELECT COALESCE(MAX(id), 0) FROM memories")[0][0])
+        except CortexError:
+            return 0
+
+
+class KeywordIndexer(BackgroundIndex):
+    """The in-memory keyword index of one Engine, and the policy for building it."""
+
+    def __init__(self, store: Store, policy: str = "auto") -> None:
+        self._checked_policy(policy)
+        self._store: Store = store
         # Without the change log (an older file opened read-only) it could not follow writes.
         self._policy = policy if store.schema_version() >= 2 else "off"
         self._lock = threading.Lock()  # guards _index and _seq; held while searching
@@ -223,26 +281,12 @@ class KeywordIndexer:
 
         return index_dir(self._store.path) / FILE_NAME
 
-    @property
-    def policy(self) -> str:
-        return self._policy
-
     def ready(self) -> bool:
         """Whether a search now would use the index (built, and not rebuilding)."""
         return self._index is not None
 
-    def wait(self, timeout: float | None = None) -> bool:
-        """Wait for a background build; returns whether the index is ready."""
-        worker = self._worker
-        if worker is not None:
-            worker.join(timeout)
-        return self.ready()
-
     def close(self) -> None:
-        self._closed = True
-        worker = self._worker
-        if worker is not None and worker is not threading.current_thread():
-            worker.join()
+        self._stop()
         with self._lock:
             index, seq = self._index, self._seq
             if index is not None and (
@@ -641,6 +685,8 @@ class KeywordIndexer:
         except ImportError:
             return None
         try:
+            if self._stamp_of_file() != self._stamp_in_store():
+                return None  # not the file this database saved last: another's, or older
             # Mapped, not read into a bytes object first: a copy of 0.3 GB at 1M memories.
             index, seq = KeywordIndex.load(self.file)
             top, oldest = self._log_bounds()
@@ -665,8 +711,17 @@ class KeywordIndexer:
             folder = index_dir(self._store.path, create=True)
             tmp = folder / f"{FILE_NAME}.{os.getpid()}.{uuid.uuid4().hex}.tmp"
             try:
+                data = index.to_bytes(seq)
                 with open(tmp, "wb") as f:
-                    f.write(index.to_bytes(seq))
+                    f.write(data)
+                # The database names the file it trusts (its checksum) before the file is
+                # in place: a crash between the two leaves them disagreeing (a rebuild).
+                with self._store.transaction() as tx:
+                    tx.execute(
+                        "INSERT INTO meta(key, value) VALUES (?, ?)"
+                        " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                        (STAMP_KEY, _stamp(data[-8:])),
+                    )
                 _replace(tmp, folder / FILE_NAME)
             finally:
                 with contextlib.suppress(OSError):
@@ -676,13 +731,25 @@ class KeywordIndexer:
         self._saved_seq = seq
         return True
 
-    # ------------------------------------------------------------------ building
-
-    def _size(self) -> int:
+    def _stamp_of_file(self) -> str | None:
+        """The stamp of the saved file (its checksum, the last eight bytes): None when
+        there is none to read."""
         try:
-            return int(self._store.query("SELECT COALESCE(MAX(id), 0) FROM memories")[0][0])
+            with open(self.file, "rb") as f:
+                f.seek(-8, os.SEEK_END)
+                return _stamp(f.read(8))
+        except OSError:
+            return None
+
+    def _stamp_in_store(self) -> str | None:
+        """The stamp of the file this database saved last (meta STAMP_KEY), if any."""
+        try:
+            rows = self._store.query("SELECT value FROM meta WHERE key = ?", (STAMP_KEY,))
         except CortexError:
-            return 0
+            return None
+        return str(rows[0][0]) if rows else None
+
+    # ------------------------------------------------------------------ building
 
     def _log_bounds(self) -> tuple[int, int]:
         # Two subqueries: SQLite reads MIN or MAX alone off the rowid b-tree's ends, but
@@ -800,6 +867,10 @@ class KeywordIndexer:
 
         self._worker = threading.Thread(target=run, name="cortex-keyword-index", daemon=True)
         self._worker.start()
+
+
+def _stamp(checksum: bytes) -> str:
+    return checksum.hex()
 
 
 def fill(

@@ -445,7 +445,8 @@ def _parse_error(line: str, exc: Exception) -> Any:
             mcp_types.PARSE_ERROR,
             (
                 "Parse error: the request is not JSON this server can read (a lone surrogate "
-                "escape such as \\ud800, or nesting deeper than 255 levels)"
+                "escape such as \\ud800, nesting deeper than 255 levels, or an integer of"
+                " more than 4300 digits)"
             ),
         )
     else:

@@ -29,6 +29,7 @@ from cortex import validate
 from cortex.code import CodeRef, refs_of, write_refs
 from cortex.errors import DamagedRowError, InvalidOptionError, NotFoundError, StorageError
 from cortex.result import Memory, from_epoch, memory_of
+from cortex.store_shared import MEMORY_COLUMNS, Dialect, SharedStore
 
 __all__ = ["SCHEMA_VERSION", "MemoryInput", "Store", "SyncCounts", "content_hash", "has_cjk"]
 
@@ -705,19 +706,12 @@ _BULK_DOES = ("memories_ai", "memories_log_ai", "keyword_totals_ai")
 #: Entries of memory_changes kept by the housekeeping after a bulk import.
 CHANGES_KEPT = 100_000
 
-_MEMORY_COLUMNS = (
-    "id, project_id, content, source_path, chunk_index, sector, tier, scope, category, "
-    "salience, confidence, created_at, updated_at, valid_until, superseded_by, deleted_at, "
-    "last_accessed, access_count, metadata"
-)
-
-
-#: _MEMORY_COLUMNS of the alias m (Store.page_rows joins another table).
-_PAGE_COLUMNS = ", ".join("m." + c.strip() for c in _MEMORY_COLUMNS.split(","))
+#: MEMORY_COLUMNS of the alias m (Store.page_rows joins another table).
+_PAGE_COLUMNS = ", ".join("m." + c.strip() for c in MEMORY_COLUMNS.split(","))
 
 
 def row_to_memory(row: Sequence[Any]) -> Memory:
-    """A Memory from a row selected with `_MEMORY_COLUMNS` (in that order).
+    """A Memory from a row selected with `MEMORY_COLUMNS` (in that order).
 
     A row that cannot be converted (a date out of range or not a number, metadata that is
     not a JSON object: written by an older cortex or another tool) raises DamagedRowError
@@ -920,6 +914,42 @@ class MemoryInput:
         return self._content_hash
 
 
+#: The fields Store.update and PgStore.update change.
+UPDATABLE = frozenset(
+    {"content", "project", "sector", "tier", "scope", "category", "salience", "confidence",
+     "created_at", "metadata", "valid_until"}
+)  # fmt: skip
+
+
+def check_updatable(fields: Mapping[str, Any]) -> None:
+    """Raise InvalidOptionError naming the fields of an update that cannot be changed."""
+    unknown = set(fields) - UPDATABLE
+    if unknown:
+        raise InvalidOptionError(
+            f"cannot update {', '.join(sorted(unknown))}; updatable fields: "
+            + ", ".join(sorted(UPDATABLE))
+        )
+
+
+def merge_update(current: Memory, fields: Mapping[str, Any]) -> MemoryInput:
+    """The memory `current` with the updated `fields` (checked: check_updatable) merged
+    in, validated as a write (`valid_until` is not part of it)."""
+    return MemoryInput(
+        content=fields.get("content", current.content),
+        project=fields.get("project", current.project),
+        sector=fields.get("sector", current.sector),
+        tier=fields.get("tier", current.tier),
+        scope=fields.get("scope", current.scope),
+        category=fields.get("category", current.category),
+        salience=fields.get("salience", current.salience),
+        confidence=fields.get("confidence", current.confidence),
+        # unchanged unless given: None keeps the stored value (COALESCE in _rewrite), which
+        # a round trip through a datetime would move by up to a microsecond
+        created_at=fields.get("created_at"),
+        metadata=fields.get("metadata", current.metadata),
+    )
+
+
 #: Called inside a write transaction for each memory written: (tx, memory id, the input,
 #: whether its content is new or changed).
 OnWrite = Callable[[sqlite3.Connection, int, MemoryInput, bool], None]
@@ -1021,23 +1051,28 @@ def is_document(source_path: str) -> bool:
     return source_path.lower().endswith(_DOCUMENT_SUFFIXES)
 
 
-def split_chunks(found: list[Memory], memory: Memory, n: int) -> tuple[list[Memory], list[Memory]]:
-    """The `n` chunks of `found` (the other chunks of `memory`'s document within `n` of it,
-    in chunk order) right before `memory` and the `n` right after it (Store.neighbours on
-    either backend)."""
-    index = memory.chunk_index or 0
-    before = [m for m in found if (m.chunk_index or 0) < index]
-    after = [m for m in found if (m.chunk_index or 0) >= index]
-    return before[-n:], after[:n]
-
-
 #: Tables a search reads for the rows of its page that many stores leave empty (Store.empty).
 SPARSE_TABLES = ("facts", "session_memories", "memory_relationships", "memory_code")
 _SPARSE_PROBE = "SELECT " + ", ".join(f"EXISTS (SELECT 1 FROM {t})" for t in SPARSE_TABLES)
 
 
-class Store:
+def _as_stored(project: str | None) -> str | None:
+    """A project as SQLite stores it: as named (no project is NULL)."""
+    return project
+
+
+class Store(SharedStore):
     """One cortex database file. Open with :meth:`open`; safe to share between threads."""
+
+    dialect = Dialect(
+        mark="?",
+        project_is="IS",
+        session_join="sm.memory_id = m.id",
+        db_project=_as_stored,
+        api_project=_as_stored,
+        row_to_memory=row_to_memory,
+        check_id=validate.memory_id,
+    )
 
     def __init__(self, path: Path, *, read_only: bool = False, immutable: bool = False) -> None:
         self.path = path
@@ -1542,34 +1577,11 @@ class Store:
             (session_id, memory_id, usage, now),
         )
 
-    _UPDATABLE = frozenset(
-        {"content", "project", "sector", "tier", "scope", "category", "salience", "confidence",
-         "created_at", "metadata", "valid_until"}
-    )  # fmt: skip
-
     def update(self, memory_id: int, *, on_write: OnWrite | None = None, **fields: Any) -> Memory:
         """Change some fields of a live memory; returns it as stored afterwards."""
-        unknown = set(fields) - self._UPDATABLE
-        if unknown:
-            raise InvalidOptionError(
-                f"cannot update {', '.join(sorted(unknown))}; updatable fields: "
-                + ", ".join(sorted(self._UPDATABLE))
-            )
+        check_updatable(fields)
         current = self.get(memory_id)
-        merged = MemoryInput(
-            content=fields.get("content", current.content),
-            project=fields.get("project", current.project),
-            sector=fields.get("sector", current.sector),
-            tier=fields.get("tier", current.tier),
-            scope=fields.get("scope", current.scope),
-            category=fields.get("category", current.category),
-            salience=fields.get("salience", current.salience),
-            confidence=fields.get("confidence", current.confidence),
-            created_at=fields.get(
-                "created_at", current.created_at.timestamp() if current.created_at else None
-            ),
-            metadata=fields.get("metadata", current.metadata),
-        )
+        merged = merge_update(current, fields)
         valid_until = validate.timestamp("valid_until", fields.get("valid_until"))
         with self.transaction() as tx:
             self._rewrite(tx, memory_id, merged, time.time())
@@ -1611,17 +1623,6 @@ class Store:
         write_refs(tx, [(memory_id, item.content)])
         if item.session:
             self._link_session(tx, item.session, memory_id, "updated", item.project, now)
-
-    def delete(self, memory_id: int) -> None:
-        """Soft delete: the row stays (with `deleted_at`), but no search finds it again."""
-        validate.memory_id(memory_id)
-        with self.transaction() as tx:
-            cur = tx.execute(
-                "UPDATE memories SET deleted_at = ? WHERE id = ? AND deleted_at IS NULL",
-                (time.time(), memory_id),
-            )
-            if cur.rowcount == 0:
-                raise NotFoundError(f"no live memory with id {memory_id}")
 
     def sync_source(
         self,
@@ -1670,75 +1671,16 @@ class Store:
             counts = plan.counts()
         return counts
 
-    def sync_file(
-        self,
-        source_path: str,
-        import_project: str | None,
-        groups: Mapping[str | None, Sequence[MemoryInput]],
-        on_write: OnWrite | None = None,
-    ) -> SyncCounts:
-        """Sync one imported file in one transaction: each (project, chunks) group with
-        :meth:`sync_source`, and every project this file's records went to when it was last
-        imported under `import_project` (a record naming its own project, since removed from
-        the file, is soft-deleted like the others). The projects written are remembered."""
-        counts = SyncCounts()
-        with self.transaction() as tx:
-            previous = [
-                row[0]
-                for row in tx.execute(
-                    "SELECT project FROM import_sources"
-                    " WHERE source_path = ? AND import_project IS ?",
-                    (source_path, import_project),
-                ).fetchall()
-            ]
-            todo: dict[str | None, Sequence[MemoryInput]] = {import_project: []}
-            todo.update({p: [] for p in previous})
-            todo.update(groups)
-            for project, chunks in todo.items():
-                counts += self.sync_source(source_path, project, chunks, on_write)
-            if is_document(source_path):
-                from cortex.documents import write_document
+    def _file_synced(self, tx: Any, path: str, chunks: dict[str | None, list[Any]]) -> None:
+        """A Markdown file's document rows (cortex.documents), one per project touched."""
+        if is_document(path):
+            from cortex.documents import write_document
 
-                for project in todo:
-                    chunks = list(groups.get(project, ()))
-                    write_document(
-                        tx,
-                        source_path,
-                        project,
-                        [c.content for c in chunks],
-                        chunks[0].created_at if chunks else None,
-                    )
-            tx.execute(
-                "DELETE FROM import_sources WHERE source_path = ? AND import_project IS ?",
-                (source_path, import_project),
-            )
-            tx.executemany(
-                "INSERT INTO import_sources (source_path, import_project, project)"
-                " VALUES (?, ?, ?)",
-                [(source_path, import_project, p) for p, chunks in groups.items() if chunks],
-            )
-        return counts
+            for project, parts in chunks.items():
+                created = parts[0].created_at if parts else None
+                write_document(tx, path, project, [c.content for c in parts], created)
 
     # ---------------------------------------------------------------- reads
-
-    def get(
-        self,
-        memory_id: int,
-        *,
-        include_deleted: bool = False,
-        project: str | None = None,
-    ) -> Memory:
-        """One memory by id. With `project`, a memory of another project is not found (a
-        project is a wall). A damaged row raises DamagedRowError."""
-        validate.memory_id(memory_id)
-        rows = self.query(f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE id = ?", (memory_id,))
-        if (
-            not rows
-            or (rows[0][15] is not None and not include_deleted)
-            or (project is not None and rows[0][1] != project)
-        ):
-            raise NotFoundError(f"no memory with id {memory_id}")
-        return row_to_memory(rows[0])
 
     def get_many(
         self, ids: Sequence[int], *, damaged: list[int] | None = None
@@ -1750,7 +1692,7 @@ class Store:
             part = list(ids[start : start + 500])
             marks = ",".join("?" * len(part))
             for row in self.query(
-                f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE id IN ({marks})",
+                f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id IN ({marks})",
                 part,
             ):
                 try:
@@ -1974,71 +1916,6 @@ class Store:
             [*wanted, *wanted],
         )
 
-    def neighbours(self, memory: Memory, n: int) -> tuple[list[Memory], list[Memory]]:
-        """Up to `n` live memories just before and after `memory` in its own source (by
-        chunk index) or, for a memory without a source, in the session it was created in
-        (by time); always within its project."""
-        cols = ", ".join(f"m.{c.strip()}" for c in _MEMORY_COLUMNS.split(","))
-        if (
-            memory.source_path is not None
-            and memory.chunk_index is not None
-            and is_document(memory.source_path)
-        ):
-            rows = self.query(
-                f"SELECT {cols} FROM memories m WHERE m.source_path = ? AND m.project_id IS ?"
-                " AND m.deleted_at IS NULL AND m.chunk_index BETWEEN ? AND ? AND m.id != ?"
-                " ORDER BY m.chunk_index, m.id",
-                (
-                    memory.source_path,
-                    memory.project,
-                    memory.chunk_index - n,
-                    memory.chunk_index + n,
-                    memory.id,
-                ),
-            )
-            return split_chunks([row_to_memory(r) for r in rows], memory, n)
-        session = self.sessions_of([memory.id]).get(memory.id)
-        if session is None or memory.created_at is None:
-            return [], []
-        when = memory.created_at.timestamp()
-        scope = (
-            "FROM memories m JOIN session_memories sm ON sm.memory_id = m.id"
-            " WHERE sm.session_id = ? AND sm.usage = 'created' AND m.project_id IS ?"
-            " AND m.deleted_at IS NULL AND m.id != ?"
-        )
-        args = (session, memory.project, memory.id)
-        before_rows = self.query(
-            f"SELECT {cols} {scope} AND (m.created_at < ? OR (m.created_at = ? AND m.id < ?))"
-            " ORDER BY m.created_at DESC, m.id DESC LIMIT ?",
-            (*args, when, when, memory.id, n),
-        )
-        after_rows = self.query(
-            f"SELECT {cols} {scope} AND (m.created_at > ? OR (m.created_at = ? AND m.id > ?))"
-            " ORDER BY m.created_at, m.id LIMIT ?",
-            (*args, when, when, memory.id, n),
-        )
-        return [row_to_memory(r) for r in reversed(before_rows)], [
-            row_to_memory(r) for r in after_rows
-        ]
-
-    def session_thread(self, memory: Memory, limit: int = 200) -> list[tuple[int, str, float]]:
-        """(id, content, created_at) of the other live memories of the session `memory` was
-        created in, within its project: up to `limit`, the nearest in time first. Empty
-        for a memory created in no session."""
-        session = self.sessions_of([memory.id]).get(memory.id)
-        if session is None:
-            return []
-        when = memory.created_at.timestamp() if memory.created_at is not None else 0.0
-        rows = self.query(
-            "SELECT m.id, m.content, m.created_at FROM memories m"
-            " JOIN session_memories sm ON sm.memory_id = m.id"
-            " WHERE sm.session_id = ? AND sm.usage = 'created' AND m.project_id IS ?"
-            " AND m.deleted_at IS NULL AND m.id != ?"
-            " ORDER BY abs(m.created_at - ?), m.id LIMIT ?",
-            (session, memory.project, memory.id, when, limit),
-        )
-        return [(int(i), str(c), float(t)) for i, c, t in rows]
-
     def facts_for(
         self, ids: Sequence[int], damaged: list[str] | None = None
     ) -> dict[int, list[tuple[Any, ...]]]:
@@ -2177,19 +2054,60 @@ class Store:
         )
         return rows[0] if rows else None
 
+    def holding(
+        self, ids: Sequence[int], excluded: Sequence[str], phrases: Sequence[str]
+    ) -> set[int]:
+        """Those of `ids` that hold none of `excluded` and every one of `phrases`: as a
+        substring (case folded for ASCII), and for text without CJK also as FTS5 reads it
+        (stems, diacritics), so that a memory FTS5 or a substring finds holding an
+        excluded word is out (see cortex.keyword.constraints)."""
+        keep = {int(i) for i in ids}
+        if not keep:
+            return keep
+        marks = ",".join("?" * len(keep))
+        order = sorted(keep)
+
+        def substring(text: str) -> set[int]:
+            rows = self.query(
+                f"SELECT id FROM memories WHERE id IN ({marks})"
+                " AND instr(lower(content), lower(?)) > 0",
+                [*order, text],
+            )
+            return {int(r[0]) for r in rows}
+
+        def words(text: str) -> set[int] | None:
+            if has_cjk(text):
+                return None
+            try:
+                rows = self.conn.execute(
+                    "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?"
+                    f" AND rowid IN ({marks})",
+                    ['"' + text.replace('"', '""') + '"', *order],
+                ).fetchall()
+            except sqlite3.OperationalError:  # no token FTS5 reads: the substring decides
+                return None
+            return {int(r[0]) for r in rows}
+
+        for text in excluded:
+            keep -= substring(text) | (words(text) or set())
+        for text in phrases:
+            found = words(text)
+            keep &= substring(text) if found is None else found | substring(text)
+        return keep
+
     def around(self, anchor: Memory, before: int, after: int) -> tuple[list[Memory], list[Memory]]:
         """Up to `before` and `after` live memories of the anchor's project just before and
         after it in time (oldest first); damaged rows are left out."""
-        created = anchor.created_at.timestamp() if anchor.created_at else 0.0
+        created = self._stored_created(anchor)
         live = "deleted_at IS NULL AND project_id IS ?"
         earlier = self.query(
-            f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE {live}"
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE {live}"
             " AND (created_at < ? OR (created_at = ? AND id < ?))"
             " ORDER BY created_at DESC, id DESC LIMIT ?",
             (anchor.project, created, created, anchor.id, before),
         )
         later = self.query(
-            f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE {live}"
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE {live}"
             " AND (created_at > ? OR (created_at = ? AND id > ?))"
             " ORDER BY created_at, id LIMIT ?",
             (anchor.project, created, created, anchor.id, after),
@@ -2291,30 +2209,6 @@ class Store:
 
         return referencing(self, keys, opts, limit)
 
-    def save_lens(self, name: str, options: str, description: str | None, now: float) -> None:
-        """Save or replace a lens (cortex.lenses): its options as JSON."""
-        with self.transaction() as tx:
-            tx.execute(
-                "INSERT INTO lenses (name, options, description, created_at, updated_at)"
-                " VALUES (?, ?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET"
-                " options = excluded.options, description = excluded.description,"
-                " updated_at = excluded.updated_at",
-                (name, options, description, now, now),
-            )
-
-    def lens_rows(self, name: str | None = None) -> list[tuple[Any, ...]]:
-        """(name, options, description, created_at, updated_at) of the lens `name`, or of
-        every lens by name."""
-        cols = "SELECT name, options, description, created_at, updated_at FROM lenses"
-        if name is None:
-            return self.query(f"{cols} ORDER BY name")
-        return self.query(f"{cols} WHERE name = ?", (name,))
-
-    def delete_lens(self, name: str) -> bool:
-        """Delete a lens; False when there was none."""
-        with self.transaction() as tx:
-            return bool(tx.execute("DELETE FROM lenses WHERE name = ?", (name,)).rowcount)
-
     def in_transaction(self) -> bool:
         """Whether this thread's connection is inside a transaction (holds the write lock
         once it has written)."""
@@ -2333,21 +2227,7 @@ class Store:
         }
 
     def stats(self) -> dict[str, Any]:
-        live, deleted = self.query(
-            "SELECT COUNT(*) FILTER (WHERE deleted_at IS NULL),"
-            " COUNT(*) FILTER (WHERE deleted_at IS NOT NULL) FROM memories"
-        )[0]
-        projects = self.query(
-            "SELECT project_id, COUNT(*) FROM memories WHERE deleted_at IS NULL"
-            " GROUP BY project_id ORDER BY COUNT(*) DESC, project_id"
-        )
-        sources = self.query(
-            "SELECT COUNT(DISTINCT source_path) FROM memories"
-            " WHERE deleted_at IS NULL AND source_path IS NOT NULL"
-        )[0][0]
-        facts = self.query("SELECT COUNT(*) FROM facts")[0][0]
-        sessions = self.query("SELECT COUNT(*) FROM sessions")[0][0]
-        embeddings = self.query("SELECT model_id, COUNT(*) FROM embeddings GROUP BY model_id")
+        counts = self._counts()
         lost: list[tuple[Any, ...]] = []
         if self.schema_version() >= VECTORS_ONCE_VERSION:
             lost = self.query(
@@ -2367,13 +2247,7 @@ class Store:
         return {
             "path": str(self.path),
             "schema_version": self.schema_version(),
-            "memories": live,
-            "deleted": deleted,
-            "projects": {p if p is not None else "": n for p, n in projects},
-            "sources": sources,
-            "facts": facts,
-            "sessions": sessions,
-            "embeddings": dict(embeddings),
+            **counts,
             # Supplied vectors lost with a damaged vector file, by model (keyword only).
             "vectors_lost": dict(lost),
             "oldest": span[0],

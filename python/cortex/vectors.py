@@ -288,7 +288,9 @@ def _check_k(k: object) -> int:
         raise TypeError(f"k must be an int, got {type(k).__name__}")
     if k <= 0:
         raise InvalidOptionError(f"k must be >= 1, got {k}")
-    return int(k)
+    # k past the rows returns every row; past 2**62 it would not fit the extension's
+    # integer (an OverflowError), and no index holds that many rows
+    return min(int(k), 2**62)
 
 
 def _check_f32(x: object, name: str, ndim: int, dim: int) -> np.ndarray:

@@ -1,6 +1,6 @@
 """The search filters as one PostgreSQL predicate over ``memories`` (alias ``m``).
 
-The same filters as :func:`cortex.filters.where`, with psycopg's ``%s`` parameters. Every
+:func:`cortex.filters.where` in PostgreSQL's dialect (psycopg's ``%s`` parameters). Every
 retriever of the backend uses it, so a filter (the project wall above all) cannot hold in
 one mode and leak in another.
 """
@@ -10,74 +10,46 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from cortex import filters
 from cortex.errors import InvalidOptionError
-from cortex.filters import project_ids
+from cortex.filters import Dialect
 from cortex.options import Options
 from cortex.ranking import RANK_COLUMNS, RankInfo
 
-__all__ = ["SQLITE_ONLY", "admitted", "where"]
+__all__ = ["POSTGRES", "SQLITE_ONLY", "admitted", "where"]
 
 #: Options the PostgreSQL backend does not apply yet: refused, never ignored (a filter
 #: ignored would widen the answer).
 SQLITE_ONLY = ("code",)
 
 
-def where(opts: Options, *, alias: str = "m") -> tuple[str, list[Any]]:
-    """The predicate (never empty) and its parameters for `opts`'s filters."""
+def _projects(column: str, projects: tuple[str, ...]) -> tuple[str, list[Any]]:
     from cortex.pg.store import db_project
 
+    return f"{column} = ANY(%s)", [[db_project(p) for p in projects]]
+
+
+def _prefix(column: str, prefix: str) -> tuple[str, list[Any]]:
+    return f"starts_with({column}, %s)", [prefix]
+
+
+def _fact_type(m: str) -> str:
+    return (
+        f"EXISTS (SELECT 1 FROM facts f WHERE f.project_id = {m}.project_id"
+        f" AND f.memory_id = {m}.id AND f.type = %s)"
+    )
+
+
+#: PostgreSQL's dialect of :func:`cortex.filters.where`.
+POSTGRES = Dialect(mark="%s", projects=_projects, prefix=_prefix, fact_type=_fact_type, code=None)
+
+
+def where(opts: Options, *, alias: str = "m") -> tuple[str, list[Any]]:
+    """The predicate (never empty) and its parameters for `opts`'s filters."""
     for name in SQLITE_ONLY:
         if getattr(opts, name, None) is not None:
             raise InvalidOptionError(f"{name} is SQLite-only for now; leave it out on PostgreSQL")
-    m = alias
-    clauses = [f"{m}.deleted_at IS NULL"]
-    params: list[Any] = []
-    if not opts.include_superseded:
-        clauses.append(f"{m}.superseded_by IS NULL")
-    projects = project_ids(opts)
-    if projects is not None:
-        clauses.append(f"{m}.project_id = ANY(%s)")
-        params.append([db_project(p) for p in projects])
-    for column, value in (
-        ("sector", opts.sector),
-        ("tier", opts.tier),
-        ("category", opts.category),
-    ):
-        if value is not None:
-            clauses.append(f"{m}.{column} = %s")
-            params.append(value)
-    if opts.scope is not None:
-        if opts.scope.endswith("*"):
-            clauses.append(f"starts_with({m}.scope, %s)")
-            params.append(opts.scope[:-1])
-        else:
-            clauses.append(f"{m}.scope = %s")
-            params.append(opts.scope)
-    if opts.source_prefix is not None:
-        clauses.append(f"starts_with({m}.source_path, %s)")
-        params.append(opts.source_prefix)
-    if opts.fact_type is not None:
-        clauses.append(
-            f"EXISTS (SELECT 1 FROM facts f WHERE f.project_id = {m}.project_id"
-            f" AND f.memory_id = {m}.id AND f.type = %s)"
-        )
-        params.append(opts.fact_type)
-    if opts.min_salience is not None:
-        clauses.append(f"{m}.salience >= %s")
-        params.append(opts.min_salience)
-    if opts.created_since is not None:
-        clauses.append(f"{m}.created_at >= %s")
-        params.append(opts.created_since.timestamp())
-    if opts.created_until is not None:
-        clauses.append(f"{m}.created_at <= %s")
-        params.append(opts.created_until.timestamp())
-    if opts.session is not None:
-        clauses.append(
-            f"EXISTS (SELECT 1 FROM session_memories sm WHERE sm.memory_id = {m}.id"
-            " AND sm.session_id = %s)"
-        )
-        params.append(opts.session)
-    return " AND ".join(clauses), params
+    return filters.where(opts, alias=alias, dialect=POSTGRES)
 
 
 def admitted(store: Any, ids: Sequence[int], opts: Options) -> dict[int, RankInfo]:

@@ -43,11 +43,13 @@ from cortex.keyword import (
     Hit,
     KeywordResult,
     _cjk_terms,
+    _excluded,
     _like_param,
     _terms,
     bm25_to_score,
     clean,
     quote,
+    without_terms,
 )
 from cortex.options import Options, OrderBy
 from cortex.pg import filters
@@ -618,6 +620,9 @@ def _latin(
         try:
             tree = parse(text)
         except ParseError as exc:
+            excluded = _excluded(text)
+            if excluded:  # as the SQLite tier: the NOT kept, its words never required
+                return _without(store, conn, text, opts, pool, ran, excluded, str(exc))
             if not terms:
                 return KeywordResult(
                     notices=[f"not a valid FTS5 query ({exc}) and no words to search for"],
@@ -677,6 +682,38 @@ def _latin(
     hits = [h for h, _ in rows]
     return KeywordResult(
         hits, "prefix" if hits else "none", prefix_expr, prefix_expr, notices, terms
+    )
+
+
+def _without(
+    store: PgStore,
+    conn: Any,
+    text: str,
+    opts: Options,
+    pool: int,
+    ran: Ran,
+    excluded: list[str],
+    message: str,
+) -> KeywordResult:
+    """cortex.keyword._without on PostgreSQL: the words an invalid query asks for (all,
+    then any), without the words its NOT excludes."""
+    terms, notices = without_terms(text, excluded, message)
+    if not terms:
+        return KeywordResult(notices=notices, final=True)
+    quoted = [quote(t) for t in terms]
+    without = " NOT (" + " OR ".join(quote(t) for t in excluded) + ")"
+    rows: list[tuple[Hit, bool]] = []
+    expression = ""
+    for op in ("and", "or") if len(terms) > 1 else ("and",):
+        asked = Node(op, [Atom(t) for t in terms])
+        tree = Node("not", [asked, Node("or", [Atom(t) for t in excluded])])
+        rows, _ = _run(store, conn, tree, STEMMED, opts, pool, sink=ran)
+        expression = "(" + (" " if op == "and" else " OR ").join(quoted) + ")" + without
+        if rows:
+            break
+    hits = [h for h, _ in rows]
+    return KeywordResult(
+        hits, "fts" if hits else "none", expression, expression, notices, terms, final=True
     )
 
 
@@ -768,6 +805,41 @@ def _wall_sql(opts: Options) -> tuple[str, list[Any]]:
     if projects is None:
         return "m.deleted_at IS NULL", []
     return "m.deleted_at IS NULL AND m.project_id = ANY(%s)", [[db_project(p) for p in projects]]
+
+
+def holding(
+    store: PgStore, ids: Sequence[int], excluded: Sequence[str], phrases: Sequence[str]
+) -> set[int]:
+    """cortex.store.Store.holding on PostgreSQL: those of `ids` that hold none of
+    `excluded` and every one of `phrases` (as a substring, and for text without CJK also
+    as the stemmed index reads it)."""
+    import psycopg
+
+    keep = {int(i) for i in ids}
+    if not keep:
+        return keep
+
+    def found(text: str) -> set[int]:
+        where, params = "strpos(lower(m.content), lower(%s)) > 0", [text]
+        lexemes = [] if has_cjk(text) else STEMMED[1](text)
+        if lexemes:
+            phrase = " <-> ".join(_lit(x) for x in lexemes)
+            where, params = f"({where} OR m.tsv @@ %s::tsquery)", [text, phrase]
+        rows = conn.execute(
+            f"SELECT m.id FROM memories m WHERE m.id = ANY(%s) AND {where}",
+            [sorted(keep), *params],
+        ).fetchall()
+        return {int(r[0]) for r in rows}
+
+    try:
+        with store.db.reads() as conn:
+            for text in excluded:
+                keep -= found(text)
+            for text in phrases:
+                keep &= found(text)
+    except psycopg.Error as exc:
+        raise StorageError(store.db.explain(exc)) from None
+    return keep
 
 
 def _holds_sql(term: str) -> tuple[str, list[Any]]:

@@ -37,8 +37,8 @@ from typing import Any
 
 import numpy as np
 
-from cortex.errors import CortexError, InvalidOptionError
-from cortex.keyword_index import AUTO_MIN, POLICIES, fill
+from cortex.errors import CortexError
+from cortex.keyword_index import AUTO_MIN, BackgroundIndex, fill
 from cortex.pg.store import PgStore
 
 __all__ = ["SYNC_BACKLOG", "PgKeywordIndex"]
@@ -74,15 +74,12 @@ class _Rebuild(Exception):
     """The log cannot be replayed (a TRUNCATE, or too many changes): build again."""
 
 
-class PgKeywordIndex:
+class PgKeywordIndex(BackgroundIndex):
     """The in-memory keyword index of one Engine on PostgreSQL, and its policy."""
 
     def __init__(self, store: PgStore, policy: str = "auto") -> None:
-        if policy not in POLICIES:
-            raise InvalidOptionError(
-                f"keyword_index must be one of {', '.join(POLICIES)}, not {policy!r}"
-            )
-        self._store = store
+        self._checked_policy(policy)
+        self._store: PgStore = store
         self._policy = policy if policy in ("auto", "on") else "off"
         if self._policy != "off" and store.schema_version() < LOG_SCHEMA:
             self._policy = "off"  # an older database opened read-only: no log to follow
@@ -98,19 +95,8 @@ class PgKeywordIndex:
         if self._policy == "auto" and self._size() >= AUTO_MIN:
             self._start_background()
 
-    @property
-    def policy(self) -> str:
-        return self._policy
-
     def ready(self) -> bool:
         return self._index is not None
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Wait for a background build; returns whether the index is ready."""
-        worker = self._worker
-        if worker is not None:
-            worker.join(timeout)
-        return self.ready()
 
     def persist(self) -> bool:
         """At a bulk load's end (`Engine.flush`): build the index now when the policy
@@ -128,10 +114,7 @@ class PgKeywordIndex:
             return self._current()
 
     def close(self) -> None:
-        self._closed = True
-        worker = self._worker
-        if worker is not None and worker is not threading.current_thread():
-            worker.join()
+        self._stop()
         with self._lock:
             self._index = None
 
@@ -348,12 +331,6 @@ class PgKeywordIndex:
             index.add(np.asarray(live, dtype=np.int64), texts, projects)
 
     # ------------------------------------------------------------------ building
-
-    def _size(self) -> int:
-        try:
-            return int(self._store.query("SELECT COALESCE(max(id), 0) FROM memories")[0][0])
-        except CortexError:
-            return 0
 
     def _build(self) -> tuple[Any, int, dict[int, int]]:
         """A fresh index of every live memory, brought up to the log: the position is

@@ -28,22 +28,16 @@ from cortex.store import (
     SYNC_COLUMNS,
     MemoryInput,
     SyncCounts,
+    check_updatable,
     has_cjk,
-    is_document,
+    merge_update,
     plan_sync,
-    split_chunks,
 )
+from cortex.store_shared import MEMORY_COLUMNS, Dialect, SharedStore
 
 _log = logging.getLogger("cortex.pg")
 
 __all__ = ["MEMORY_COLUMNS", "EmbeddingBatch", "PgStore", "row_to_memory"]
-
-#: The columns of a Memory, in the order of :func:`row_to_memory` (as SQLite's).
-MEMORY_COLUMNS = (
-    "id, project_id, content, source_path, chunk_index, sector, tier, scope, category, "
-    "salience, confidence, created_at, updated_at, valid_until, superseded_by, deleted_at, "
-    "last_accessed, access_count, metadata"
-)
 
 # The columns a batch of new memories is copied into, in order.
 _COPY_COLUMNS = (
@@ -116,6 +110,13 @@ def row_to_memory(row: Sequence[Any]) -> Memory:
     )
 
 
+def _check_id(memory_id: object) -> None:
+    if isinstance(memory_id, bool) or not isinstance(memory_id, int):
+        raise InvalidOptionError(f"a memory id is an integer, not {memory_id!r}")
+    if not -(2**63) <= memory_id < 2**63:
+        raise NotFoundError(f"no memory with id {memory_id}")
+
+
 @dataclass(frozen=True, slots=True)
 class EmbeddingBatch:
     """Vectors of one model for a batch of memories, by content hash (f32 blobs or arrays),
@@ -126,11 +127,20 @@ class EmbeddingBatch:
     vectors: Mapping[str, Any]
 
 
-class PgStore:
+class PgStore(SharedStore):
     """One cortex database on PostgreSQL. Open with :meth:`open`; safe to share between
     threads (connections come from a pool)."""
 
     backend = "postgres"
+    dialect = Dialect(
+        mark="%s",
+        project_is="=",
+        session_join="sm.project_id = m.project_id AND sm.memory_id = m.id",
+        db_project=db_project,
+        api_project=api_project,
+        row_to_memory=row_to_memory,
+        check_id=_check_id,
+    )
 
     def __init__(self, db: Database, *, read_only: bool = False) -> None:
         self.db = db
@@ -428,11 +438,6 @@ class PgStore:
         )
         tx.execute("TRUNCATE cortex_stage_embeddings")
 
-    _UPDATABLE = frozenset(
-        {"content", "project", "sector", "tier", "scope", "category", "salience", "confidence",
-         "created_at", "metadata", "valid_until"}
-    )  # fmt: skip
-
     def update(
         self,
         memory_id: int,
@@ -444,12 +449,7 @@ class PgStore:
         """Change some fields of a live memory; returns it as stored afterwards. The row is
         locked while the change is merged into it, so two updates never overwrite each
         other's fields with stale values."""
-        unknown = set(fields) - self._UPDATABLE
-        if unknown:
-            raise InvalidOptionError(
-                f"cannot update {', '.join(sorted(unknown))}; updatable fields: "
-                + ", ".join(sorted(self._UPDATABLE))
-            )
+        check_updatable(fields)
         _check_id(memory_id)
         if embeddings is None:
             embeddings = on_write  # the Engine's name for what is written with the row
@@ -463,20 +463,7 @@ class PgStore:
             if not rows:
                 raise NotFoundError(f"no memory with id {memory_id}")
             current = row_to_memory(rows[0])
-            merged = MemoryInput(
-                content=fields.get("content", current.content),
-                project=fields.get("project", current.project),
-                sector=fields.get("sector", current.sector),
-                tier=fields.get("tier", current.tier),
-                scope=fields.get("scope", current.scope),
-                category=fields.get("category", current.category),
-                salience=fields.get("salience", current.salience),
-                confidence=fields.get("confidence", current.confidence),
-                created_at=fields.get(
-                    "created_at", current.created_at.timestamp() if current.created_at else None
-                ),
-                metadata=fields.get("metadata", current.metadata),
-            )
+            merged = merge_update(current, fields)
             self._rewrite(tx, memory_id, merged, now)
             if "valid_until" in fields:
                 tx.execute(
@@ -521,17 +508,6 @@ class PgStore:
         )
         if item.session:
             self._link_sessions(tx, [(item.session, memory_id, item.project)], "updated", now)
-
-    def delete(self, memory_id: int) -> None:
-        """Soft delete: the row stays (with `deleted_at`), but no search finds it again."""
-        _check_id(memory_id)
-        with self.transaction() as tx:
-            cur = tx.execute(
-                "UPDATE memories SET deleted_at = %s WHERE id = %s AND deleted_at IS NULL",
-                (time.time(), memory_id),
-            )
-            if cur.rowcount == 0:
-                raise NotFoundError(f"no live memory with id {memory_id}")
 
     def sync_source(
         self,
@@ -649,21 +625,6 @@ class PgStore:
 
     # ---------------------------------------------------------------- reads
 
-    def get(
-        self, memory_id: int, *, include_deleted: bool = False, project: str | None = None
-    ) -> Memory:
-        """One memory by id. With `project`, a memory of another project is not found (a
-        project is a wall)."""
-        _check_id(memory_id)
-        rows = self.query(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = %s", (memory_id,))
-        if (
-            not rows
-            or (rows[0][15] is not None and not include_deleted)
-            or (project is not None and rows[0][1] != db_project(project))
-        ):
-            raise NotFoundError(f"no memory with id {memory_id}")
-        return row_to_memory(rows[0])
-
     def get_many(
         self, ids: Sequence[int], *, damaged: list[int] | None = None
     ) -> dict[int, Memory]:
@@ -677,47 +638,6 @@ class PgStore:
                 f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = ANY(%s)", (list(ids),)
             )
         }
-
-    def sync_file(
-        self,
-        source_path: str,
-        import_project: str | None,
-        groups: Mapping[str | None, Sequence[MemoryInput]],
-        on_write: EmbeddingBatch | None = None,
-    ) -> SyncCounts:
-        """Sync one imported file in one transaction: each (project, chunks) group with
-        :meth:`sync_source`, and every project this file's records went to when it was last
-        imported under `import_project` (as the SQLite store does). The projects written
-        are remembered in import_sources."""
-        counts = SyncCounts()
-        with self.transaction() as tx:
-            previous = [
-                api_project(row[0])
-                for row in tx.execute(
-                    "SELECT project FROM import_sources"
-                    " WHERE source_path = %s AND import_project = %s",
-                    (source_path, db_project(import_project)),
-                ).fetchall()
-            ]
-            todo: dict[str | None, Sequence[MemoryInput]] = {import_project: []}
-            todo.update({p: [] for p in previous})
-            todo.update(groups)
-            for project, chunks in todo.items():
-                counts += self.sync_source(source_path, project, chunks, on_write)
-            tx.execute(
-                "DELETE FROM import_sources WHERE source_path = %s AND import_project = %s",
-                (source_path, db_project(import_project)),
-            )
-            tx.cursor().executemany(
-                "INSERT INTO import_sources (source_path, import_project, project)"
-                " VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
-                [
-                    (source_path, db_project(import_project), db_project(p))
-                    for p, chunks in groups.items()
-                    if chunks
-                ],
-            )
-        return counts
 
     def backlog(self, model_id: str) -> list[tuple[int, str]]:
         """Live memories without a vector of `model_id`: (id, content), by id."""
@@ -853,70 +773,6 @@ class PgStore:
             found.extend(int(x) for x in (prev, nxt) if x is not None and int(x) not in found)
         return out
 
-    def neighbours(self, memory: Memory, n: int) -> tuple[list[Memory], list[Memory]]:
-        """As :meth:`cortex.store.Store.neighbours`."""
-        cols = ", ".join(f"m.{c.strip()}" for c in MEMORY_COLUMNS.split(","))
-        project = db_project(memory.project)
-        if (
-            memory.source_path is not None
-            and memory.chunk_index is not None
-            and is_document(memory.source_path)
-        ):
-            rows = self.query(
-                f"SELECT {cols} FROM memories m WHERE m.project_id = %s AND m.source_path = %s"
-                " AND m.deleted_at IS NULL AND m.chunk_index BETWEEN %s AND %s AND m.id <> %s"
-                " ORDER BY m.chunk_index, m.id",
-                (
-                    project,
-                    memory.source_path,
-                    memory.chunk_index - n,
-                    memory.chunk_index + n,
-                    memory.id,
-                ),
-            )
-            return split_chunks([row_to_memory(r) for r in rows], memory, n)
-        session = self.sessions_of([memory.id]).get(memory.id)
-        if session is None or memory.created_at is None:
-            return [], []
-        when = memory.created_at.timestamp()
-        scope = (
-            "FROM memories m JOIN session_memories sm ON sm.project_id = m.project_id"
-            " AND sm.memory_id = m.id WHERE sm.session_id = %s AND sm.usage = 'created'"
-            " AND m.project_id = %s AND m.deleted_at IS NULL AND m.id <> %s"
-        )
-        args = (session, project, memory.id)
-        before_rows = self.query(
-            f"SELECT {cols} {scope} AND (m.created_at < %s OR (m.created_at = %s AND m.id < %s))"
-            " ORDER BY m.created_at DESC, m.id DESC LIMIT %s",
-            (*args, when, when, memory.id, n),
-        )
-        after_rows = self.query(
-            f"SELECT {cols} {scope} AND (m.created_at > %s OR (m.created_at = %s AND m.id > %s))"
-            " ORDER BY m.created_at, m.id LIMIT %s",
-            (*args, when, when, memory.id, n),
-        )
-        return [row_to_memory(r) for r in reversed(before_rows)], [
-            row_to_memory(r) for r in after_rows
-        ]
-
-    def session_thread(self, memory: Memory, limit: int = 200) -> list[tuple[int, str, float]]:
-        """As :meth:`cortex.store.Store.session_thread`: (id, content, created_at) of the
-        other live memories of the session `memory` was created in, within its project,
-        the nearest in time first."""
-        session = self.sessions_of([memory.id]).get(memory.id)
-        if session is None:
-            return []
-        when = memory.created_at.timestamp() if memory.created_at is not None else 0.0
-        rows = self.query(
-            "SELECT m.id, m.content, m.created_at FROM memories m"
-            " JOIN session_memories sm ON sm.project_id = m.project_id AND sm.memory_id = m.id"
-            " WHERE sm.session_id = %s AND sm.usage = 'created' AND m.project_id = %s"
-            " AND m.deleted_at IS NULL AND m.id <> %s"
-            " ORDER BY abs(m.created_at - %s), m.id LIMIT %s",
-            (session, db_project(memory.project), memory.id, when, limit),
-        )
-        return [(int(i), str(c), float(t)) for i, c, t in rows]
-
     def facts_for(
         self, ids: Sequence[int], damaged: list[str] | None = None
     ) -> dict[int, list[tuple[Any, ...]]]:
@@ -933,28 +789,6 @@ class PgStore:
             row = (int(row[0]), int(row[1]), *row[2:])
             out.setdefault(row[1], []).append(row)
         return out
-
-    def save_lens(self, name: str, options: str, description: str | None, now: float) -> None:
-        """Save or replace a lens (cortex.lenses): its options as JSON."""
-        with self.transaction() as tx:
-            tx.execute(
-                "INSERT INTO lenses (name, options, description, created_at, updated_at)"
-                " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (name) DO UPDATE SET"
-                " options = excluded.options, description = excluded.description,"
-                " updated_at = excluded.updated_at",
-                (name, options, description, now, now),
-            )
-
-    def lens_rows(self, name: str | None = None) -> list[tuple[Any, ...]]:
-        cols = "SELECT name, options, description, created_at, updated_at FROM lenses"
-        if name is None:
-            return self.query(f"{cols} ORDER BY name")
-        return self.query(f"{cols} WHERE name = %s", (name,))
-
-    def delete_lens(self, name: str) -> bool:
-        with self.transaction() as tx:
-            cur = tx.execute("DELETE FROM lenses WHERE name = %s", (name,))
-            return bool(cur.rowcount)
 
     def vector_of(self, memory_id: int, model_id: str) -> Any:
         """The memory's embedding of `model_id` (float32 array), or None."""
@@ -1071,8 +905,16 @@ class PgStore:
         r = rows[0]
         return (r[0], api_project(r[1]), *r[2:])
 
+    def holding(
+        self, ids: Sequence[int], excluded: Sequence[str], phrases: Sequence[str]
+    ) -> set[int]:
+        """As :meth:`cortex.store.Store.holding` (see cortex.pg.keyword.holding)."""
+        from cortex.pg.keyword import holding
+
+        return holding(self, ids, excluded, phrases)
+
     def around(self, anchor: Memory, before: int, after: int) -> tuple[list[Memory], list[Memory]]:
-        created = anchor.created_at.timestamp() if anchor.created_at else 0.0
+        created = self._stored_created(anchor)
         live = "deleted_at IS NULL AND project_id = %s"
         project = db_project(anchor.project)
         earlier = self.query(
@@ -1145,21 +987,7 @@ class PgStore:
         return int(row[0]), int(row[1])
 
     def stats(self) -> dict[str, Any]:
-        live, deleted = self.query(
-            "SELECT COUNT(*) FILTER (WHERE deleted_at IS NULL),"
-            " COUNT(*) FILTER (WHERE deleted_at IS NOT NULL) FROM memories"
-        )[0]
-        projects = self.query(
-            "SELECT project_id, COUNT(*) FROM memories WHERE deleted_at IS NULL"
-            " GROUP BY project_id ORDER BY COUNT(*) DESC, project_id"
-        )
-        sources = self.query(
-            "SELECT COUNT(DISTINCT source_path) FROM memories"
-            " WHERE deleted_at IS NULL AND source_path IS NOT NULL"
-        )[0][0]
-        facts = self.query("SELECT COUNT(*) FROM facts")[0][0]
-        sessions = self.query("SELECT COUNT(*) FROM sessions")[0][0]
-        embeddings = self.query("SELECT model_id, COUNT(*) FROM embeddings GROUP BY model_id")
+        counts = self._counts()
         span = self.query(
             "SELECT MIN(created_at), MAX(created_at) FROM memories WHERE deleted_at IS NULL"
         )[0]
@@ -1168,13 +996,7 @@ class PgStore:
             "path": redact(self.name),
             "backend": self.backend,
             "schema_version": self.schema_version(),
-            "memories": int(live),
-            "deleted": int(deleted),
-            "projects": {api_project(p) or "": int(n) for p, n in projects},
-            "sources": int(sources),
-            "facts": int(facts),
-            "sessions": int(sessions),
-            "embeddings": {m: int(n) for m, n in embeddings},
+            **counts,
             "oldest": span[0],
             "newest": span[1],
             "size_bytes": int(size),
@@ -1185,10 +1007,3 @@ def rank_info(row: Sequence[Any]) -> RankInfo:
     """A RankInfo from the RANK_COLUMNS of a row (the project as the API names it)."""
     return RankInfo(row[0], row[1], row[2], row[3], row[4], bool(row[5]),
                     api_project(row[6]), row[7])  # fmt: skip
-
-
-def _check_id(memory_id: object) -> None:
-    if isinstance(memory_id, bool) or not isinstance(memory_id, int):
-        raise InvalidOptionError(f"a memory id is an integer, not {memory_id!r}")
-    if not -(2**63) <= memory_id < 2**63:
-        raise NotFoundError(f"no memory with id {memory_id}")

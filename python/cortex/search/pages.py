@@ -66,7 +66,7 @@ def decode(text: str, query: str | None, opts: Options) -> Cursor:
             "cursor is not a next_cursor of cortex; pass the next_cursor of the page before"
         ) from None
     if not (0 <= cursor.offset <= 10_000_000 and 0 < cursor.pool <= 10_000_000) or not (
-        math.isfinite(cursor.now)
+        math.isfinite(cursor.now) and _a_moment(cursor.now)
     ):
         raise InvalidOptionError("cursor is damaged; start again from the first page")
     if cursor.fingerprint != fingerprint(query, opts):
@@ -75,6 +75,16 @@ def decode(text: str, query: str | None, opts: Options) -> Cursor:
             " start again from the first page"
         )
     return cursor
+
+
+def _a_moment(when: float) -> bool:
+    """Whether `when` is a moment a datetime can hold (the search reads its clock from
+    it): a cursor's clock edited past year 9999 is damage, not an OverflowError."""
+    try:
+        datetime.fromtimestamp(when, UTC)
+    except (OverflowError, ValueError, OSError):
+        return False
+    return True
 
 
 def _bucket(when: float, unit: str) -> str:

@@ -608,7 +608,20 @@ class Pipeline:
             self._ignored(p, unknown_rare, candidates)
         if CODE_WEIGHT and not p.constrained and opts.fusion is not Fusion.RRF:
             candidates = self._code_named(p, opts, kw, sem, mode, candidates)
+        if p.cjk and candidates and ('"' in p.text or "NOT" in p.text):
+            candidates = self._constrained(p, candidates)
         return p, kw, sem, mode, candidates, notices, allowed
+
+    def _constrained(self, p: Plan, candidates: list[Candidate]) -> list[Candidate]:
+        """A CJK query with a NOT or a quoted phrase: its tiers (trigrams, substrings) read
+        no operator (the plan does not take CJK text for FTS5 syntax), so every candidate
+        of every leg is checked against what the query excludes and the phrases it
+        requires (keyword.constraints); a candidate that breaks one is out."""
+        excluded, phrases = keyword.constraints(p.text)
+        if not (excluded or phrases):
+            return candidates
+        kept = self._store.holding([c.memory_id for c in candidates], excluded, phrases)
+        return [c for c in candidates if c.memory_id in kept]
 
     def _ignored(self, p: Plan, words: Sequence[str], candidates: list[Candidate]) -> None:
         """When the best of `candidates` is no nearer to the query than to the query

@@ -93,6 +93,10 @@ _NAME_LIKE = re.compile(r"[A-Z0-9]")
 
 _CONSTRAINT = re.compile(r'"|\b(?:AND|NOT|NEAR)\b|[()]')
 _NOT_CLAUSE = re.compile(r'\bNOT\s+(?:"[^"]*"|\([^)]*\)|\S+)')
+#: A word written with a leading dash (``deploy -staging``), as web search engines read an
+#: exclusion: FTS5 has no such operator, and its tokenizer drops the dash, so the word is
+#: searched for; the search says so (a notice) rather than guess ("ls -la" is a flag).
+_DASHED = re.compile(r"(?:^|(?<=\s))-([^\W\d_]\w*)")
 _OPERATOR = re.compile(r'\b(?:AND|OR|NOT|NEAR)\b|["*()^]|\w+:')
 
 
@@ -231,6 +235,12 @@ def plan(
     if mode is Mode.HYBRID and not (use_kw and use_sem):
         # alpha 0 or 1, or one leg unavailable: the search is that one leg
         mode = Mode.KEYWORD if use_kw or not use_sem else Mode.SEMANTIC
+    if use_kw:
+        for word in dict.fromkeys(_DASHED.findall(text)):
+            notices.append(
+                f"-{word} is searched as the word {word!r}: to leave out memories that hold"
+                f" it, write NOT {word}"
+            )
     cjk = has_cjk(text)
     alpha = opts.alpha
     if cjk and opts.alpha == Options.__dataclass_fields__["alpha"].default:

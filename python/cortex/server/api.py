@@ -91,6 +91,10 @@ def parse_json(body: bytes) -> Any:
         raise ApiError(400, f"the body is not JSON: {exc.msg} at line {exc.lineno}") from None
     except RecursionError:
         raise ApiError(400, "the body is nested too deeply") from None
+    except ValueError as exc:  # "Exceeds the limit (4300 digits) for integer string conversion"
+        raise ApiError(
+            400, f"the body is not JSON this server reads: {str(exc).split(';')[0]}"
+        ) from None
 
 
 def _object(value: Any, where: str) -> dict[str, Any]:
