@@ -499,8 +499,11 @@ fn scores_with(
     match isa {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `Isa::Avx2` exists only once AVX2 was detected; shapes checked above.
+        // 8 records an iteration, prefetched 32 ahead into L2 (T1: every AVX-VNNI
+        // CPU takes it so; BENCHMARKS.md, "The int8 screen on AVX2, second
+        // pass": 1.10-1.12x the read floor against 1.16-1.20x with T0 16 ahead).
         Isa::Avx2 if x86::vnni() => unsafe {
-            x86::scores_vnni::<8, 16, { std::arch::x86_64::_MM_HINT_T0 }>(qq, records, out, half)
+            x86::scores_vnni::<8, 32, { std::arch::x86_64::_MM_HINT_T1 }>(qq, records, out, half)
         },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as above.
@@ -678,10 +681,14 @@ pub(crate) mod x86 {
 
     /// [`super::scores`] with plain AVX2 (CPUs without AVX-VNNI, Zen 1 among
     /// them); with `half`, also [`super::scores_bounded`]'s half-widths. Eight
-    /// records an iteration, the next eight prefetched (BENCHMARKS.md, "The
-    /// int8 screen on AVX2": with the groups of chunks unrolled ([`mac_n`]),
-    /// 1.15x the read floor against 1.21-1.25x for four records 8 ahead;
-    /// 16 ahead 1.20x).
+    /// records an iteration (BENCHMARKS.md, "The int8 screen on AVX2": with
+    /// the groups of chunks unrolled ([`mac_n`]), 1.15x the read floor against
+    /// 1.21-1.25x for four records), prefetched with the T1 hint: into L2 on
+    /// Intel, 64 records (26 KiB) ahead; elsewhere 8 ahead ("second pass": on
+    /// the Xeon the T0 hint into L1 held its line-fill buffers, 1.19-1.21x the
+    /// floor against 1.12-1.14x for T1 8 ahead and 1.05-1.07x for 64 ahead in
+    /// the screen's blocks of 1024 records; AMD before Zen 4 fills L1 on every
+    /// hint, so it keeps the 8 ahead its kernel was tuned with).
     ///
     /// # Safety
     /// AVX2; `records.len() == out.len() * record_len(qq.dim)`, `qq.q.len() == padded(dim)`,
@@ -694,7 +701,27 @@ pub(crate) mod x86 {
         half: Option<&mut [f32]>,
     ) {
         // SAFETY: the caller's guarantees.
-        unsafe { scores_avx2::<8, 8, { _MM_HINT_T0 }>(qq, records, out, half) }
+        unsafe {
+            if intel() {
+                scores_avx2::<8, 64, { _MM_HINT_T1 }>(qq, records, out, half)
+            } else {
+                scores_avx2::<8, 8, { _MM_HINT_T1 }>(qq, records, out, half)
+            }
+        }
+    }
+
+    /// Whether the CPU is Intel's ("GenuineIntel"), where the T1 prefetch hint
+    /// fills L2 and not L1 (on AMD only from Zen 4 on).
+    pub fn intel() -> bool {
+        static INTEL: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *INTEL.get_or_init(|| {
+            // SAFETY: CPUID leaf 0 exists on every x86-64 CPU (`__cpuid` is an
+            // unsafe fn before Rust 1.94, a safe one after).
+            #[allow(unused_unsafe)]
+            let v = unsafe { __cpuid(0) };
+            // "Genu" "ineI" "ntel" in EBX, EDX, ECX.
+            (v.ebx, v.edx, v.ecx) == (0x756e_6547, 0x4965_6e69, 0x6c65_746e)
+        })
     }
 
     /// [`scores_into`] with `R` records an iteration (a multiple of 4) and the
@@ -1290,6 +1317,7 @@ mod tests {
             (96, 64),
             (384, 45),
             (20, 17),
+            (384, 200),
         ] {
             let rows: Vec<Vec<f32>> = (0..n).map(|i| unit(dim, 90 + i as u64)).collect();
             let recs = records(&rows);
@@ -1315,6 +1343,19 @@ mod tests {
                 unsafe { x86::scores_into(&qq, &recs, &mut d, Some(&mut hd)) };
                 assert_eq!(a, d, "dim {dim}, scores_into");
                 assert_eq!(ha, hd, "dim {dim}, scores_into");
+                // The shapes `scores_into` and `scores_with` pick (the T1
+                // prefetch, 8 and 64 records ahead: inside the 200 records).
+                use std::arch::x86_64::_MM_HINT_T1 as T1;
+                for f in [
+                    x86::scores_avx2::<8, 8, T1>,
+                    x86::scores_avx2::<8, 64, T1>,
+                    x86::scores_vnni::<8, 32, T1>,
+                ] {
+                    let (mut e, mut he) = (vec![0.0; n], vec![0.0; n]);
+                    // SAFETY: as above.
+                    unsafe { f(&qq, &recs, &mut e, Some(&mut he)) };
+                    assert_eq!((&a, &ha), (&e, &he), "dim {dim}, T1 prefetch");
+                }
                 assert_eq!(a, b, "dim {dim}");
                 assert_eq!(a, c, "dim {dim}, 8 records an iteration");
                 assert_eq!(ha, hc, "dim {dim}, 8 records an iteration");

@@ -455,6 +455,17 @@ pub(crate) mod x86 {
     /// The CPU must support AVX2.
     #[target_feature(enable = "avx2,fma,f16c")]
     pub unsafe fn read_floor_ahead<const AHEAD: usize>(data: &[u8]) -> u64 {
+        // SAFETY: the caller's guarantee.
+        unsafe { read_floor_hint::<AHEAD, _MM_HINT_T0>(data) }
+    }
+
+    /// [`read_floor_ahead`] with the prefetch hint `HINT` (`_MM_HINT_T0`: into
+    /// L1; `_MM_HINT_T1`: into L2 on Intel, into L1 on AMD before Zen 4).
+    ///
+    /// # Safety
+    /// The CPU must support AVX2.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn read_floor_hint<const AHEAD: usize, const HINT: i32>(data: &[u8]) -> u64 {
         let p = data.as_ptr();
         let main = data.len() / 128 * 128;
         let mut a = [_mm256_setzero_si256(); 4];
@@ -464,8 +475,8 @@ pub(crate) mod x86 {
             // never fault, issued only while they stay inside `data`.
             unsafe {
                 if AHEAD > 0 && i + AHEAD + 128 <= data.len() {
-                    _mm_prefetch::<_MM_HINT_T0>(p.add(i + AHEAD) as *const i8);
-                    _mm_prefetch::<_MM_HINT_T0>(p.add(i + AHEAD + 64) as *const i8);
+                    _mm_prefetch::<HINT>(p.add(i + AHEAD) as *const i8);
+                    _mm_prefetch::<HINT>(p.add(i + AHEAD + 64) as *const i8);
                 }
                 for (l, acc) in a.iter_mut().enumerate() {
                     let v = _mm256_loadu_si256(p.add(i + 32 * l) as *const __m256i);
@@ -485,17 +496,18 @@ pub(crate) mod x86 {
 
     /// Four rows at a time against one query: four independent FMA chains
     /// hide the FMA latency and one horizontal reduction serves four rows; the
-    /// rows 8 on prefetched. Measured against 16 ahead on the 1M-row f16 file
-    /// (BENCHMARKS.md, "The int8 screen on AVX2"): 1.10-1.13x the read floor
-    /// in-process against 1.23-1.30x, but through the Python API both
-    /// 1.12-1.16x in alternated processes, so unchanged.
+    /// rows 8 on prefetched with the T1 hint (into L2 on Intel and on AMD from
+    /// Zen 4; into L1 on older AMD, as T0). On the 1M-row f16 file
+    /// (BENCHMARKS.md, "The int8 screen on AVX2, second pass") T0 held L1's
+    /// line-fill buffers: 1.14-1.17x the read floor in-process and 1.22-1.25x
+    /// through the Python API, against 1.02-1.07x and 1.04-1.05x with T1.
     ///
     /// # Safety
     /// AVX2+FMA; `rows.len() == out.len() * q.len()`.
     #[target_feature(enable = "avx2,fma,f16c")]
     pub unsafe fn scores<E: Elem>(q: &[f32], rows: &[E], out: &mut [f32]) {
         // SAFETY: the caller's guarantees.
-        unsafe { scores_rows::<E, 4, 8>(q, rows, out) }
+        unsafe { scores_rows::<E, 4, 8, _MM_HINT_T1>(q, rows, out) }
     }
 
     /// [`scores`] with `R` rows an iteration (a multiple of 4: `R` FMA chains,
@@ -505,7 +517,7 @@ pub(crate) mod x86 {
     /// # Safety
     /// As [`scores`].
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub unsafe fn scores_rows<E: Elem, const R: usize, const AHEAD: usize>(
+    pub unsafe fn scores_rows<E: Elem, const R: usize, const AHEAD: usize, const HINT: i32>(
         q: &[f32],
         rows: &[E],
         out: &mut [f32],
@@ -546,7 +558,7 @@ pub(crate) mod x86 {
                         let pf = pb.add(ahead + line);
                         let mut l = 0;
                         while l < step && line + l < group {
-                            _mm_prefetch::<_MM_HINT_T0>(pf.add(l));
+                            _mm_prefetch::<HINT>(pf.add(l));
                             l += 64;
                         }
                     }

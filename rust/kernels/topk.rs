@@ -124,6 +124,13 @@ pub fn merge(parts: Vec<Vec<Hit>>, k: usize) -> Vec<Hit> {
 
 /// Rows per scoring block: small enough for the scores to stay in L1.
 const BLOCK: usize = 256;
+/// Records per block of the one-query int8 screen (scores and half-widths:
+/// 8 KiB). Its kernel prefetches up to 64 records ahead inside the block (the
+/// prefetch stays inside the records it is given), so the last 64 of each
+/// block are read unprefetched: 1 in 16 here, 1 in 4 with blocks of BLOCK
+/// (BENCHMARKS.md, "The int8 screen on AVX2, second pass": 1.04-1.07x the
+/// read floor's CPU against 1.09-1.11x).
+const SCREEN_BLOCK: usize = 1024;
 /// Below this many rows per thread, one thread is faster than spawning.
 const MIN_ROWS_PER_THREAD: usize = 16_384;
 
@@ -339,8 +346,11 @@ impl Screen {
                         }
                     }
                 } else if l > *t && live(row) {
-                    lows.pop();
-                    lows.push(Low(l));
+                    // The smallest of the k replaced in place: one sift down
+                    // (a pop and a push would sift twice).
+                    if let Some(mut least) = lows.peek_mut() {
+                        *least = Low(l);
+                    }
                     *t = lows.peek().map_or(f32::NEG_INFINITY, |x| x.0);
                 }
                 cand.push((u, row));
@@ -478,8 +488,8 @@ pub fn screened<E: Elem>(
         let mut screens: Vec<Screen> = (0..m).map(|_| Screen::new(keep, k)).collect();
         // Each screen's threshold, contiguous: most pairs stop at one compare.
         let mut ts = vec![f32::NEG_INFINITY; m];
-        let mut buf = vec![0.0f32; QUANT_BLOCK.max(BLOCK) * m];
-        let mut halves = vec![0.0f32; QUANT_BLOCK.max(BLOCK) * m];
+        let mut buf = vec![0.0f32; QUANT_BLOCK.max(SCREEN_BLOCK) * m];
+        let mut halves = vec![0.0f32; QUANT_BLOCK.max(SCREEN_BLOCK) * m];
         // Offer rows `0..nb` of a block (`row(i)` = row number of the i-th) to
         // every screen: `scores[j * nb + i]` as `scores_tile` lays them out,
         // `halves` beside them (the half-width of each score's interval).
@@ -531,7 +541,7 @@ pub fn screened<E: Elem>(
         };
         match covered {
             None => {
-                let block = if m == 1 { BLOCK } else { QUANT_BLOCK };
+                let block = if m == 1 { SCREEN_BLOCK } else { QUANT_BLOCK };
                 let mut start = a;
                 while start < b {
                     let end = (start + block).min(b);
@@ -1233,11 +1243,19 @@ mod probe {
                 unsafe { memmap2::Mmap::map(&file) }.unwrap()
             };
             let q8 = with_q8.then(|| map(&format!("{path}.q8")));
-            ProbeFile {
+            let file = ProbeFile {
                 n,
                 rows: map(&path),
                 q8,
+            };
+            // Every page of both mapped before timing, as in a process that has
+            // searched before (the Python bench's f16 scans map all of the rows):
+            // else the first case to rescore a row pays its page fault.
+            std::hint::black_box(simd::read_floor(Isa::detect(), file.row_bytes(), false));
+            if file.q8.is_some() {
+                std::hint::black_box(simd::read_floor(Isa::detect(), file.q8(), false));
             }
+            file
         }
 
         fn row_bytes(&self) -> &[u8] {
@@ -1685,10 +1703,10 @@ mod probe {
         let n = q8.len() / stride;
         let mut screen = Screen::new(Keep::Bound, k);
         let mut t = f32::NEG_INFINITY;
-        let (mut s, mut h) = (vec![0.0f32; BLOCK], vec![0.0f32; BLOCK]);
+        let (mut s, mut h) = (vec![0.0f32; SCREEN_BLOCK], vec![0.0f32; SCREEN_BLOCK]);
         let mut start = 0;
         while start < n {
-            let end = (start + BLOCK).min(n);
+            let end = (start + SCREEN_BLOCK).min(n);
             let nb = end - start;
             quant::scores_bounded(
                 isa,
@@ -1867,19 +1885,332 @@ mod probe {
         }
     }
 
+    /// Normal unit queries (Box-Muller, seeded), as the Python bench's and real
+    /// embeddings are shaped (uniform ones get fewer levels with plain AVX2).
+    fn gauss_queries(nq: usize, dim: usize, seed: u64) -> Vec<f32> {
+        let mut s = seed;
+        let mut u = || {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((s >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+        };
+        let mut v: Vec<f32> = (0..nq * dim)
+            .map(|_| ((-2.0 * u().ln()).sqrt() * (std::f64::consts::TAU * u()).cos()) as f32)
+            .collect();
+        for q in v.chunks_exact_mut(dim) {
+            let n = q.iter().map(|x| x * x).sum::<f32>().sqrt();
+            q.iter_mut().for_each(|x| *x /= n);
+        }
+        v
+    }
+
+    /// [`pass`] over rows `a..b` of `q8` (row numbers kept), counting the offers.
+    fn pass_part(
+        isa: Isa,
+        q8: &[u8],
+        qq: &QuantQuery,
+        k: usize,
+        a: usize,
+        b: usize,
+    ) -> (Screened, usize) {
+        let stride = record_len(qq.dim);
+        let mut screen = Screen::new(Keep::Bound, k);
+        let mut t = f32::NEG_INFINITY;
+        let (mut s, mut h) = (vec![0.0f32; SCREEN_BLOCK], vec![0.0f32; SCREEN_BLOCK]);
+        let mut offers = 0;
+        let mut start = a;
+        while start < b {
+            let end = (start + SCREEN_BLOCK).min(b);
+            let nb = end - start;
+            quant::scores_bounded(
+                isa,
+                qq,
+                &q8[start * stride..end * stride],
+                &mut s[..nb],
+                &mut h[..nb],
+            );
+            for i0 in (0..nb).step_by(32) {
+                let i1 = (i0 + 32).min(nb);
+                let mut mask = 0u32;
+                for i in i0..i1 {
+                    let u = s[i] + h[i];
+                    mask |= ((u >= t || u.is_nan()) as u32) << (i - i0);
+                }
+                while mask != 0 {
+                    let i = i0 + mask.trailing_zeros() as usize;
+                    mask &= mask - 1;
+                    offers += 1;
+                    screen.offer((start + i) as u32, s[i], h[i], &|_| true);
+                    t = screen.threshold();
+                }
+            }
+            start = end;
+        }
+        (screen.finish(), offers)
+    }
+
+    /// Where k=132 loses against k=10 (issue 16, "second pass"): per query, the
+    /// read floor, the whole screen at 1 and `PROBE_THREADS` threads, and its parts
+    /// timed one after the other on one thread (pass, survivors, rescoring), with
+    /// the counts (offers, candidates kept by the pass, survivors, rescored rows).
+    /// Normal queries. `PROBE_FILE`, `PROBE_ROWS` as [`probe_screen_file`].
+    #[test]
+    #[ignore]
+    fn probe_screen_parts() {
+        use crate::kernels::simd::F16;
+        use std::hint::black_box;
+        let rounds: usize = std::env::var("PROBE_ROUNDS").map_or(30, |v| v.parse().unwrap());
+        let threads: usize = std::env::var("PROBE_THREADS").map_or(2, |v| v.parse().unwrap());
+        let dim = ProbeFile::DIM;
+        let file = ProbeFile::open(true);
+        let (rows, q8) = (file.rows(), file.q8());
+        let n = file.n;
+        let isa = Isa::detect();
+        eprintln!(
+            "int8 kernel {}, intel {}",
+            quant::kernel_name(isa),
+            quant::x86::intel()
+        );
+        let qs = gauss_queries(rounds, dim, 12345);
+        let query = |r: usize| &qs[(r % rounds) * dim..(r % rounds + 1) * dim];
+        let full = |r: usize, k: usize, t: usize| {
+            black_box(screened(
+                isa,
+                rows,
+                q8,
+                query(r),
+                dim,
+                k,
+                None,
+                Keep::Bound,
+                &|_| true,
+                t,
+            ));
+        };
+        // The parts, one thread, timed inside one case: (pass, survivors, rescore) ms.
+        let parts = std::cell::RefCell::new(vec![Vec::<[f64; 3]>::new(); 2]);
+        let counts = std::cell::RefCell::new(vec![Vec::<[usize; 5]>::new(); 2]);
+        let split = |r: usize, ki: usize, k: usize| {
+            let q = query(r);
+            let t0 = Instant::now();
+            let qq = QuantQuery::single(isa, q);
+            let (p, offers) = pass_part(isa, q8, &qq, k, 0, n);
+            let t1 = Instant::now();
+            let kept = p.1.len();
+            let c = survivors(Keep::Bound, k, vec![p]);
+            let t2 = Instant::now();
+            let hits = rescore::<F16, RESCORE_AHEAD>(isa, rows, q, &c, k, &|_| true);
+            let t3 = Instant::now();
+            let f = hits.last().unwrap().score;
+            let rescored = c.iter().filter(|x| x.0 >= f).count();
+            black_box(hits);
+            let ms = |a: Instant, b: Instant| (b - a).as_secs_f64() * 1e3;
+            parts.borrow_mut()[ki].push([ms(t0, t1), ms(t1, t2), ms(t2, t3)]);
+            counts.borrow_mut()[ki].push([offers, kept, c.len(), rescored, qq.levels as usize]);
+        };
+        // The same on `threads` threads: (passes, survivors, rescore) ms, and the
+        // offers of each thread.
+        let parts_t = std::cell::RefCell::new(vec![Vec::<[f64; 3]>::new(); 2]);
+        let offers_t = std::cell::RefCell::new(vec![Vec::<usize>::new(); 2]);
+        let split_t = |r: usize, ki: usize, k: usize| {
+            let q = query(r);
+            let t0 = Instant::now();
+            let qq = QuantQuery::single(isa, q);
+            let ps = par_ranges(n, threads, 1, |a, b| pass_part(isa, q8, &qq, k, a, b));
+            let t1 = Instant::now();
+            offers_t.borrow_mut()[ki].extend(ps.iter().map(|p| p.1));
+            let c = survivors(Keep::Bound, k, ps.into_iter().map(|p| p.0).collect());
+            let t2 = Instant::now();
+            black_box(rescore::<F16, RESCORE_AHEAD>(isa, rows, q, &c, k, &|_| {
+                true
+            }));
+            let t3 = Instant::now();
+            let ms = |a: Instant, b: Instant| (b - a).as_secs_f64() * 1e3;
+            parts_t.borrow_mut()[ki].push([ms(t0, t1), ms(t1, t2), ms(t2, t3)]);
+        };
+        let cases: Vec<Case> = vec![
+            (
+                "floor q8, no prefetch",
+                Box::new(|_| {
+                    black_box(simd::read_floor(isa, q8, false));
+                }),
+            ),
+            ("screen k=10, 1 thread", Box::new(|r| full(r, 10, 1))),
+            ("screen k=132, 1 thread", Box::new(|r| full(r, 132, 1))),
+            ("parts k=10", Box::new(|r| split(r, 0, 10))),
+            ("parts k=132", Box::new(|r| split(r, 1, 132))),
+            (
+                "floor q8, T threads",
+                Box::new(|_| {
+                    // As NativeIndex.read_floor runs it: a scoped thread a part.
+                    let per = q8.len().div_ceil(threads).div_ceil(128) * 128;
+                    black_box(std::thread::scope(|s| {
+                        let parts: Vec<_> = q8
+                            .chunks(per)
+                            .map(|c| s.spawn(move || simd::read_floor(isa, c, false)))
+                            .collect();
+                        parts
+                            .into_iter()
+                            .map(|h| h.join().unwrap())
+                            .fold(0, |a, b| a ^ b)
+                    }));
+                }),
+            ),
+            ("screen k=10, T threads", Box::new(|r| full(r, 10, threads))),
+            (
+                "screen k=132, T threads",
+                Box::new(|r| full(r, 132, threads)),
+            ),
+            ("parts k=10, T threads", Box::new(|r| split_t(r, 0, 10))),
+            ("parts k=132, T threads", Box::new(|r| split_t(r, 1, 132))),
+        ];
+        // PROBE_CASES: only these cases (their indices; the floor is always run).
+        let cases: Vec<Case> = match std::env::var("PROBE_CASES") {
+            Ok(v) => {
+                let keep: Vec<usize> = v.split(',').map(|x| x.parse().unwrap()).collect();
+                cases
+                    .into_iter()
+                    .enumerate()
+                    .filter(|(i, _)| *i == 0 || keep.contains(i))
+                    .map(|(_, c)| c)
+                    .collect()
+            }
+            Err(_) => cases,
+        };
+        let times = interleaved_cpu(&cases, rounds);
+        let floor = times[0].0 .0;
+        for ((name, _), ((wm, wmin), (cm, _))) in cases.iter().zip(&times) {
+            eprintln!(
+                "{name:<28} {wm:8.2} ms {:.3}x floor (min {wmin:.2}) cpu {cm:8.2}",
+                wm / floor
+            );
+        }
+        let med = |mut v: Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        for (ki, k) in [10usize, 132].into_iter().enumerate() {
+            if parts.borrow()[ki].len() > 2 {
+                let p = &parts.borrow()[ki][2..];
+                let c = &counts.borrow()[ki];
+                let col = |i: usize| med(p.iter().map(|x| x[i]).collect());
+                let cnt = |i: usize| med(c.iter().map(|x| x[i] as f64).collect());
+                eprintln!(
+                    "k={k}: pass {:.3} ms, survivors {:.3} ms, rescore {:.3} ms; offers {:.0}, kept {:.0}, survivors {:.0}, rescored {:.0}, levels {:.0} (medians)",
+                    col(0), col(1), col(2), cnt(0), cnt(1), cnt(2), cnt(3), cnt(4)
+                );
+            }
+            if parts_t.borrow()[ki].len() > 2 {
+                let p = &parts_t.borrow()[ki][2..];
+                let col = |i: usize| med(p.iter().map(|x| x[i]).collect());
+                let o = &offers_t.borrow()[ki];
+                eprintln!(
+                    "k={k}, {threads} threads: passes {:.3} ms, survivors {:.3} ms, rescore {:.3} ms; offers a thread {:.0}",
+                    col(0), col(1), col(2), med(o.iter().map(|x| *x as f64).collect())
+                );
+            }
+        }
+    }
+
+    /// The int8 records' read floor with the software prefetch into L2
+    /// (`_MM_HINT_T1`) at several distances, beside the bare read (no prefetch:
+    /// the bench's floor) and the T0 prefetch the bench also tries, and the
+    /// screen's kernel with its prefetch: is a T1 read a lower floor?
+    /// `PROBE_FILE`, `PROBE_ROWS` as [`probe_screen_file`].
+    #[test]
+    #[ignore]
+    #[cfg(target_arch = "x86_64")]
+    fn probe_floor_hints() {
+        use simd::x86::read_floor_hint;
+        use std::arch::x86_64::{_MM_HINT_T0 as T0, _MM_HINT_T1 as T1};
+        use std::hint::black_box;
+        let rounds: usize = std::env::var("PROBE_ROUNDS").map_or(30, |v| v.parse().unwrap());
+        let file = ProbeFile::open(true);
+        let q8 = file.q8();
+        assert_eq!(Isa::best(), Isa::Avx2);
+        let isa = Isa::detect();
+        let qs = gauss_queries(8, ProbeFile::DIM, 99);
+        let stride = record_len(ProbeFile::DIM);
+        // SAFETY (all): AVX2 detected (asserted above).
+        let cases: Vec<Case> = vec![
+            (
+                "floor, no prefetch",
+                Box::new(|_| {
+                    black_box(unsafe { read_floor_hint::<0, T0>(q8) });
+                }),
+            ),
+            (
+                "floor, T0 6 KiB ahead",
+                Box::new(|_| {
+                    black_box(unsafe { read_floor_hint::<6144, T0>(q8) });
+                }),
+            ),
+            (
+                "floor, T1 3 KiB ahead",
+                Box::new(|_| {
+                    black_box(unsafe { read_floor_hint::<3072, T1>(q8) });
+                }),
+            ),
+            (
+                "floor, T1 6 KiB ahead",
+                Box::new(|_| {
+                    black_box(unsafe { read_floor_hint::<6144, T1>(q8) });
+                }),
+            ),
+            (
+                "floor, T1 13 KiB ahead",
+                Box::new(|_| {
+                    black_box(unsafe { read_floor_hint::<13312, T1>(q8) });
+                }),
+            ),
+            (
+                "floor, T1 26 KiB ahead",
+                Box::new(|_| {
+                    black_box(unsafe { read_floor_hint::<26624, T1>(q8) });
+                }),
+            ),
+            (
+                "kernel + bounds (scores_bounded)",
+                Box::new(|r| {
+                    let qq = QuantQuery::single(
+                        isa,
+                        &qs[(r % 8) * ProbeFile::DIM..(r % 8 + 1) * ProbeFile::DIM],
+                    );
+                    by_blocks(q8, stride, |c, o, h| {
+                        quant::scores_bounded(isa, &qq, c, o, h)
+                    });
+                }),
+            ),
+        ];
+        let times = interleaved_cpu(&cases, rounds);
+        let floor = times[0].0 .0;
+        for ((name, _), ((wm, wmin), (cm, _))) in cases.iter().zip(&times) {
+            eprintln!(
+                "{name:<34} {wm:8.2} ms {:.3}x (min {wmin:.2}) cpu {cm:8.2}",
+                wm / floor
+            );
+        }
+    }
+
     /// One scoring kernel of the AVX2 variants probe: (query, records, scores, half-widths).
     type Kern<'a> = &'a dyn Fn(&QuantQuery, &[u8], &mut [f32], &mut [f32]);
 
     /// [`pass`] with `kernel` in place of `quant::scores_bounded`.
+    /// Records a block (`PROBE_BLOCK`, default SCREEN_BLOCK as the screen).
     fn pass_with(kernel: Kern, q8: &[u8], qq: &QuantQuery, k: usize) -> Screened {
+        static B: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+        let block = *B.get_or_init(|| {
+            std::env::var("PROBE_BLOCK").map_or(SCREEN_BLOCK, |v| v.parse().unwrap())
+        });
         let stride = record_len(qq.dim);
         let n = q8.len() / stride;
         let mut screen = Screen::new(Keep::Bound, k);
         let mut t = f32::NEG_INFINITY;
-        let (mut s, mut h) = (vec![0.0f32; BLOCK], vec![0.0f32; BLOCK]);
+        let (mut s, mut h) = (vec![0.0f32; block], vec![0.0f32; block]);
         let mut start = 0;
         while start < n {
-            let end = (start + BLOCK).min(n);
+            let end = (start + block).min(n);
             let nb = end - start;
             kernel(
                 qq,
@@ -1963,6 +2294,39 @@ mod probe {
         let g2r8: Kern = &|qq, c, o, h| unsafe { scores_avx2g::<8, 16, T0, 2>(qq, c, o, Some(h)) };
         let g3r8a8: Kern = &|qq, c, o, h| unsafe { scores_avx2g::<8, 8, T0, 3>(qq, c, o, Some(h)) };
         let g2r8a8: Kern = &|qq, c, o, h| unsafe { scores_avx2g::<8, 8, T0, 2>(qq, c, o, Some(h)) };
+        use std::arch::x86_64::{_MM_HINT_T1 as T1, _MM_HINT_T2 as T2};
+        let g3r8a16t1: Kern =
+            &|qq, c, o, h| unsafe { scores_avx2g::<8, 16, T1, 3>(qq, c, o, Some(h)) };
+        let g3r8a32t2: Kern =
+            &|qq, c, o, h| unsafe { scores_avx2g::<8, 32, T2, 3>(qq, c, o, Some(h)) };
+        let g3r8a8t1: Kern =
+            &|qq, c, o, h| unsafe { scores_avx2g::<8, 8, T1, 3>(qq, c, o, Some(h)) };
+        let g3r8a16t2: Kern =
+            &|qq, c, o, h| unsafe { scores_avx2g::<8, 16, T2, 3>(qq, c, o, Some(h)) };
+        let g3r8a0: Kern = &|qq, c, o, h| unsafe { scores_avx2g::<8, 0, T0, 3>(qq, c, o, Some(h)) };
+        let g3r8a32t1: Kern =
+            &|qq, c, o, h| unsafe { scores_avx2g::<8, 32, T1, 3>(qq, c, o, Some(h)) };
+        let g3r8a24t1: Kern =
+            &|qq, c, o, h| unsafe { scores_avx2g::<8, 24, T1, 3>(qq, c, o, Some(h)) };
+        let g3r8a48t1: Kern =
+            &|qq, c, o, h| unsafe { scores_avx2g::<8, 48, T1, 3>(qq, c, o, Some(h)) };
+        let g3r8a64t1: Kern =
+            &|qq, c, o, h| unsafe { scores_avx2g::<8, 64, T1, 3>(qq, c, o, Some(h)) };
+        let g3r8a96t1: Kern =
+            &|qq, c, o, h| unsafe { scores_avx2g::<8, 96, T1, 3>(qq, c, o, Some(h)) };
+        let g3r8a128t1: Kern =
+            &|qq, c, o, h| unsafe { scores_avx2g::<8, 128, T1, 3>(qq, c, o, Some(h)) };
+        let g3r4a64t1: Kern =
+            &|qq, c, o, h| unsafe { scores_avx2g::<4, 64, T1, 3>(qq, c, o, Some(h)) };
+        let vn16t1: Kern = &|qq, c, o, h| unsafe {
+            crate::kernels::quant::x86::scores_vnni::<8, 16, T1>(qq, c, o, Some(h))
+        };
+        let vn32t1: Kern = &|qq, c, o, h| unsafe {
+            crate::kernels::quant::x86::scores_vnni::<8, 32, T1>(qq, c, o, Some(h))
+        };
+        let vn8t1: Kern = &|qq, c, o, h| unsafe {
+            crate::kernels::quant::x86::scores_vnni::<8, 8, T1>(qq, c, o, Some(h))
+        };
         let vn8: Kern = &|qq, c, o, h| unsafe {
             crate::kernels::quant::x86::scores_vnni::<8, 8, T0>(qq, c, o, Some(h))
         };
@@ -2024,6 +2388,51 @@ mod probe {
             }),
             ("vnni 127 R8 A8", vn8, &|q| QuantQuery::with_levels(q, 127)),
             ("vnni 127 R8 A24", vn24, &|q| {
+                QuantQuery::with_levels(q, 127)
+            }),
+            ("3 chunks, per-query, R8 A16 T1", g3r8a16t1, &|q| {
+                QuantQuery::widest(q, 3)
+            }),
+            ("3 chunks, per-query, R8 A32 T2", g3r8a32t2, &|q| {
+                QuantQuery::widest(q, 3)
+            }),
+            ("3 chunks, per-query, R8 A8 T1", g3r8a8t1, &|q| {
+                QuantQuery::widest(q, 3)
+            }),
+            ("3 chunks, per-query, R8 A16 T2", g3r8a16t2, &|q| {
+                QuantQuery::widest(q, 3)
+            }),
+            ("3 chunks, per-query, R8 none", g3r8a0, &|q| {
+                QuantQuery::widest(q, 3)
+            }),
+            ("3 chunks, per-query, R8 A32 T1", g3r8a32t1, &|q| {
+                QuantQuery::widest(q, 3)
+            }),
+            ("3 chunks, per-query, R8 A24 T1", g3r8a24t1, &|q| {
+                QuantQuery::widest(q, 3)
+            }),
+            ("3 chunks, per-query, R8 A48 T1", g3r8a48t1, &|q| {
+                QuantQuery::widest(q, 3)
+            }),
+            ("3 chunks, per-query, R8 A64 T1", g3r8a64t1, &|q| {
+                QuantQuery::widest(q, 3)
+            }),
+            ("3 chunks, per-query, R8 A96 T1", g3r8a96t1, &|q| {
+                QuantQuery::widest(q, 3)
+            }),
+            ("3 chunks, per-query, R8 A128 T1", g3r8a128t1, &|q| {
+                QuantQuery::widest(q, 3)
+            }),
+            ("3 chunks, per-query, R4 A64 T1", g3r4a64t1, &|q| {
+                QuantQuery::widest(q, 3)
+            }),
+            ("vnni 127 R8 A16 T1", vn16t1, &|q| {
+                QuantQuery::with_levels(q, 127)
+            }),
+            ("vnni 127 R8 A32 T1", vn32t1, &|q| {
+                QuantQuery::with_levels(q, 127)
+            }),
+            ("vnni 127 R8 A8 T1", vn8t1, &|q| {
                 QuantQuery::with_levels(q, 127)
             }),
         ];
@@ -2135,6 +2544,7 @@ mod probe {
     fn probe_f16_scan() {
         use crate::kernels::simd::x86::scores_rows;
         use crate::kernels::simd::F16;
+        use std::arch::x86_64::{_MM_HINT_T0 as T0, _MM_HINT_T1 as T1};
         use std::hint::black_box;
         let rounds: usize = std::env::var("PROBE_ROUNDS").map_or(30, |v| v.parse().unwrap());
         let dim = ProbeFile::DIM;
@@ -2149,37 +2559,52 @@ mod probe {
         // SAFETY (all): AVX2+FMA+F16C detected (Isa::Avx2); shapes as `exact`'s.
         let all: Vec<(&str, K)> = vec![
             ("4 rows, 8 ahead (main)", &|q, r, o| unsafe {
-                scores_rows::<F16, 4, 8>(q, r, o)
+                scores_rows::<F16, 4, 8, T0>(q, r, o)
             }),
             ("4 rows, none", &|q, r, o| unsafe {
-                scores_rows::<F16, 4, 0>(q, r, o)
+                scores_rows::<F16, 4, 0, T0>(q, r, o)
             }),
             ("4 rows, 16 ahead", &|q, r, o| unsafe {
-                scores_rows::<F16, 4, 16>(q, r, o)
+                scores_rows::<F16, 4, 16, T0>(q, r, o)
             }),
             ("8 rows, 8 ahead", &|q, r, o| unsafe {
-                scores_rows::<F16, 8, 8>(q, r, o)
+                scores_rows::<F16, 8, 8, T0>(q, r, o)
             }),
             ("8 rows, 16 ahead", &|q, r, o| unsafe {
-                scores_rows::<F16, 8, 16>(q, r, o)
+                scores_rows::<F16, 8, 16, T0>(q, r, o)
             }),
             ("8 rows, none", &|q, r, o| unsafe {
-                scores_rows::<F16, 8, 0>(q, r, o)
+                scores_rows::<F16, 8, 0, T0>(q, r, o)
             }),
             ("4 rows, 4 ahead", &|q, r, o| unsafe {
-                scores_rows::<F16, 4, 4>(q, r, o)
+                scores_rows::<F16, 4, 4, T0>(q, r, o)
             }),
             ("8 rows, 24 ahead", &|q, r, o| unsafe {
-                scores_rows::<F16, 8, 24>(q, r, o)
+                scores_rows::<F16, 8, 24, T0>(q, r, o)
             }),
             ("4 rows, 12 ahead", &|q, r, o| unsafe {
-                scores_rows::<F16, 4, 12>(q, r, o)
+                scores_rows::<F16, 4, 12, T0>(q, r, o)
             }),
             ("4 rows, 24 ahead", &|q, r, o| unsafe {
-                scores_rows::<F16, 4, 24>(q, r, o)
+                scores_rows::<F16, 4, 24, T0>(q, r, o)
             }),
             ("4 rows, 32 ahead", &|q, r, o| unsafe {
-                scores_rows::<F16, 4, 32>(q, r, o)
+                scores_rows::<F16, 4, 32, T0>(q, r, o)
+            }),
+            ("4 rows, 8 ahead T1", &|q, r, o| unsafe {
+                scores_rows::<F16, 4, 8, T1>(q, r, o)
+            }),
+            ("4 rows, 16 ahead T1", &|q, r, o| unsafe {
+                scores_rows::<F16, 4, 16, T1>(q, r, o)
+            }),
+            ("4 rows, 32 ahead T1", &|q, r, o| unsafe {
+                scores_rows::<F16, 4, 32, T1>(q, r, o)
+            }),
+            ("8 rows, 32 ahead T1", &|q, r, o| unsafe {
+                scores_rows::<F16, 8, 32, T1>(q, r, o)
+            }),
+            ("4 rows, 4 ahead T1", &|q, r, o| unsafe {
+                scores_rows::<F16, 4, 4, T1>(q, r, o)
             }),
         ];
         let pick: Vec<usize> = std::env::var("PROBE_VARIANTS")
