@@ -129,6 +129,44 @@ def test_the_keyword_file_of_a_diverged_copy_is_never_used(tmp_path: Path, monke
         assert not b.search("zulu", mode="keyword", record=False)
 
 
+def test_a_keyword_file_saved_before_stamps_is_still_loaded_and_stamped_later(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """A database whose saved file no stamp names (saved by an older cortex) keeps using it
+    on the other checks: an upgrade must not drop the file the CLI's searches load. The
+    next save stamps it."""
+    monkeypatch.setattr(keyword_index, "AUTO_MIN", 50)
+    monkeypatch.setattr(keyword_index, "SAVED_MIN", 50)
+    rng = random.Random(2)
+    db = tmp_path / "old.db"
+    with cortex.open(db, embedder=None, keyword_index="on") as e:
+        e.add_many([{"content": " ".join(rng.choice(W) for _ in range(6))} for _ in range(100)])
+        assert e.keyword_index.persist()
+    conn = sqlite3.connect(db)  # as an older cortex left it: no stamp
+    with conn:
+        conn.execute("DELETE FROM meta WHERE key = ?", (keyword_index.STAMP_KEY,))
+    conn.close()
+    loads: list[object] = []
+    real = keyword_index.KeywordIndexer._load
+
+    def counted(self: keyword_index.KeywordIndexer, *a: object, **k: object) -> object:
+        got = real(self, *a, **k)
+        loads.append(got)
+        return got
+
+    monkeypatch.setattr(keyword_index.KeywordIndexer, "_load", counted)
+    with cortex.open(db, embedder=None, keyword_index="saved") as e:
+        assert e.search("alpha", mode="keyword", record=False)
+    assert loads and loads[-1] is not None  # the unstamped file was loaded, not rebuilt
+    with cortex.open(db, embedder=None, keyword_index="on") as e:
+        e.add("zulu yankee", project="p")
+        e.search("zulu", mode="keyword", record=False)
+        assert e.keyword_index.persist()
+        stamp = e._store.query("SELECT value FROM meta WHERE key = ?", (keyword_index.STAMP_KEY,))
+    assert stamp and stamp[0][0] == (tmp_path / "old.db-index" / keyword_index.FILE_NAME
+                                     ).read_bytes()[-8:].hex()  # fmt: skip
+
+
 def test_a_k_past_any_integer_returns_every_row(tmp_path: Path) -> None:
     """k is "at most k": past 2**63 it raised OverflowError from the extension."""
     import numpy as np

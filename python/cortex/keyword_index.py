@@ -685,8 +685,12 @@ class KeywordIndexer(BackgroundIndex):
         except ImportError:
             return None
         try:
-            if self._stamp_of_file() != self._stamp_in_store():
+            stamp = self._stamp_in_store()
+            if stamp is not None and stamp != self._stamp_of_file():
                 return None  # not the file this database saved last: another's, or older
+            # (no stamp: a database no cortex with stamps has saved an index for; its file
+            # is trusted as before, on the other checks, until the next save stamps it,
+            # so that an upgrade does not drop a CLI user's saved index)
             # Mapped, not read into a bytes object first: a copy of 0.3 GB at 1M memories.
             index, seq = KeywordIndex.load(self.file)
             top, oldest = self._log_bounds()
