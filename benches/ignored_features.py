@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import re
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -71,6 +72,29 @@ def features(engine: cortex.Engine, query: str, opts: cortex.Options) -> dict[st
             "standout": P.semantic_standout([h.score for h in sem.hits])}  # fmt: skip
 
 
+def agent_queries(
+    s: ae.EvalSet, store: str, split: str, now: datetime
+) -> Iterator[tuple[dict[str, Any], cortex.Options]]:
+    """The agent set's queries of `store` in `split`, each with the options the hybrid
+    evaluation runs it with."""
+    for q in s.queries:
+        if str(q["store"]) != store or (split != "all" and ae.split_of(q["id"]) != split):
+            continue
+        yield q, cortex.Options(**{**q.get("options", {}), "now": now, "mode": "hybrid",
+                                   "limit": ae.DEPTH, "record": False})  # fmt: skip
+
+
+def scifact_claims(
+    engine: cortex.Engine, data: Any
+) -> Iterator[tuple[str, str, cortex.Options, dict[str, Any]]]:
+    """(claim id, text, options, features) of each SciFact claim whose features exist."""
+    opts = cortex.Options(mode="hybrid", limit=100, record=False)
+    for qid, text in data.queries.items():
+        f = features(engine, text, opts)
+        if f is not None:
+            yield qid, text, opts, f
+
+
 def row(label: str, query: str, answered: bool, f: dict[str, Any]) -> str:
     rise = f"{f['rise']:+.3f}" if f["rise"] is not None else "  -   "
     z = f"{f['standout']:.2f}" if f["standout"] is not None else "-"
@@ -92,13 +116,7 @@ def main() -> None:
     for store in s.stores:
         db, _ = ae.build_store(s, store)
         with cortex.open(db) as engine:
-            for q in s.queries:
-                if str(q["store"]) != store:
-                    continue
-                if args.split != "all" and ae.split_of(q["id"]) != args.split:
-                    continue
-                opts = cortex.Options(**{**q.get("options", {}), "now": now, "mode": "hybrid",
-                                         "limit": ae.DEPTH, "record": False})  # fmt: skip
+            for q, opts in agent_queries(s, store, args.split, now):
                 f = features(engine, q["query"], opts)
                 if f is None:
                     continue
@@ -112,11 +130,7 @@ def main() -> None:
         total = len(data.queries)
         with cortex.open(args.scifact_db) as engine:
             ids = ev._doc_ids(engine)
-            opts = cortex.Options(mode="hybrid", limit=100, record=False)
-            for qid, text in data.queries.items():
-                f = features(engine, text, opts)
-                if f is None:
-                    continue
+            for qid, text, opts, f in scifact_claims(engine, data):
                 ranked = [ids[r.memory.id] for r in engine.search(text, opts)]
                 claims.append((ev.ndcg_at_k(ranked, data.qrels.get(qid, {}), 10), f))
                 print(row("scifact", text, bool(ranked), f))

@@ -44,7 +44,7 @@ from cortex import agent_eval as ae
 from cortex import eval as ev
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ignored_features import features
+from ignored_features import agent_queries, features, scifact_claims
 
 TABLE = "embeddings.word_embeddings.weight"
 WORD = re.compile(r"[a-z0-9]+")
@@ -132,13 +132,7 @@ def main() -> None:
                 emb = engine._pipeline._semantic._semantic.embedder()
                 table = Table(Path(emb._located.onnx.path).parent)
             held_of: dict[str, tuple[np.ndarray, list[str]]] = {}
-            for q in s.queries:
-                if str(q["store"]) != store:
-                    continue
-                if args.split != "all" and ae.split_of(q["id"]) != args.split:
-                    continue
-                opts = cortex.Options(**{**q.get("options", {}), "now": now, "mode": "hybrid",
-                                         "limit": ae.DEPTH, "record": False})  # fmt: skip
+            for q, opts in agent_queries(s, store, args.split, now):
                 f = features(engine, q["query"], opts)
                 if f is None:
                     continue
@@ -171,11 +165,7 @@ def main() -> None:
         hm = table.matrix(hw)
         with cortex.open(args.scifact_db) as engine:
             ids = ev._doc_ids(engine)
-            opts = cortex.Options(mode="hybrid", limit=100, record=False)
-            for qid, text in data.queries.items():
-                f = features(engine, text, opts)
-                if f is None:
-                    continue
+            for qid, text, opts, f in scifact_claims(engine, data):
                 found = list(engine.search(text, opts))
                 if not found:
                     continue
