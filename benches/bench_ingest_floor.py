@@ -59,6 +59,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -414,9 +415,45 @@ def bind(args: argparse.Namespace) -> None:
 # --------------------------------------------------------------------------- driver
 
 
+def _memories_shape(conn: Any) -> tuple[Any, ...]:
+    """`memories`' columns and its indexes' names and columns, as SQLite reports them."""
+    columns = tuple(tuple(r[1:]) for r in conn.execute("PRAGMA table_info(memories)"))
+    indexes = tuple(
+        (name, tuple(c[2] for c in conn.execute(f"PRAGMA index_info({name})")))  # a name read
+        for (name,) in conn.execute(  # from sqlite_master, never a value
+            "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'memories'"
+            " AND sql IS NOT NULL ORDER BY name"
+        )
+    )
+    return columns, indexes
+
+
+def check_floor_ddl() -> None:
+    """FLOOR_DDL's `memories` is a new cortex file's (columns, indexes), and its FTS5
+    tokenizer cortex's: the floor measures cortex's design only while they agree."""
+    import sqlite3
+
+    sys.path.insert(0, str(ROOT / "python"))
+    import cortex
+    from cortex.store import STEMMED_TOKENIZER
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "new.db"
+        cortex.open(path, embedder=None, keyword_index="off").close()
+        conn = sqlite3.connect(path)
+        real = _memories_shape(conn)
+        conn.close()
+    mem = sqlite3.connect(":memory:")
+    mem.executescript(FLOOR_DDL)
+    if _memories_shape(mem) != real or f"tokenize='{STEMMED_TOKENIZER}'" not in FLOOR_DDL:
+        raise SystemExit("FLOOR_DDL no longer matches a new cortex file's memories table")
+
+
 def prepare(args: argparse.Namespace) -> None:
     """Two byte-compiled copies of this checkout's package: `cortex/` as it is and
-    `notwin/` without the bulk write's inserts into memories_exact."""
+    `notwin/` without the bulk write's inserts into memories_exact (after checking that
+    FLOOR_DDL is still cortex's)."""
+    check_floor_ddl()
     out = Path(args.out)
     for name in ("cortex", "notwin"):
         dest = out / name / "cortex"
