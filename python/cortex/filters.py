@@ -160,7 +160,7 @@ def where(opts: Options, *, alias: str = "m", dialect: Dialect = SQLITE) -> tupl
         add(d.prefix(f"{m}.source_path", opts.source_prefix))
     if opts.code is not None:
         if d.code is None:
-            raise InvalidOptionError("the code filter is not available on this backend")
+            raise InvalidOptionError("code is SQLite-only for now; leave it out on this backend")
         add(d.code(opts.code, m))
     if opts.fact_type is not None:
         add((d.fact_type(m), [opts.fact_type]))

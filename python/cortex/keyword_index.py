@@ -192,16 +192,16 @@ class BackgroundIndex:
 
     _store: Any
     _policy: str
+    _index: Any
     _worker: threading.Thread | None
     _closed: bool
 
     @staticmethod
-    def _checked_policy(policy: str) -> str:
+    def _checked_policy(policy: str) -> None:
         if policy not in POLICIES:
             raise InvalidOptionError(
                 f"keyword_index must be one of {', '.join(POLICIES)}, not {policy!r}"
             )
-        return policy
 
     @property
     def policy(self) -> str:
@@ -209,7 +209,7 @@ class BackgroundIndex:
 
     def ready(self) -> bool:
         """Whether a search now would use the index (built, and not rebuilding)."""
-        raise NotImplementedError
+        return self._index is not None
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait for a background build; returns whether the index is ready."""
@@ -280,10 +280,6 @@ class KeywordIndexer(BackgroundIndex):
         from cortex.semantic import index_dir
 
         return index_dir(self._store.path) / FILE_NAME
-
-    def ready(self) -> bool:
-        """Whether a search now would use the index (built, and not rebuilding)."""
-        return self._index is not None
 
     def close(self) -> None:
         self._stop()

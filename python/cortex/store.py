@@ -29,7 +29,7 @@ from cortex import validate
 from cortex.code import CodeRef, refs_of, write_refs
 from cortex.errors import DamagedRowError, InvalidOptionError, NotFoundError, StorageError
 from cortex.result import Memory, from_epoch, memory_of
-from cortex.store_shared import MEMORY_COLUMNS, Dialect, SharedStore
+from cortex.store_shared import M_COLUMNS, MEMORY_COLUMNS, Dialect, SharedStore
 
 __all__ = ["SCHEMA_VERSION", "MemoryInput", "Store", "SyncCounts", "content_hash", "has_cjk"]
 
@@ -705,9 +705,6 @@ _KEYWORD_TOTALS_VERSION = MIGRATIONS.index(_SCHEMA_KEYWORD_TOTALS) + 1
 _BULK_DOES = ("memories_ai", "memories_log_ai", "keyword_totals_ai")
 #: Entries of memory_changes kept by the housekeeping after a bulk import.
 CHANGES_KEPT = 100_000
-
-#: MEMORY_COLUMNS of the alias m (Store.page_rows joins another table).
-_PAGE_COLUMNS = ", ".join("m." + c.strip() for c in MEMORY_COLUMNS.split(","))
 
 
 def row_to_memory(row: Sequence[Any]) -> Memory:
@@ -1717,7 +1714,7 @@ class Store(SharedStore):
             marks = ",".join("?" * len(part))
             last = None
             for row in self.query(
-                f"SELECT {_PAGE_COLUMNS}, c.ref, c.kind, c.line FROM memories m"
+                f"SELECT {M_COLUMNS}, c.ref, c.kind, c.line FROM memories m"
                 f" LEFT JOIN memory_code c ON c.memory_id = m.id WHERE m.id IN ({marks})"
                 " ORDER BY m.id, c.rowid",
                 part,

@@ -22,7 +22,7 @@ from cortex.result import Memory
 if TYPE_CHECKING:
     from cortex.store import MemoryInput, SyncCounts
 
-__all__ = ["MEMORY_COLUMNS", "Dialect", "SharedStore", "split_chunks"]
+__all__ = ["MEMORY_COLUMNS", "M_COLUMNS", "Dialect", "SharedStore", "split_chunks"]
 
 #: The columns of a Memory, in the order of both backends' ``row_to_memory``.
 MEMORY_COLUMNS = (
@@ -30,8 +30,8 @@ MEMORY_COLUMNS = (
     "salience, confidence, created_at, updated_at, valid_until, superseded_by, deleted_at, "
     "last_accessed, access_count, metadata"
 )
-#: MEMORY_COLUMNS of the alias m.
-_M_COLUMNS = ", ".join(f"m.{c.strip()}" for c in MEMORY_COLUMNS.split(","))
+#: MEMORY_COLUMNS of the alias m (statements that join another table).
+M_COLUMNS = ", ".join(f"m.{c.strip()}" for c in MEMORY_COLUMNS.split(","))
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,7 +170,7 @@ class SharedStore:
             and is_document(memory.source_path)
         ):
             rows = self.query(
-                f"SELECT {_M_COLUMNS} FROM memories m WHERE m.project_id {d.project_is} {p}"
+                f"SELECT {M_COLUMNS} FROM memories m WHERE m.project_id {d.project_is} {p}"
                 f" AND m.source_path = {p} AND m.deleted_at IS NULL"
                 f" AND m.chunk_index BETWEEN {p} AND {p} AND m.id <> {p}"
                 " ORDER BY m.chunk_index, m.id",
@@ -186,7 +186,7 @@ class SharedStore:
         session = self.sessions_of([memory.id]).get(memory.id)
         if session is None or memory.created_at is None:
             return [], []
-        when = self._stored_created(memory)
+        when = self._created_sql()  # as stored (see _stored_created), in the statement
         scope = (
             f"FROM memories m JOIN session_memories sm ON {d.session_join}"
             f" WHERE sm.session_id = {p} AND sm.usage = 'created'"
@@ -194,20 +194,25 @@ class SharedStore:
         )
         args = (session, project, memory.id)
         before_rows = self.query(
-            f"SELECT {_M_COLUMNS} {scope} AND (m.created_at < {p}"
-            f" OR (m.created_at = {p} AND m.id < {p}))"
+            f"SELECT {M_COLUMNS} {scope} AND (m.created_at < {when}"
+            f" OR (m.created_at = {when} AND m.id < {p}))"
             f" ORDER BY m.created_at DESC, m.id DESC LIMIT {p}",
-            (*args, when, when, memory.id, n),
+            (*args, memory.id, memory.id, memory.id, n),
         )
         after_rows = self.query(
-            f"SELECT {_M_COLUMNS} {scope} AND (m.created_at > {p}"
-            f" OR (m.created_at = {p} AND m.id > {p}))"
+            f"SELECT {M_COLUMNS} {scope} AND (m.created_at > {when}"
+            f" OR (m.created_at = {when} AND m.id > {p}))"
             f" ORDER BY m.created_at, m.id LIMIT {p}",
-            (*args, when, when, memory.id, n),
+            (*args, memory.id, memory.id, memory.id, n),
         )
         return [d.row_to_memory(r) for r in reversed(before_rows)], [
             d.row_to_memory(r) for r in after_rows
         ]
+
+    def _created_sql(self) -> str:
+        """A memory's created_at as stored, read inside a statement (its id bound): the
+        value _stored_created would fetch, without a round trip of its own."""
+        return f"(SELECT created_at FROM memories WHERE id = {self.dialect.mark})"
 
     def _stored_created(self, memory: Memory) -> float:
         """`memory`'s created_at as stored: a datetime holds microseconds, and the float
@@ -229,14 +234,13 @@ class SharedStore:
             return []
         d = self.dialect
         p = d.mark
-        when = self._stored_created(memory)
         rows = self.query(
             "SELECT m.id, m.content, m.created_at FROM memories m"
             f" JOIN session_memories sm ON {d.session_join}"
             f" WHERE sm.session_id = {p} AND sm.usage = 'created'"
             f" AND m.project_id {d.project_is} {p} AND m.deleted_at IS NULL AND m.id <> {p}"
-            f" ORDER BY abs(m.created_at - {p}), m.id LIMIT {p}",
-            (session, d.db_project(memory.project), memory.id, when, limit),
+            f" ORDER BY abs(m.created_at - {self._created_sql()}), m.id LIMIT {p}",
+            (session, d.db_project(memory.project), memory.id, memory.id, limit),
         )
         return [(int(i), str(c), float(t)) for i, c, t in rows]
 

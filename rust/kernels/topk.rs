@@ -488,8 +488,11 @@ pub fn screened<E: Elem>(
         let mut screens: Vec<Screen> = (0..m).map(|_| Screen::new(keep, k)).collect();
         // Each screen's threshold, contiguous: most pairs stop at one compare.
         let mut ts = vec![f32::NEG_INFINITY; m];
-        let mut buf = vec![0.0f32; QUANT_BLOCK.max(SCREEN_BLOCK) * m];
-        let mut halves = vec![0.0f32; QUANT_BLOCK.max(SCREEN_BLOCK) * m];
+        // One query scans blocks of SCREEN_BLOCK records (its prefetch stays inside
+        // one), several a tile of QUANT_BLOCK each.
+        let block = if m == 1 { SCREEN_BLOCK } else { QUANT_BLOCK };
+        let mut buf = vec![0.0f32; block * m];
+        let mut halves = vec![0.0f32; block * m];
         // Offer rows `0..nb` of a block (`row(i)` = row number of the i-th) to
         // every screen: `scores[j * nb + i]` as `scores_tile` lays them out,
         // `halves` beside them (the half-width of each score's interval).
@@ -541,7 +544,6 @@ pub fn screened<E: Elem>(
         };
         match covered {
             None => {
-                let block = if m == 1 { SCREEN_BLOCK } else { QUANT_BLOCK };
                 let mut start = a;
                 while start < b {
                     let end = (start + block).min(b);

@@ -11,16 +11,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from cortex import filters
-from cortex.errors import InvalidOptionError
 from cortex.filters import Dialect
 from cortex.options import Options
 from cortex.ranking import RANK_COLUMNS, RankInfo
 
-__all__ = ["POSTGRES", "SQLITE_ONLY", "admitted", "where"]
-
-#: Options the PostgreSQL backend does not apply yet: refused, never ignored (a filter
-#: ignored would widen the answer).
-SQLITE_ONLY = ("code",)
+__all__ = ["POSTGRES", "admitted", "where"]
 
 
 def _projects(column: str, projects: tuple[str, ...]) -> tuple[str, list[Any]]:
@@ -45,10 +40,9 @@ POSTGRES = Dialect(mark="%s", projects=_projects, prefix=_prefix, fact_type=_fac
 
 
 def where(opts: Options, *, alias: str = "m") -> tuple[str, list[Any]]:
-    """The predicate (never empty) and its parameters for `opts`'s filters."""
-    for name in SQLITE_ONLY:
-        if getattr(opts, name, None) is not None:
-            raise InvalidOptionError(f"{name} is SQLite-only for now; leave it out on PostgreSQL")
+    """The predicate (never empty) and its parameters for `opts`'s filters (the code
+    filter refused: POSTGRES has no code references yet, and a filter ignored would widen
+    the answer)."""
     return filters.where(opts, alias=alias, dialect=POSTGRES)
 
 

@@ -95,9 +95,6 @@ class PgKeywordIndex(BackgroundIndex):
         if self._policy == "auto" and self._size() >= AUTO_MIN:
             self._start_background()
 
-    def ready(self) -> bool:
-        return self._index is not None
-
     def persist(self) -> bool:
         """At a bulk load's end (`Engine.flush`): build the index now when the policy
         would ("on", or "auto" past AUTO_MIN memories) and wait for it. Returns whether

@@ -15,7 +15,6 @@ import binascii
 import dataclasses
 import hashlib
 import json
-import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -66,7 +65,7 @@ def decode(text: str, query: str | None, opts: Options) -> Cursor:
             "cursor is not a next_cursor of cortex; pass the next_cursor of the page before"
         ) from None
     if not (0 <= cursor.offset <= 10_000_000 and 0 < cursor.pool <= 10_000_000) or not (
-        math.isfinite(cursor.now) and _a_moment(cursor.now)
+        _a_moment(cursor.now)
     ):
         raise InvalidOptionError("cursor is damaged; start again from the first page")
     if cursor.fingerprint != fingerprint(query, opts):
