@@ -109,6 +109,19 @@ def test_add_get_update_delete(store: PgStore) -> None:
         store.get(2**70)
 
 
+def test_update_checks_valid_until_as_sqlite_does(store: PgStore) -> None:
+    """A valid_until that is no moment (a string, NaN, past the datetime range) is a typed
+    error and changes nothing; a number is stored as given."""
+    (mid,) = store.add_many([MemoryInput("Rotate the signing keys", project="a")])
+    for bad in ("tomorrow", float("nan"), 1e300):
+        with pytest.raises(InvalidOptionError):
+            store.update(mid, content="changed", valid_until=bad)
+        assert store.get(mid).content == "Rotate the signing keys"
+        assert store.get(mid).valid_until is None
+    when = store.update(mid, valid_until=1_900_000_000.0).valid_until
+    assert when is not None and when.timestamp() == 1_900_000_000.0
+
+
 def test_keyword_stats_follow_every_write(store: PgStore) -> None:
     ids = store.add_many(
         [MemoryInput(f"alpha beta gamma {i}", project="p" if i % 2 else None) for i in range(10)]

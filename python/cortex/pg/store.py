@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from cortex import validate
 from cortex.errors import InvalidOptionError, NotFoundError, StorageError
 from cortex.pg import schema
 from cortex.pg.db import Database, Vector, redact
@@ -451,6 +452,7 @@ class PgStore(SharedStore):
         other's fields with stale values."""
         check_updatable(fields)
         _check_id(memory_id)
+        valid_until = validate.timestamp("valid_until", fields.get("valid_until"))
         if embeddings is None:
             embeddings = on_write  # the Engine's name for what is written with the row
         now = time.time()
@@ -468,7 +470,7 @@ class PgStore(SharedStore):
             if "valid_until" in fields:
                 tx.execute(
                     "UPDATE memories SET valid_until = %s WHERE id = %s",
-                    (fields["valid_until"], memory_id),
+                    (valid_until, memory_id),
                 )
             if embeddings is not None:
                 self._write_embeddings(
